@@ -1,0 +1,56 @@
+# tpu-pipeline: `make run` runs the pipeline on the built-in digits, `make test` runs every test.
+# Both create the virtualenv from requirements.lock on first use.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+TOOLS := .tools
+UV_VERSION := 0.13.8
+PY := $(VENV)/bin/python
+UV := $(TOOLS)/bin/uv
+SYNCED := $(VENV)/.synced-lock
+# Extra arguments for `make run`, e.g. make run ARGS="--dataset mnist".
+ARGS ?=
+
+# Python 3.10 from $$PYTHON, python3.10 on PATH, or pyenv's versions folder.
+FIND_PYTHON := for c in "$${PYTHON:-}" python3.10 $$HOME/.pyenv/versions/3.10.*/bin/python3.10; do \
+	  [ -n "$$c" ] && command -v "$$c" >/dev/null 2>&1 && \
+	  "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null && { command -v "$$c"; exit 0; }; \
+	done; exit 1
+
+.PHONY: help run test lint bench lock clean
+
+help:
+	@echo "make run    run the pipeline on the built-in digits (ARGS=... for more flags)"
+	@echo "make test   lint and run the whole test suite"
+	@echo "make lock   re-resolve requirements.in into requirements.lock"
+	@echo "make clean  remove the virtualenvs and outputs"
+
+$(UV):
+	@py=$$($(FIND_PYTHON)) || { echo "error: Python 3.10 not found; install it (pyenv install 3.10) or set PYTHON=/path/to/python3.10" >&2; exit 1; }; \
+	echo "Using $$py for the tool environment ($(TOOLS))"; \
+	"$$py" -m venv $(TOOLS) && $(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(SYNCED): requirements.lock setup.py | $(UV)
+	@py=$$($(FIND_PYTHON)) || { echo "error: Python 3.10 not found; install it (pyenv install 3.10) or set PYTHON=/path/to/python3.10" >&2; exit 1; }; \
+	[ -x $(PY) ] || { echo "Creating $(VENV) with $$py"; "$$py" -m venv $(VENV); }
+	$(UV) pip sync --quiet --python $(PY) requirements.lock
+	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	@touch $@
+
+run: $(SYNCED)
+	$(VENV)/bin/tpu-pipeline run $(ARGS)
+
+lint: $(SYNCED)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: lint
+	$(PY) -m pytest
+
+lock: | $(UV)
+	$(UV) pip compile requirements.in --python-version 3.10 \
+	  --python-platform x86_64-manylinux_2_36 --quiet -o requirements.lock
+
+clean:
+	rm -rf $(VENV) $(TOOLS) output .pytest_cache

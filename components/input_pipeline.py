@@ -1,0 +1,72 @@
+"""The Trainer's tf.data input: TFRecord -> parse -> transform graph -> batch -> prefetch.
+
+The transform graph runs here, on the host, so the accelerator receives dense
+float images of a static shape only. Batching comes before parsing so that
+parsing and the transform run once per batch, vectorised, rather than once per
+example; `drop_remainder=True` keeps every batch the same size, which TPUs
+(and XLA in general) need to compile the step once.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.preprocessing import IMAGE_KEY, LABEL_KEY
+from pipeline.config import DatasetConfig
+
+
+def global_batch_size(per_replica_batch_size: int, num_replicas: int) -> int:
+    """Each replica gets `per_replica_batch_size` examples of every global batch."""
+    if per_replica_batch_size < 1 or num_replicas < 1:
+        raise ValueError(
+            f"batch size and replicas must be positive, got {per_replica_batch_size} x {num_replicas}"
+        )
+    return per_replica_batch_size * num_replicas
+
+
+def make_dataset(
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    batch_size: int,
+    *,
+    training: bool,
+    shuffle_buffer: int = 4096,
+    seed: int | None = None,
+) -> tf.data.Dataset:
+    """Yields `(images, labels)` batches of exactly `batch_size` examples.
+
+    Args:
+      file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
+      transform_output: the Transform component's graph.
+      dataset: shapes and feature names.
+      batch_size: the global batch size.
+      training: shuffle and repeat forever (for `steps_per_epoch`); otherwise
+        one pass in file order.
+      shuffle_buffer: examples held for shuffling.
+      seed: makes shuffling repeatable.
+    """
+    files = tf.data.Dataset.list_files(file_patterns, shuffle=training, seed=seed)
+    records = files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=not training,
+    )
+    if training:
+        records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    raw_feature_spec = transform_output.raw_feature_spec()
+    image_shape = [batch_size, *dataset.image_shape]
+
+    def parse_and_transform(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        raw = tf.io.parse_example(serialized, raw_feature_spec)
+        transformed = transform_output.transform_raw_features(raw, drop_unused_features=True)
+        images = tf.ensure_shape(transformed[IMAGE_KEY], image_shape)
+        labels = tf.ensure_shape(transformed[LABEL_KEY], [batch_size])
+        return images, labels
+
+    return (
+        records.batch(batch_size, drop_remainder=True)
+        .map(parse_and_transform, num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )

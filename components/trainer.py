@@ -1,0 +1,131 @@
+"""The Trainer's `run_fn`: strategy -> datasets -> model -> fit -> export.
+
+Each step is a function of its own module, so a test can call any of them
+alone; `run_fn` only reads TFX's arguments and passes results along.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras
+from absl import logging
+from tensorflow.python.autograph.core import config as autograph_config
+from tfx.components.trainer.fn_args_utils import FnArgs
+
+from components.device_policy import resolve_training_policy
+from components.export import export_serving_model, serving_copy
+from components.input_pipeline import global_batch_size, make_dataset
+from components.models import build_model, compile_model
+from components.strategy import resolve_strategy
+from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
+from pipeline.config import DatasetConfig, TrainerConfig
+
+
+def skip_autograph_for_tf_keras() -> None:
+    """Stops AutoGraph from converting tf_keras's own code on the first `fit`.
+
+    TF 2.16 exempts the `keras` package but not `tf_keras`; converting it cost
+    ~11 s per Trainer run on this stack (STACK.md). tf_keras's code is already
+    graph-safe, so converting it buys nothing.
+    """
+    if not any(str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES):
+        rule = autograph_config.DoNotConvert("tf_keras")
+        autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
+
+
+def parse_custom_config(custom_config: dict[str, Any]) -> tuple[DatasetConfig, TrainerConfig]:
+    """Reads back the sections the pipeline put into the Trainer's custom_config."""
+    return (
+        DatasetConfig.model_validate(custom_config["dataset"]),
+        TrainerConfig.model_validate(custom_config["trainer"]),
+    )
+
+
+def train(
+    model: tf_keras.Model,
+    train_dataset: tf.data.Dataset,
+    eval_dataset: tf.data.Dataset,
+    *,
+    config: TrainerConfig,
+    train_steps: int,
+    eval_steps: int | None,
+    batch_size: int,
+    log_dir: str,
+    backup_dir: str,
+) -> tf_keras.callbacks.History:
+    """Fits `model` for `train_steps` batches split over `config.epochs` epochs."""
+    steps_per_epoch = max(1, train_steps // config.epochs)
+    return model.fit(
+        train_dataset,
+        epochs=config.epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=eval_dataset,
+        validation_steps=eval_steps,
+        callbacks=training_callbacks(
+            log_dir, backup_dir, config.epochs, steps_per_epoch * batch_size, config.profile_batches
+        ),
+        verbose=0,
+    )
+
+
+def run_fn(fn_args: FnArgs) -> None:
+    """Trains the configured CNN on the best device available and exports it for serving."""
+    skip_autograph_for_tf_keras()
+    dataset, config = parse_custom_config(fn_args.custom_config)
+    choice = resolve_strategy(config)
+    policy = resolve_training_policy(choice.device, choice.num_replicas, config)
+    batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
+    training_info = {
+        "device": choice.device,
+        "strategy": choice.description,
+        "num_replicas": choice.num_replicas,
+        "jit_compile": policy.jit_compile,
+        "precision": policy.precision,
+        "global_batch_size": batch_size,
+        "model": config.model,
+        "train_steps": fn_args.train_steps,
+        "tensorflow": tf.__version__,
+    }
+    logging.info("Trainer setup: %s", training_info)
+
+    transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    make = dict(transform_output=transform_output, dataset=dataset, batch_size=batch_size)
+    train_dataset = make_dataset(
+        fn_args.train_files, **make, training=True, shuffle_buffer=config.shuffle_buffer, seed=config.seed
+    )
+    eval_dataset = make_dataset(fn_args.eval_files, **make, training=False)
+    write_run_summaries(fn_args.model_run_dir, next(iter(train_dataset))[0], training_info)
+
+    with choice.strategy.scope():
+        model = build_model(config.model, dataset.image_shape, dataset.num_classes, policy.precision)
+        compile_model(model, config.learning_rate, policy.jit_compile, policy.precision)
+    backup_dir = backup_dir_for(
+        fn_args.model_run_dir,
+        {
+            "train_files": fn_args.train_files,
+            "transform": fn_args.transform_output,
+            "custom_config": fn_args.custom_config,
+            "train_steps": fn_args.train_steps,
+        },
+    )
+    train(
+        model,
+        train_dataset,
+        eval_dataset,
+        config=config,
+        train_steps=fn_args.train_steps,
+        eval_steps=fn_args.eval_steps,
+        batch_size=batch_size,
+        log_dir=fn_args.model_run_dir,
+        backup_dir=backup_dir,
+    )
+    export_serving_model(
+        serving_copy(model, config.model, dataset),
+        transform_output,
+        dataset,
+        fn_args.serving_model_dir,
+        training_info,
+    )

@@ -1,0 +1,135 @@
+"""`tpu-pipeline`: run the pipeline locally, or bootstrap a schema for new data.
+
+Heavy libraries (TensorFlow, TFX, Beam) are imported inside the commands, after
+the environment and the log redirection are set up, so their start-up noise
+lands in the log file and `--help` answers at once.
+
+Exit codes: 0 success, 1 run failed, 2 bad configuration or arguments,
+3 data rejected by the schema.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import pathlib
+import sys
+from typing import Any
+
+import yaml
+
+import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before anything imports TensorFlow)
+from pipeline.config import BUILTIN_DATASETS, ConfigError, load_config
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
+
+
+def _parse_assignment(text: str) -> tuple[str, Any]:
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value)
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tpu-pipeline", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
+    run.add_argument("--config", help="YAML configuration file (see configs/)")
+    run.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
+    run.add_argument("--data-dir", help="folder of TFRecord files to use instead of the built-in data")
+    run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
+    run.add_argument("--train-steps", type=int, help="training steps")
+    run.add_argument("--model", help="mnist_cnn or cifar10_cnn")
+    run.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        type=_parse_assignment,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="set any configuration field, e.g. --set trainer.epochs=3 (repeatable)",
+    )
+    run.add_argument("--verbose", action="store_true", help="show the full logs instead of progress lines")
+    run.add_argument("--summary-json", type=pathlib.Path, help="also write the run summary as JSON here")
+
+    schema = commands.add_parser("schema", help="schema tools")
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True)
+    infer = schema_commands.add_parser("infer", help="bootstrap a schema from data with TFDV")
+    infer.add_argument("--data", required=True, help="TFRecord file, glob, or folder of them")
+    infer.add_argument("--name", required=True, help="dataset name: writes schemas/<name>/schema.pbtxt")
+    infer.add_argument("--output", type=pathlib.Path, help="write here instead of schemas/<name>/")
+    infer.add_argument("--force", action="store_true", help="replace an existing schema")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    overrides = {
+        "dataset": args.dataset,
+        "dataset.data_dir": args.data_dir,
+        "output_dir": args.output_dir,
+        "trainer.train_steps": args.train_steps,
+        "trainer.model": args.model,
+        **dict(args.assignments),
+    }
+    config = load_config(args.config, overrides)
+    from pipeline.console import output_to_log_file, quiet_library_warnings
+
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    log_file = config.run_dir / "logs" / f"run-{stamp}.log"
+    if not args.verbose:
+        quiet_library_warnings()
+    print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", flush=True)
+    if args.verbose:
+        summary = _run_pipeline(config, sys.stdout, None)
+    else:
+        with output_to_log_file(log_file) as terminal:
+            summary = _run_pipeline(config, terminal, str(log_file))
+    print(summary.to_text(), flush=True)
+    if args.summary_json:
+        args.summary_json.parent.mkdir(parents=True, exist_ok=True)
+        args.summary_json.write_text(summary.to_json())
+    if summary.data_rejected:
+        return EXIT_DATA_REJECTED
+    return EXIT_OK if summary.succeeded else EXIT_FAILED
+
+
+def _run_pipeline(config, out, log_file):
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(absl_logging.INFO)
+    from pipeline.local_runner import run_local
+
+    return run_local(config, out, log_file)
+
+
+def _schema_infer(args: argparse.Namespace) -> int:
+    from pipeline.schema_tools import infer_schema, write_schema
+    from schemas import schema_path
+
+    data = pathlib.Path(args.data)
+    pattern = str(data / "*") if data.is_dir() else args.data
+    output = args.output or schema_path(args.name)
+    write_schema(infer_schema(pattern), output, overwrite=args.force)
+    print(f"wrote {output}: review value ranges, shapes and the label domain before relying on it")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `tpu-pipeline` console command."""
+    args = _build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        return _schema_infer(args)
+    except ConfigError as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return EXIT_BAD_CONFIG
+    except (FileExistsError, FileNotFoundError) as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

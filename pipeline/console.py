@@ -1,0 +1,47 @@
+"""Keeps the terminal readable: full logs go to a file, progress to the terminal.
+
+TensorFlow, XLA, Beam and TFX print thousands of lines, some from C++ straight
+to the process's file descriptors, where Python logging settings cannot reach.
+Redirecting descriptors 1 and 2 catches all of it; the user's terminal gets
+its own stream for the progress lines and the summary.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import sys
+import warnings
+from collections.abc import Iterator
+from typing import TextIO
+
+
+def quiet_library_warnings() -> None:
+    """Drops warnings users cannot act on; set before TensorFlow is imported."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    for category in (DeprecationWarning, FutureWarning, UserWarning):
+        warnings.filterwarnings("ignore", category=category)
+
+
+@contextlib.contextmanager
+def output_to_log_file(log_path: pathlib.Path) -> Iterator[TextIO]:
+    """Sends everything the process writes to `log_path`; yields a stream to the terminal."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
+    terminal = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        for fd in (1, 2):
+            os.dup2(log_fd, fd)
+        yield terminal
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in saved.items():
+            os.dup2(original, fd)
+            os.close(original)
+        os.close(log_fd)
+        terminal.close()

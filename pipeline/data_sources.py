@@ -1,0 +1,83 @@
+"""Finds (and for `digits`, writes) the raw TFRecord folder a run reads.
+
+ImportExampleGen fingerprints its input files, so the built-in digits are
+written once and then left alone: a rerun sees the same files and is cached.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+
+from pipeline.config import PipelineConfig
+
+DIGITS_FILE_NAME = "digits.tfrecord"
+
+
+class DataSourceError(FileNotFoundError):
+    """The configured data folder is missing or holds no matching files."""
+
+
+def write_digits_tfrecord(path: pathlib.Path) -> int:
+    """Writes scikit-learn's digits as `tf.train.Example`s (`pixels`, `label`).
+
+    The file appears atomically (written aside, then renamed), so an
+    interrupted first run never leaves a truncated file that later runs trust.
+
+    Returns:
+      The number of examples written.
+    """
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        with tf.io.TFRecordWriter(partial) as writer:
+            for pixels, label in zip(digits.data, digits.target):
+                example = tf.train.Example(
+                    features=tf.train.Features(
+                        feature={
+                            "pixels": tf.train.Feature(
+                                float_list=tf.train.FloatList(value=pixels.astype("float32"))
+                            ),
+                            "label": tf.train.Feature(
+                                int64_list=tf.train.Int64List(value=[int(label)])
+                            ),
+                        }
+                    )
+                )
+                writer.write(example.SerializeToString())
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.remove(partial)
+    return len(digits.target)
+
+
+def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
+    """Returns the folder ImportExampleGen reads, writing built-in digits on first use.
+
+    Raises:
+      DataSourceError: the folder does not exist or has no file matching the
+        configured pattern.
+    """
+    dataset = config.dataset
+    if dataset.data_dir is None and dataset.name == "digits":
+        data_root = config.run_dir / "data" / "digits"
+        if not (data_root / DIGITS_FILE_NAME).exists():
+            write_digits_tfrecord(data_root / DIGITS_FILE_NAME)
+        return data_root
+    if dataset.data_dir is None:
+        raise DataSourceError(f"dataset {dataset.name!r}: set dataset.data_dir to its TFRecord folder")
+    data_root = pathlib.Path(dataset.data_dir).resolve()
+    if not data_root.is_dir():
+        raise DataSourceError(f"dataset {dataset.name!r}: data folder {data_root} does not exist")
+    if not list(data_root.glob(dataset.file_pattern)):
+        raise DataSourceError(
+            f"dataset {dataset.name!r}: no file in {data_root} matches {dataset.file_pattern!r}"
+        )
+    return data_root

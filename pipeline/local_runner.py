@@ -1,0 +1,103 @@
+"""Runs the pipeline on this machine with LocalDagRunner, one progress line per component.
+
+LocalDagRunner runs components one after another and logs when each starts and
+finishes; a logging handler turns those two lines into a progress line with
+the component's status from ML Metadata (executed or cached) and its time.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import TextIO
+
+from tfx.orchestration import metadata
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+from pipeline.config import PipelineConfig
+from pipeline.data_sources import prepare_data_root
+from pipeline.pipeline import create_pipeline
+from pipeline.run_record import RunRecord
+from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
+
+_RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
+
+
+class ComponentProgress(logging.Handler):
+    """Prints `[n/N] id status seconds` as LocalDagRunner finishes each component."""
+
+    def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO):
+        super().__init__(level=logging.INFO)
+        self._ids = component_ids
+        self._record = record
+        self._out = out
+        self._running: tuple[str, float] | None = None
+        self.results: dict[str, ComponentResult] = {}
+
+    def emit(self, log_record: logging.LogRecord) -> None:
+        match = _RUNNER_LINE.match(log_record.getMessage())
+        if not match:
+            return
+        if match["event"] == "running":
+            self._running = (match["id"], time.perf_counter())
+        else:
+            self._finish(self._record.node(match["id"]).status)
+
+    def _finish(self, status: str) -> None:
+        if self._running is None:
+            return
+        node_id, started = self._running
+        self._running = None
+        result = ComponentResult(node_id, status, round(time.perf_counter() - started, 2))
+        self.results[node_id] = result
+        position = len(self.results)
+        width = max(len(i) for i in self._ids)
+        print(
+            f"[{position:>2}/{len(self._ids)}] {node_id:<{width}}  {status:<8} {result.seconds:6.1f} s",
+            file=self._out,
+            flush=True,
+        )
+
+    def finish_failed(self) -> None:
+        """Marks the component that was running when the run raised as failed."""
+        self._finish("failed")
+
+    def all_results(self) -> list[ComponentResult]:
+        return [self.results.get(i, ComponentResult(i, "skipped", 0.0)) for i in self._ids]
+
+
+def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) -> RunSummary:
+    """Runs the whole pipeline locally and returns its summary; never raises for a failed run.
+
+    Args:
+      config: the run's configuration.
+      out: where progress lines go (the user's terminal).
+      log_file: where the full logs went, to name in the summary.
+    """
+    config.run_dir.mkdir(parents=True, exist_ok=True)
+    connection_config = metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+    record = RunRecord(connection_config, config.full_pipeline_name)
+    error: BaseException | None = None
+    progress: ComponentProgress | None = None
+    absl_logger = logging.getLogger("absl")
+    try:
+        tfx_pipeline = create_pipeline(
+            config,
+            data_root=str(prepare_data_root(config)),
+            pipeline_root=str(config.pipeline_root),
+            serving_dir=str(config.serving_dir),
+            metadata_connection_config=connection_config,
+        )
+        progress = ComponentProgress([c.id for c in tfx_pipeline.components], record, out)
+        absl_logger.addHandler(progress)
+        LocalDagRunner().run(tfx_pipeline)
+    except Exception as raised:  # reported in the summary; the CLI turns it into an exit code
+        error = raised
+        if progress is not None:
+            progress.finish_failed()
+    finally:
+        if progress is not None:
+            absl_logger.removeHandler(progress)
+    components = progress.all_results() if progress else []
+    return summarize_run(record, components, error, log_file, config.full_pipeline_name)

@@ -1,0 +1,70 @@
+"""Reads what a run did back from ML Metadata: statuses, metrics, blessing, push.
+
+MLMD is the record TFX itself keeps, so the summary a user sees is the same
+truth the next run's caching and baseline resolution will use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+_STATUS_BY_STATE = {
+    metadata_store_pb2.Execution.COMPLETE: "executed",
+    metadata_store_pb2.Execution.CACHED: "cached",
+}
+
+
+@dataclasses.dataclass
+class NodeRecord:
+    """The newest execution of one pipeline node in this run, if it has one."""
+
+    status: str  # executed | cached | failed | skipped
+    outputs: dict[str, list[metadata_store_pb2.Artifact]]
+
+
+class RunRecord:
+    """Executions and artifacts of one run, told apart from earlier runs by execution id."""
+
+    def __init__(self, connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str):
+        self._store = metadata_store.MetadataStore(connection_config)
+        self._pipeline_name = pipeline_name
+        executions = self._store.get_executions()
+        self._first_execution_id = max((e.id for e in executions), default=0) + 1
+
+    def node(self, node_id: str) -> NodeRecord:
+        """Status and outputs of `node_id`'s newest execution in this run."""
+        context = self._store.get_context_by_type_and_name("node", f"{self._pipeline_name}.{node_id}")
+        executions = [
+            e
+            for e in (self._store.get_executions_by_context(context.id) if context else [])
+            if e.id >= self._first_execution_id
+        ]
+        if not executions:
+            return NodeRecord("skipped", {})
+        newest = max(executions, key=lambda e: e.id)
+        return NodeRecord(_STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id))
+
+    def _outputs(self, execution_id: int) -> dict[str, list[metadata_store_pb2.Artifact]]:
+        events = [
+            event
+            for event in self._store.get_events_by_execution_ids([execution_id])
+            if event.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+        ]
+        artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
+        outputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
+        for event in events:
+            key = event.path.steps[0].key if event.path.steps else "output"
+            outputs.setdefault(key, []).append(artifacts[event.artifact_id])
+        return outputs
+
+
+def custom_property(artifact: metadata_store_pb2.Artifact, name: str) -> Any:
+    """The int or string value of an artifact's custom property, or None."""
+    if name not in artifact.custom_properties:
+        return None
+    value = artifact.custom_properties[name]
+    return getattr(value, value.WhichOneof("value"))

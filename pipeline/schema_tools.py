@@ -1,0 +1,58 @@
+"""Bootstraps a schema for a new dataset with TFDV, for a person to curate.
+
+TFDV infers types, presence and shapes. We also copy the observed value ranges
+into the schema, because ranges are what catches a pipeline upstream changing
+its pixel scaling; a person should still review them (see the README) before
+ExampleValidator relies on them.
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import tensorflow_data_validation as tfdv
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+
+class SchemaExistsError(FileExistsError):
+    """Refusing to overwrite a curated schema."""
+
+
+def _observed_ranges(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> dict[str, tuple]:
+    ranges = {}
+    for feature in statistics.datasets[0].features:
+        name = feature.path.step[0] if feature.path.step else feature.name
+        if feature.HasField("num_stats"):
+            ranges[name] = (feature.num_stats.min, feature.num_stats.max)
+    return ranges
+
+
+def infer_schema(data_pattern: str) -> schema_pb2.Schema:
+    """Infers a schema from the TFRecord files of `tf.train.Example` matching `data_pattern`.
+
+    Numeric features get the observed [min, max] as their domain; int features
+    with few distinct values (labels) become categorical.
+    """
+    statistics = tfdv.generate_statistics_from_tfrecord(data_location=data_pattern)
+    schema = tfdv.infer_schema(statistics, infer_feature_shape=True)
+    ranges = _observed_ranges(statistics)
+    for feature in schema.feature:
+        if feature.name not in ranges:
+            continue
+        low, high = ranges[feature.name]
+        if feature.type == schema_pb2.FLOAT:
+            feature.float_domain.min, feature.float_domain.max = low, high
+            feature.float_domain.disallow_nan = True
+            feature.float_domain.disallow_inf = True
+        elif feature.type == schema_pb2.INT:
+            feature.int_domain.min, feature.int_domain.max = int(low), int(high)
+            feature.int_domain.is_categorical = high - low < 1000
+    return schema
+
+
+def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False) -> None:
+    """Writes `schema` as text; a curated schema already there is kept unless `overwrite`."""
+    if path.exists() and not overwrite:
+        raise SchemaExistsError(f"{path} exists; pass --force to replace the curated schema")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tfdv.write_schema_text(schema, str(path))
