@@ -1,0 +1,44 @@
+"""Shared test set-up: Keras 2 before TensorFlow loads, real data, one real pipeline run."""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+
+import pytest
+
+import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from pipeline.config import SHARED_DATA_DIR, PipelineConfig, load_config  # noqa: E402
+
+MNIST_TFRECORD = SHARED_DATA_DIR / "mnist.tfrecord"
+
+
+@pytest.fixture(scope="session")
+def mnist_tfrecord() -> pathlib.Path:
+    """The 1,000 real MNIST examples shared with the project (read-only)."""
+    assert MNIST_TFRECORD.exists(), f"missing shared data: {MNIST_TFRECORD}"
+    return MNIST_TFRECORD
+
+
+def small_digits_config(output_dir: pathlib.Path, **overrides) -> PipelineConfig:
+    """The default digits pipeline, trained briefly enough for tests yet above 0.95 accuracy."""
+    return load_config(None, {"output_dir": str(output_dir), "trainer.train_steps": 300, **overrides})
+
+
+@pytest.fixture(scope="session")
+def digits_run(tmp_path_factory):
+    """One real local run of the whole digits pipeline, shared by the tests that read it.
+
+    Returns (config, summary). Tests must not change its outputs; a test that
+    needs a second run makes its own copy or its own run.
+    """
+    from pipeline.local_runner import run_local
+
+    config = small_digits_config(tmp_path_factory.mktemp("digits-run"))
+    summary = run_local(config, io.StringIO())
+    assert summary.succeeded, summary.error
+    return config, summary
