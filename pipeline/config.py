@@ -10,7 +10,8 @@ into a TPU job.
 from __future__ import annotations
 
 import pathlib
-from typing import Any, Literal
+import zoneinfo
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -48,6 +49,9 @@ class DatasetConfig(_Section):
         default=None, description="Curated schema; defaults to schemas/<name>/schema.pbtxt."
     )
     eval_percent: int = Field(default=20, ge=1, le=50)
+    span_window: int = Field(
+        default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
+    )
 
     @model_validator(mode="after")
     def _positive_shape(self) -> DatasetConfig:
@@ -123,6 +127,9 @@ class TrainerConfig(_Section):
     profile_batches: tuple[int, int] | None = Field(
         default=None, description="first and last batch to trace with the profiler"
     )
+    warm_start: bool = Field(
+        default=False, description="start from the last blessed model's weights, when there is one"
+    )
 
     @model_validator(mode="after")
     def _steps_cover_epochs(self) -> TrainerConfig:
@@ -147,6 +154,104 @@ class EvaluatorConfig(_Section):
     )
 
 
+GcsUri = Annotated[str, Field(pattern=r"^gs://[a-z0-9][a-z0-9._-]+(/.*)?$")]
+TPU_V5E_MACHINE_PREFIX = "ct5lp-hightpu-"  # TPU v5e VMs: the chips come with the machine type
+
+
+class VertexTrainerConfig(_Section):
+    """Where the Trainer runs on Vertex AI: in its pipeline step or as a custom training job.
+
+    The machine fields are Vertex's MachineSpec: TPU v2-8 / v3-8 is machine type
+    `cloud-tpu` with accelerator TPU_V2 / TPU_V3 x 8; TPU v5e is a machine type
+    `ct5lp-hightpu-{1,4,8}t` (chips implied, optional `tpu_topology`); a GPU is
+    an accelerator such as NVIDIA_TESLA_A100 with a count, on a matching machine.
+    """
+
+    runs_on: Literal["pipeline_step", "custom_job"] = "pipeline_step"
+    machine_type: str = "n1-standard-8"
+    accelerator_type: str | None = Field(default=None, pattern=r"^(TPU_V[23]|NVIDIA_[A-Z0-9_]+)$")
+    accelerator_count: int = Field(default=0, ge=0)
+    tpu_topology: str | None = Field(default=None, pattern=r"^\d+x\d+(x\d+)?$")
+    image: str | None = Field(default=None, description="custom job image; default: pipeline_image")
+
+    @model_validator(mode="after")
+    def _consistent_machine(self) -> VertexTrainerConfig:
+        accelerator, count = self.accelerator_type or "", self.accelerator_count
+        if (self.machine_type == "cloud-tpu") != accelerator.startswith("TPU_"):
+            raise ValueError("machine_type 'cloud-tpu' goes with accelerator_type TPU_V2 or TPU_V3")
+        if accelerator.startswith("TPU_") and count != 8:
+            raise ValueError(f"{accelerator} on Vertex AI comes as 8 cores: accelerator_count: 8")
+        if accelerator.startswith("NVIDIA_") and count < 1:
+            raise ValueError(f"{accelerator} needs accelerator_count >= 1")
+        if not accelerator and count:
+            raise ValueError("accelerator_count is set but accelerator_type is not")
+        if self.machine_type.startswith(TPU_V5E_MACHINE_PREFIX) and accelerator:
+            raise ValueError(f"{self.machine_type} has its TPU chips: leave accelerator_type unset")
+        if self.tpu_topology and self.device != "tpu":
+            raise ValueError("tpu_topology applies to TPU machine types only")
+        return self
+
+    @property
+    def device(self) -> Literal["tpu", "gpu", "cpu"]:
+        """What the custom job trains on, from its machine spec."""
+        if self.machine_type.startswith(TPU_V5E_MACHINE_PREFIX) or self.machine_type == "cloud-tpu":
+            return "tpu"
+        return "gpu" if self.accelerator_type else "cpu"
+
+
+class DataflowConfig(_Section):
+    """Runs the Beam components (statistics, Transform, Evaluator) on Dataflow."""
+
+    temp_location: GcsUri
+    max_num_workers: int = Field(default=4, ge=1)
+    machine_type: str | None = None
+
+
+class ModelRegistryConfig(_Section):
+    """Uploads each pushed model as a new version of one Vertex AI Model Registry entry."""
+
+    model_display_name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_ .-]{0,127}$")
+    serving_image: str = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
+    endpoint_display_name: str | None = Field(
+        default=None, description="deploy each new version to this endpoint (created if missing)"
+    )
+    endpoint_machine_type: str = "n1-standard-2"
+
+
+class ScheduleConfig(_Section):
+    """When Vertex AI reruns the pipeline (`tpu-pipeline schedule create`)."""
+
+    display_name: str | None = Field(default=None, description="default: the pipeline name")
+    cron: str = Field(default="0 3 * * 1", pattern=r"^\S+( \S+){4}$")
+    time_zone: str = "UTC"
+    max_concurrent_run_count: int = Field(default=1, ge=1)
+    start_time: str | None = Field(default=None, description="RFC 3339, e.g. 2027-01-01T00:00:00Z")
+    end_time: str | None = None
+
+    @model_validator(mode="after")
+    def _known_time_zone(self) -> ScheduleConfig:
+        if self.time_zone not in zoneinfo.available_timezones():
+            raise ValueError(f"time_zone {self.time_zone!r} is not an IANA time zone name")
+        return self
+
+
+class VertexConfig(_Section):
+    """Where and how the pipeline runs on Vertex AI Pipelines (see kubeflow/vertex-*.yaml)."""
+
+    project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$")
+    region: str = "us-central1"
+    pipeline_root: GcsUri
+    data_root: GcsUri
+    serving_dir: GcsUri
+    pipeline_image: str = Field(description="image with TFX and this package (kubeflow/Dockerfile)")
+    service_account: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    trainer: VertexTrainerConfig = VertexTrainerConfig()
+    dataflow: DataflowConfig | None = None
+    model_registry: ModelRegistryConfig | None = None
+    schedule: ScheduleConfig = ScheduleConfig()
+
+
 class PipelineConfig(_Section):
     """A whole run: names, output folder, dataset, Trainer and Evaluator."""
 
@@ -159,6 +264,9 @@ class PipelineConfig(_Section):
     beam_pipeline_args: list[str] = Field(
         default_factory=list,
         description="Extra Beam flags; any makes TFX package the code per Beam component",
+    )
+    vertex: VertexConfig | None = Field(
+        default=None, description="Vertex AI Pipelines settings, read by compile/submit/schedule"
     )
 
     @model_validator(mode="before")
