@@ -5,9 +5,21 @@ from setuptools import find_packages, setup
 setup(
     name="tpu-pipeline",
     version="0.1.0",
-    description="A TFX pipeline from raw images to a validated, pushed model, with a TPU-first Trainer.",
+    description=(
+        "A TFX pipeline from raw images to a validated, pushed model, with a TPU-first Trainer."
+    ),
     python_requires=">=3.9,<3.11",
-    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "schemas", "kubeflow", "kubeflow.*"]),
+    packages=find_packages(
+        include=[
+            "pipeline",
+            "pipeline.*",
+            "components",
+            "components.*",
+            "schemas",
+            "kubeflow",
+            "kubeflow.*",
+        ]
+    ),
     package_data={"schemas": ["*/schema.pbtxt"]},
     # Versions are pinned in requirements.lock; these are the direct needs.
     install_requires=[

@@ -1,4 +1,5 @@
 """User code that TFX calls (preprocessing, trainer, pusher) and custom components."""
+
 import os
 
 # TFT and TFMA are built for Keras 2: TensorFlow must see this before it is imported.

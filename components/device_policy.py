@@ -29,7 +29,9 @@ class TrainingPolicy:
     precision: str
 
 
-def resolve_training_policy(device: Device, num_replicas: int, config: TrainerConfig) -> TrainingPolicy:
+def resolve_training_policy(
+    device: Device, num_replicas: int, config: TrainerConfig
+) -> TrainingPolicy:
     """Returns the device's defaults, with the configuration's overrides applied.
 
     Raises:
@@ -45,5 +47,7 @@ def resolve_training_policy(device: Device, num_replicas: int, config: TrainerCo
             "devices; set trainer.jit_compile to false"
         )
     if device == "tpu" and precision == "mixed_float16":
-        raise ValueError("trainer.precision 'mixed_float16' is not supported on TPU; use 'mixed_bfloat16'")
+        raise ValueError(
+            "trainer.precision 'mixed_float16' is not supported on TPU; use 'mixed_bfloat16'"
+        )
     return TrainingPolicy(jit_compile=jit_compile, precision=precision)

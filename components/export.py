@@ -27,7 +27,9 @@ SERVING_OUTPUT_KEY = "probabilities"
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
 
 
-def serving_copy(trained: tf_keras.Model, model_name: str, dataset: DatasetConfig) -> tf_keras.Model:
+def serving_copy(
+    trained: tf_keras.Model, model_name: str, dataset: DatasetConfig
+) -> tf_keras.Model:
     """Returns a float32 copy of `trained`; weights are float32 under every policy."""
     copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
     copy.set_weights(trained.get_weights())

@@ -20,7 +20,8 @@ def global_batch_size(per_replica_batch_size: int, num_replicas: int) -> int:
     """Each replica gets `per_replica_batch_size` examples of every global batch."""
     if per_replica_batch_size < 1 or num_replicas < 1:
         raise ValueError(
-            f"batch size and replicas must be positive, got {per_replica_batch_size} x {num_replicas}"
+            "batch size and replicas must be positive, "
+            f"got {per_replica_batch_size} x {num_replicas}"
         )
     return per_replica_batch_size * num_replicas
 

@@ -23,6 +23,7 @@ def _mnist_cnn(
     x = tf_keras.layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype)(x)
     x = tf_keras.layers.MaxPooling2D(dtype=dtype)(x)
     x = tf_keras.layers.Flatten(dtype=dtype)(x)
+    x = tf_keras.layers.Dropout(0.4, dtype=dtype)(x)
     x = tf_keras.layers.Dense(64, activation="relu", dtype=dtype)(x)
     return tf_keras.layers.Dense(num_classes, name="logits", dtype=dtype)(x)
 
@@ -61,11 +62,15 @@ def build_model(
     policy = tf_keras.mixed_precision.Policy(precision)
     inputs = tf_keras.Input(shape=image_shape, name=IMAGE_KEY)
     logits = MODEL_BUILDERS[name](inputs, num_classes, policy)
-    probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
+    probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
+        logits
+    )
     return tf_keras.Model(inputs, probabilities, name=name)
 
 
-def compile_model(model: tf_keras.Model, learning_rate: float, jit_compile: bool, precision: str) -> None:
+def compile_model(
+    model: tf_keras.Model, learning_rate: float, jit_compile: bool, precision: str
+) -> None:
     """Compiles with Adam and sparse cross-entropy; float16 gets dynamic loss scaling."""
     optimizer = tf_keras.optimizers.Adam(learning_rate)
     if precision == "mixed_float16":

@@ -19,7 +19,9 @@ IMAGE_KEY = "image"
 LABEL_KEY = "label"
 
 
-def preprocessing_fn(inputs: dict[str, tf.Tensor], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
+def preprocessing_fn(
+    inputs: dict[str, tf.Tensor], custom_config: dict[str, Any]
+) -> dict[str, tf.Tensor]:
     """Scales pixels to [0, 1] by the data's range and reshapes them to images.
 
     Args:

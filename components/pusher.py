@@ -106,10 +106,14 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusherExecutor pushes to a filesystem destination only")
-        result = push_model_version(self.GetModelPath(input_dict), destination.filesystem.base_directory)
+        result = push_model_version(
+            self.GetModelPath(input_dict), destination.filesystem.base_directory
+        )
         if result.newly_pushed:
             logging.info("Model pushed as version %s: %s", result.version, result.version_dir)
         else:
             logging.info("Model already served as version %s; not pushed again", result.version)
-        self._MarkPushed(pushed_model, pushed_destination=result.version_dir, pushed_version=result.version)
+        self._MarkPushed(
+            pushed_model, pushed_destination=result.version_dir, pushed_version=result.version
+        )
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(not result.newly_pushed))

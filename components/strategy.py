@@ -164,7 +164,9 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
         if signals or wanted == "tpu":
             logging.info("TPU evidence: %s", ", ".join(signals) or "trainer.accelerator=tpu")
             try:
-                return connect_tpu(_default_tpu_address(config, signals), config.tpu_connect_timeout_s)
+                return connect_tpu(
+                    _default_tpu_address(config, signals), config.tpu_connect_timeout_s
+                )
             except TPUUnavailableError as error:
                 raise TPUUnavailableError(
                     f"{error}. TPU expected because of {', '.join(signals) or 'accelerator=tpu'}; "
@@ -175,16 +177,24 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
         if len(gpus) >= 2:
             names = [gpu.name for gpu in gpus]
             return StrategyChoice(
-                tf.distribute.MirroredStrategy(names), "gpu", len(names), f"MirroredStrategy on {len(names)} GPUs"
+                tf.distribute.MirroredStrategy(names),
+                "gpu",
+                len(names),
+                f"MirroredStrategy on {len(names)} GPUs",
             )
         if len(gpus) == 1:
-            return StrategyChoice(tf.distribute.OneDeviceStrategy(gpus[0].name), "gpu", 1, "one GPU")
+            return StrategyChoice(
+                tf.distribute.OneDeviceStrategy(gpus[0].name), "gpu", 1, "one GPU"
+            )
         if wanted == "gpu":
             raise NoAcceleratorError("trainer.accelerator is 'gpu' but TensorFlow sees no GPU")
     cpus = tf.config.list_logical_devices("CPU")
     if len(cpus) >= 2:
         names = [cpu.name for cpu in cpus]
         return StrategyChoice(
-            tf.distribute.MirroredStrategy(names), "cpu", len(names), f"MirroredStrategy on {len(names)} CPU devices"
+            tf.distribute.MirroredStrategy(names),
+            "cpu",
+            len(names),
+            f"MirroredStrategy on {len(names)} CPU devices",
         )
     return StrategyChoice(tf.distribute.get_strategy(), "cpu", 1, "CPU (default strategy)")

@@ -70,8 +70,12 @@ def write_run_summaries(log_dir: str, sample_images: tf.Tensor, run_info: dict[s
     """Writes a few input images and the run configuration as TensorBoard summaries."""
     writer = tf.summary.create_file_writer(os.path.join(log_dir, "run"))
     with writer.as_default(step=0):
-        tf.summary.image("input_samples", sample_images[:SAMPLE_IMAGE_COUNT], max_outputs=SAMPLE_IMAGE_COUNT)
-        tf.summary.text("run_config", "```\n" + json.dumps(run_info, indent=2, sort_keys=True) + "\n```")
+        tf.summary.image(
+            "input_samples", sample_images[:SAMPLE_IMAGE_COUNT], max_outputs=SAMPLE_IMAGE_COUNT
+        )
+        tf.summary.text(
+            "run_config", "```\n" + json.dumps(run_info, indent=2, sort_keys=True) + "\n```"
+        )
     writer.close()
 
 

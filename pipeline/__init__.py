@@ -1,4 +1,5 @@
 """Pipeline wiring, configuration and runners for tpu-pipeline."""
+
 import os
 
 # TFT and TFMA are built for Keras 2: TensorFlow must see this before it is imported.

@@ -37,7 +37,7 @@ def write_digits_tfrecord(path: pathlib.Path) -> int:
     os.close(fd)
     try:
         with tf.io.TFRecordWriter(partial) as writer:
-            for pixels, label in zip(digits.data, digits.target):
+            for pixels, label in zip(digits.data, digits.target, strict=True):
                 example = tf.train.Example(
                     features=tf.train.Features(
                         feature={
@@ -72,11 +72,13 @@ def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
             write_digits_tfrecord(data_root / DIGITS_FILE_NAME)
         return data_root
     if dataset.data_dir is None:
-        raise DataSourceError(f"dataset {dataset.name!r}: set dataset.data_dir to its TFRecord folder")
+        raise DataSourceError(
+            f"dataset {dataset.name!r}: set dataset.data_dir to its TFRecord folder"
+        )
     data_root = pathlib.Path(dataset.data_dir).resolve()
     if not data_root.is_dir():
         raise DataSourceError(f"dataset {dataset.name!r}: data folder {data_root} does not exist")
-    if not list(data_root.glob(dataset.file_pattern)):
+    if not list(data_root.glob(dataset.file_pattern.replace("{SPAN}", "*"))):  # any span will do
         raise DataSourceError(
             f"dataset {dataset.name!r}: no file in {data_root} matches {dataset.file_pattern!r}"
         )

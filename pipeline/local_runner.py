@@ -53,8 +53,9 @@ class ComponentProgress(logging.Handler):
         self.results[node_id] = result
         position = len(self.results)
         width = max(len(i) for i in self._ids)
+        counter = f"[{position:>2}/{len(self._ids)}]"
         print(
-            f"[{position:>2}/{len(self._ids)}] {node_id:<{width}}  {status:<8} {result.seconds:6.1f} s",
+            f"{counter} {node_id:<{width}}  {status:<8} {result.seconds:6.1f} s",
             file=self._out,
             flush=True,
         )

@@ -37,7 +37,9 @@ class RunRecord:
 
     def node(self, node_id: str) -> NodeRecord:
         """Status and outputs of `node_id`'s newest execution in this run."""
-        context = self._store.get_context_by_type_and_name("node", f"{self._pipeline_name}.{node_id}")
+        context = self._store.get_context_by_type_and_name(
+            "node", f"{self._pipeline_name}.{node_id}"
+        )
         executions = [
             e
             for e in (self._store.get_executions_by_context(context.id) if context else [])
@@ -46,15 +48,20 @@ class RunRecord:
         if not executions:
             return NodeRecord("skipped", {})
         newest = max(executions, key=lambda e: e.id)
-        return NodeRecord(_STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id))
+        return NodeRecord(
+            _STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id)
+        )
 
     def _outputs(self, execution_id: int) -> dict[str, list[metadata_store_pb2.Artifact]]:
         events = [
             event
             for event in self._store.get_events_by_execution_ids([execution_id])
-            if event.type in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+            if event.type
+            in (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
         ]
-        artifacts = {a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])}
+        artifacts = {
+            a.id: a for a in self._store.get_artifacts_by_id([e.artifact_id for e in events])
+        }
         outputs: dict[str, list[metadata_store_pb2.Artifact]] = {}
         for event in events:
             key = event.path.steps[0].key if event.path.steps else "output"

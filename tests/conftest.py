@@ -26,7 +26,9 @@ def mnist_tfrecord() -> pathlib.Path:
 
 def small_digits_config(output_dir: pathlib.Path, **overrides) -> PipelineConfig:
     """The default digits pipeline, trained briefly enough for tests yet above 0.95 accuracy."""
-    return load_config(None, {"output_dir": str(output_dir), "trainer.train_steps": 300, **overrides})
+    return load_config(
+        None, {"output_dir": str(output_dir), "trainer.train_steps": 300, **overrides}
+    )
 
 
 @pytest.fixture(scope="session")
