@@ -19,6 +19,7 @@ from components.device_policy import resolve_training_policy
 from components.export import export_serving_model, serving_copy
 from components.input_pipeline import global_batch_size, make_dataset
 from components.models import build_model, compile_model
+from components.preflight import require_preflight
 from components.strategy import resolve_strategy
 from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
 from pipeline.config import DatasetConfig, TrainerConfig
@@ -92,6 +93,9 @@ def run_fn(fn_args: FnArgs) -> None:
     logging.info("Trainer setup: %s", training_info)
 
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
+    if choice.device == "tpu" and config.tpu_preflight:
+        # A step that cannot compile fails here in seconds, naming the layer, not on the TPU.
+        require_preflight(dataset, config, choice.num_replicas, transform_output)
     make = dict(transform_output=transform_output, dataset=dataset, batch_size=batch_size)
     train_dataset = make_dataset(
         fn_args.train_files, **make, training=True, shuffle_buffer=config.shuffle_buffer, seed=config.seed

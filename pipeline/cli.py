@@ -61,6 +61,23 @@ def _build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--name", required=True, help="dataset name: writes schemas/<name>/schema.pbtxt")
     infer.add_argument("--output", type=pathlib.Path, help="write here instead of schemas/<name>/")
     infer.add_argument("--force", action="store_true", help="replace an existing schema")
+
+    preflight = commands.add_parser(
+        "preflight", help="check on this CPU that the model and input will run on a TPU"
+    )
+    preflight.add_argument("--config", help="YAML configuration file (see configs/)")
+    preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
+    preflight.add_argument("--model", help="mnist_cnn or cifar10_cnn")
+    preflight.add_argument("--replicas", type=int, default=8, help="TPU cores (default: 8)")
+    preflight.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        type=_parse_assignment,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="set any configuration field (repeatable)",
+    )
     return parser
 
 
@@ -116,12 +133,27 @@ def _schema_infer(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    overrides = {"dataset": args.dataset, "trainer.model": args.model, **dict(args.assignments)}
+    config = load_config(args.config, overrides)
+    from pipeline.console import quiet_library_warnings
+
+    quiet_library_warnings()
+    from components.preflight import run_preflight
+
+    report = run_preflight(config.dataset, config.trainer, replicas=args.replicas)
+    print(report.to_text(), flush=True)
+    return EXIT_OK if report.passed else EXIT_FAILED
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tpu-pipeline` console command."""
     args = _build_parser().parse_args(argv)
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "preflight":
+            return _preflight(args)
         return _schema_infer(args)
     except ConfigError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)

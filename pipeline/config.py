@@ -122,6 +122,9 @@ class TrainerConfig(_Section):
         default=None, description="TPU name or grpc:// address; default: TPU_NAME or local"
     )
     tpu_connect_timeout_s: float = Field(default=60.0, gt=0)
+    tpu_preflight: bool = Field(
+        default=True, description="on a TPU, check the step compiles (on CPU) before training"
+    )
     jit_compile: bool | None = None
     precision: Precision | None = None
     profile_batches: tuple[int, int] | None = Field(

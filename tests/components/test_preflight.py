@@ -1,0 +1,225 @@
+"""TPU preflight: each kind of TPU problem, planted in a small model, is caught and named."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras
+from tfx.components.trainer.fn_args_utils import FnArgs
+
+from components import preflight, trainer
+from components.models import MODEL_BUILDERS
+from components.preflight import (
+    PreflightError,
+    check_batch_split,
+    check_static_input,
+    require_preflight,
+    run_preflight,
+)
+from components.preprocessing import IMAGE_KEY
+from components.strategy import StrategyChoice
+from pipeline.cli import EXIT_FAILED, EXIT_OK, main
+from pipeline.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
+from pipeline.pipeline import component_custom_config
+
+DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
+CIFAR_SHAPED = {**BUILTIN_DATASETS["digits"], "name": "cifar10", "image_shape": (32, 32, 3)}
+TRAINER = TrainerConfig(per_replica_batch_size=16)
+
+
+def _small_model(planted: tf_keras.layers.Layer | None = None, output_dtype: str = "float32"):
+    """Returns a builder of Dense -> [planted layer] -> softmax over 8x8 digits."""
+
+    def build(precision: str) -> tf_keras.Model:
+        inputs = tf_keras.Input(shape=DIGITS.image_shape, name=IMAGE_KEY)
+        x = tf_keras.layers.Flatten(dtype=precision)(inputs)
+        x = tf_keras.layers.Dense(16, activation="relu", dtype=precision)(x)
+        if planted is not None:
+            x = planted(x)
+        outputs = tf_keras.layers.Dense(
+            10, activation="softmax", dtype=output_dtype, name="scores"
+        )(x)
+        return tf_keras.Model(inputs, outputs)
+
+    return build
+
+
+def _preflight(builder, trainer: TrainerConfig = TRAINER):
+    return run_preflight(DIGITS, trainer, replicas=8, model_builder=builder)
+
+
+def test_small_clean_model_passes_every_check():
+    report = _preflight(_small_model())
+
+    assert report.passed, report.to_text()
+    assert {c.status for c in report.checks} == {"pass"}
+
+
+@pytest.mark.parametrize(
+    "model, dataset",
+    [
+        ("mnist_cnn", BUILTIN_DATASETS["digits"]),
+        ("mnist_cnn", BUILTIN_DATASETS["mnist"]),
+        (
+            "cifar10_cnn",
+            {**BUILTIN_DATASETS["digits"], "name": "cifar10", "image_shape": (32, 32, 3)},
+        ),
+    ],
+)
+def test_every_builtin_model_passes_with_the_default_tpu_policy(model, dataset):
+    assert set(MODEL_BUILDERS) == {"mnist_cnn", "cifar10_cnn"}, "add new built-in models here"
+
+    report = run_preflight(DatasetConfig(**dataset), TrainerConfig(model=model))
+
+    assert report.passed, report.to_text()
+    assert report.check("tpu_policy").detail == "XLA, precision mixed_bfloat16"
+    assert report.check("xla_compile").status == "pass"
+
+
+def test_float64_inside_a_layer_is_named():
+    widen = tf_keras.layers.Lambda(
+        lambda x: tf.cast(tf.cast(x, tf.float64) * 2.0, x.dtype), name="widen"
+    )
+
+    report = _preflight(_small_model(widen))
+
+    assert not report.passed
+    assert report.check("no_float64").status == "fail"
+    assert "layer widen" in report.check("no_float64").detail
+
+
+def test_data_dependent_shape_is_named():
+    def add_distinct_count(x):
+        distinct, _ = tf.unique(tf.reshape(tf.cast(x > 0, tf.int32), [-1]))
+        return x + tf.cast(tf.size(distinct), x.dtype)
+
+    report = _preflight(_small_model(tf_keras.layers.Lambda(add_distinct_count, name="distinct")))
+
+    check = report.check("static_shapes")
+    assert check.status == "fail"
+    assert "layer distinct" in check.detail and "(Unique)" in check.detail
+
+
+def test_python_function_inside_the_model_is_a_host_op():
+    def through_python(x):
+        return tf.ensure_shape(tf.py_function(lambda t: t, [x], x.dtype), x.shape)
+
+    report = _preflight(_small_model(tf_keras.layers.Lambda(through_python, name="python")))
+
+    check = report.check("no_host_ops")
+    assert check.status == "fail"
+    assert "layer python" in check.detail and "EagerPyFunc" in check.detail
+    assert report.check("xla_compile").status == "fail"
+
+
+def test_string_ops_inside_the_model_are_host_ops():
+    def round_trip_text(x):
+        return tf.strings.to_number(tf.strings.as_string(x), out_type=x.dtype)
+
+    report = _preflight(_small_model(tf_keras.layers.Lambda(round_trip_text, name="text")))
+
+    check = report.check("no_host_ops")
+    assert check.status == "fail"
+    assert "layer text" in check.detail and "uses strings" in check.detail
+
+
+def test_mixed_precision_output_that_is_not_float32_fails():
+    report = _preflight(_small_model(output_dtype="mixed_bfloat16"))
+
+    check = report.check("float32_outputs")
+    assert check.status == "fail"
+    assert "scores outputs bfloat16" in check.detail
+
+
+def test_model_that_does_not_fit_the_transformed_images_fails_to_trace():
+    def wrong_shape(precision: str) -> tf_keras.Model:
+        inputs = tf_keras.Input(shape=(28, 28, 1), name=IMAGE_KEY)
+        outputs = tf_keras.layers.Dense(10, activation="softmax")(tf_keras.layers.Flatten()(inputs))
+        return tf_keras.Model(inputs, outputs)
+
+    report = _preflight(wrong_shape)
+
+    assert report.check("train_step_traces").status == "fail"
+    assert report.check("xla_compile").status == "skip"
+
+
+def test_float16_policy_is_rejected_for_tpu_before_building_anything():
+    report = _preflight(_small_model(), TrainerConfig(precision="mixed_float16"))
+
+    assert report.check("tpu_policy").status == "fail"
+    assert "mixed_bfloat16" in report.check("tpu_policy").detail
+    assert report.check("xla_compile").status == "skip"
+
+
+def test_global_batch_must_divide_across_replicas():
+    assert check_batch_split(100, 8).status == "fail"
+    assert check_batch_split(96, 8).status == "warn"  # 12 per replica: not a whole TPU tile
+    assert check_batch_split(128, 8).status == "pass"
+
+
+def test_variable_length_or_string_features_are_not_static_input():
+    features = {
+        IMAGE_KEY: tf.io.VarLenFeature(tf.float32),
+        "label": tf.io.FixedLenFeature([], tf.string),
+    }
+
+    result, tensor_specs = check_static_input(features, 16)
+
+    assert result.status == "fail" and tensor_specs == {}
+    assert f"{IMAGE_KEY}: VarLenFeature" in result.detail
+    assert "label: string" in result.detail
+
+
+def test_require_preflight_raises_with_the_report():
+    with pytest.raises(PreflightError, match="tpu_policy"):
+        require_preflight(DIGITS, TrainerConfig(precision="mixed_float16"), replicas=8)
+
+
+def test_cli_preflight_exits_non_zero_and_names_the_failed_check(capsys):
+    code = main(["preflight", "--set", "trainer.precision=mixed_float16"])
+
+    assert code == EXIT_FAILED
+    assert "FAIL  tpu_policy" in capsys.readouterr().out
+
+
+def test_cli_preflight_passes_the_mnist_configuration(capsys):
+    assert main(["preflight", "--dataset", "mnist", "--replicas", "4"]) == EXIT_OK
+    assert "4 replicas x 64" in capsys.readouterr().out
+
+
+def _transform_graph_dir(config) -> str:
+    return str(next(config.pipeline_root.glob("Transform/transform_graph/*")))
+
+
+@pytest.mark.slow
+def test_real_transform_output_gives_the_model_static_float_images(digits_run):
+    config, _ = digits_run
+    transform_output = tft.TFTransformOutput(_transform_graph_dir(config))
+
+    report = run_preflight(config.dataset, config.trainer, transform_output=transform_output)
+
+    assert report.passed, report.to_text()
+    assert "image float32 [64, 8, 8, 1], label int64 [64]" in report.check("static_input").detail
+
+
+@pytest.mark.slow
+def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch):
+    config, _ = digits_run
+    fake_tpu = StrategyChoice(tf.distribute.get_strategy(), "tpu", 8, "fake TPU")
+    monkeypatch.setattr(trainer, "resolve_strategy", lambda _: fake_tpu)
+    monkeypatch.setattr(preflight, "build_model", _float64_builtin_model)
+    fn_args = FnArgs(
+        custom_config=component_custom_config(config),
+        transform_output=_transform_graph_dir(config),
+        train_steps=1,
+    )
+
+    with pytest.raises(PreflightError, match="FAIL  no_float64"):
+        trainer.run_fn(fn_args)
+
+
+def _float64_builtin_model(name, image_shape, num_classes, precision):
+    """A stand-in for build_model whose hidden layer computes in float64."""
+    widen = tf_keras.layers.Lambda(lambda x: tf.cast(tf.cast(x, tf.float64), x.dtype), name="widen")
+    return _small_model(widen)(precision)
