@@ -45,6 +45,22 @@ def parse_custom_config(custom_config: dict[str, Any]) -> tuple[DatasetConfig, T
     )
 
 
+def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:
+    """Copies the weights of a previous model (the last blessed one) into `model`.
+
+    Retraining on a new span then starts from what the last model learned
+    instead of from scratch. A base model of another architecture (the config
+    changed) cannot lend its weights; training then starts from scratch.
+    """
+    base_weights = tf_keras.models.load_model(base_model_dir, compile=False).get_weights()
+    if [w.shape for w in base_weights] != [w.shape for w in model.get_weights()]:
+        logging.warning("Not warm-starting: %s has another architecture", base_model_dir)
+        return False
+    model.set_weights(base_weights)
+    logging.info("Warm-started from %s", base_model_dir)
+    return True
+
+
 def train(
     model: tf_keras.Model,
     train_dataset: tf.data.Dataset,
@@ -106,6 +122,9 @@ def run_fn(fn_args: FnArgs) -> None:
     with choice.strategy.scope():
         model = build_model(config.model, dataset.image_shape, dataset.num_classes, policy.precision)
         compile_model(model, config.learning_rate, policy.jit_compile, policy.precision)
+        training_info["warm_started"] = bool(fn_args.base_model) and warm_start(
+            model, fn_args.base_model
+        )
     backup_dir = backup_dir_for(
         fn_args.model_run_dir,
         {

@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before anything imports TensorFlow)
+from kubeflow.commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from pipeline.config import BUILTIN_DATASETS, ConfigError, load_config
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
@@ -78,6 +79,7 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="set any configuration field (repeatable)",
     )
+    add_vertex_commands(commands, _parse_assignment)
     return parser
 
 
@@ -152,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command in VERTEX_COMMANDS:
+            return run_vertex_command(args)
         if args.command == "preflight":
             return _preflight(args)
         return _schema_infer(args)

@@ -14,7 +14,14 @@ import zoneinfo
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    model_validator,
+)
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
@@ -228,8 +235,8 @@ class ScheduleConfig(_Section):
     cron: str = Field(default="0 3 * * 1", pattern=r"^\S+( \S+){4}$")
     time_zone: str = "UTC"
     max_concurrent_run_count: int = Field(default=1, ge=1)
-    start_time: str | None = Field(default=None, description="RFC 3339, e.g. 2027-01-01T00:00:00Z")
-    end_time: str | None = None
+    start_time: AwareDatetime | None = Field(default=None, description="e.g. 2027-01-01T00:00:00Z")
+    end_time: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _known_time_zone(self) -> ScheduleConfig:

@@ -8,6 +8,7 @@ would also import the Vertex AI SDK (~8 s) on every local run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
@@ -26,13 +27,14 @@ from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
     LatestBlessedModelStrategy,
 )
+from tfx.orchestration import data_types
 from tfx.orchestration import pipeline as tfx_pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components.data_gate import DataGate
 from components.pusher import AtomicPusherExecutor
-from pipeline.config import PipelineConfig
+from pipeline.config import DatasetConfig, PipelineConfig
 from pipeline.eval_config import build_eval_config
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
@@ -43,6 +45,33 @@ class AtomicPusher(Pusher):
     """TFX's Pusher with an executor that pushes atomically and never twice."""
 
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
+
+
+@dataclasses.dataclass(frozen=True)
+class ComponentOverrides:
+    """What an orchestrator other than the local one swaps in (kubeflow/ builds Vertex's).
+
+    Attributes:
+      trainer_class: the Trainer component, e.g. one that runs a Vertex AI custom job.
+      trainer_custom_config: entries merged over the Trainer's custom_config.
+      pusher_class: the Pusher component; `pusher_custom_config` is its custom_config.
+      train_args: replaces TrainArgs from config, e.g. with a runtime parameter.
+    """
+
+    trainer_class: type[Trainer] = Trainer
+    trainer_custom_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    pusher_class: type[Pusher] = AtomicPusher
+    pusher_custom_config: dict[str, Any] | None = None
+    train_args: trainer_pb2.TrainArgs | data_types.RuntimeParameter | None = None
+
+
+def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
+    """Reads the `span_window` latest spans when the file pattern has `{SPAN}`."""
+    if "{SPAN}" not in dataset.file_pattern or dataset.span_window == 1:
+        return None  # ImportExampleGen reads the latest span (or all files) by itself
+    return range_config_pb2.RangeConfig(
+        rolling_range=range_config_pb2.RollingRange(num_spans=dataset.span_window)
+    )
 
 
 def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
@@ -60,6 +89,7 @@ def create_pipeline(
     pipeline_root: str,
     serving_dir: str,
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
+    overrides: ComponentOverrides = ComponentOverrides(),
 ) -> tfx_pipeline.Pipeline:
     """Builds ExampleGen -> validation -> Transform -> Trainer -> Evaluator -> Pusher.
 
@@ -70,12 +100,14 @@ def create_pipeline(
       serving_dir: base folder of the versioned, served models.
       metadata_connection_config: ML Metadata store; None lets the orchestrator
         choose (Vertex AI uses its own).
+      overrides: Trainer, Pusher and train arguments another orchestrator needs.
     """
     dataset = config.dataset
     custom_config = component_custom_config(config)
 
     example_gen = ImportExampleGen(
         input_base=data_root,
+        range_config=span_range_config(dataset),
         input_config=example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]
         ),
@@ -107,32 +139,35 @@ def create_pipeline(
     )
     transform.add_upstream_node(data_gate)
 
-    trainer = Trainer(
-        run_fn=RUN_FN,
-        examples=example_gen.outputs["examples"],
-        transform_graph=transform.outputs["transform_graph"],
-        schema=schema_gen.outputs["schema"],
-        train_args=trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
-        eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
-        custom_config=custom_config,
-    )
     baseline_resolver = Resolver(
         strategy_class=LatestBlessedModelStrategy,
         model=Channel(type=standard_artifacts.Model),
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id("latest_blessed_model_resolver")
+    trainer = overrides.trainer_class(
+        run_fn=RUN_FN,
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        base_model=baseline_resolver.outputs["model"] if config.trainer.warm_start else None,
+        train_args=overrides.train_args
+        or trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
+        custom_config={**custom_config, **overrides.trainer_custom_config},
+    )
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=build_eval_config(dataset, config.evaluator),
     )
-    pusher = AtomicPusher(
+    pusher = overrides.pusher_class(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),
+        custom_config=overrides.pusher_custom_config,
     ).with_id("Pusher")
 
     return tfx_pipeline.Pipeline(

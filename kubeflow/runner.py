@@ -1,0 +1,153 @@
+"""Compiles the pipeline for Vertex AI Pipelines / Kubeflow Pipelines v2.
+
+The pipeline is the one `create_pipeline` builds for local runs. Only what a
+cluster needs differs: `gs://` roots from `vertex:` config, the schema file as
+a path inside our image, the Trainer as a custom job when configured, Beam on
+Dataflow when configured, the Pusher that also registers models, and runtime
+parameters a user sets per run (the data root and the train arguments).
+"""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+from pipeline.config import REPO_ROOT, ConfigError, PipelineConfig, VertexConfig
+
+# kubeflow/Dockerfile copies the repository here; user code and schemas are read from it.
+CONTAINER_SOURCE_DIR = "/pipeline"
+DATA_ROOT_PARAMETER = "data_root"
+TRAIN_ARGS_PARAMETER = "train_args"
+
+
+def require_vertex(config: PipelineConfig) -> VertexConfig:
+    """Returns the `vertex:` section, or says how to add one."""
+    if config.vertex is None:
+        raise ConfigError(
+            "vertex: section missing; start from kubeflow/vertex-cpu.yaml, vertex-gpu.yaml "
+            "or vertex-tpu.yaml and set project, roots and images"
+        )
+    return config.vertex
+
+
+def container_schema_file(config: PipelineConfig) -> str:
+    """The curated schema's path inside the pipeline image (or its gs:// URI)."""
+    schema = config.dataset.schema_file
+    if schema and schema.startswith("gs://"):
+        return schema
+    local = config.dataset.resolved_schema_file.resolve()
+    if not local.is_relative_to(REPO_ROOT):
+        raise ConfigError(
+            f"dataset.schema_file: {local} is not in the image; put it under schemas/ "
+            "(copied into the image) or give a gs:// URI"
+        )
+    return f"{CONTAINER_SOURCE_DIR}/{local.relative_to(REPO_ROOT).as_posix()}"
+
+
+def dataflow_beam_args(vertex: VertexConfig) -> list[str]:
+    """Beam flags that run the Beam components on Dataflow, in our own image.
+
+    The pipeline image is the Dataflow SDK container, so the workers have TFX
+    and this package without TFX building and uploading a source package.
+    """
+    dataflow = vertex.dataflow
+    args = [
+        "--runner=DataflowRunner",
+        f"--project={vertex.project}",
+        f"--region={vertex.region}",
+        f"--temp_location={dataflow.temp_location}",
+        f"--sdk_container_image={vertex.pipeline_image}",
+        "--experiments=use_runner_v2",
+        f"--max_num_workers={dataflow.max_num_workers}",
+    ]
+    if dataflow.machine_type:
+        args.append(f"--machine_type={dataflow.machine_type}")
+    if vertex.service_account:
+        args.append(f"--service_account_email={vertex.service_account}")
+    return args
+
+
+def vertex_pipeline_config(config: PipelineConfig) -> PipelineConfig:
+    """The run's config as the cluster sees it: data and schema where the cluster finds them."""
+    vertex = require_vertex(config)
+    dataset = config.dataset.model_copy(
+        update={"data_dir": vertex.data_root, "schema_file": container_schema_file(config)}
+    )
+    beam_args = dataflow_beam_args(vertex) if vertex.dataflow else config.beam_pipeline_args
+    return config.model_copy(update={"dataset": dataset, "beam_pipeline_args": beam_args})
+
+
+def runtime_parameter_defaults(config: PipelineConfig) -> dict[str, str]:
+    """Values of the runtime parameters a run uses unless the job sets its own."""
+    return {
+        DATA_ROOT_PARAMETER: require_vertex(config).data_root,
+        TRAIN_ARGS_PARAMETER: json.dumps({"num_steps": config.trainer.train_steps}),
+    }
+
+
+def vertex_overrides(config: PipelineConfig) -> Any:
+    """Vertex's Trainer, Pusher and runtime-parameter train arguments for `create_pipeline`."""
+    from tfx.orchestration import data_types
+
+    from pipeline.pipeline import AtomicPusher, ComponentOverrides
+
+    vertex = config.vertex
+    overrides: dict[str, Any] = {
+        "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str),
+        "pusher_class": AtomicPusher,
+    }
+    if vertex.trainer.runs_on == "custom_job":
+        from tfx.extensions.google_cloud_ai_platform.trainer.component import (
+            Trainer as VertexTrainer,
+        )
+
+        from kubeflow.custom_job import custom_job_trainer_config
+
+        overrides["trainer_class"] = VertexTrainer
+        overrides["trainer_custom_config"] = custom_job_trainer_config(config)
+    if vertex.model_registry:
+        from kubeflow.model_registry import RegistryPusher, registry_custom_config
+
+        overrides["pusher_class"] = RegistryPusher
+        overrides["pusher_custom_config"] = registry_custom_config(vertex)
+    return ComponentOverrides(**overrides)
+
+
+def build_vertex_pipeline(config: PipelineConfig):
+    """The TFX pipeline for Vertex AI, from the same `create_pipeline` as local runs."""
+    from tfx.orchestration import data_types
+
+    from pipeline.pipeline import create_pipeline
+
+    config = vertex_pipeline_config(config)
+    vertex = config.vertex
+    return create_pipeline(
+        config,
+        data_root=data_types.RuntimeParameter(name=DATA_ROOT_PARAMETER, ptype=str),
+        pipeline_root=vertex.pipeline_root,
+        serving_dir=vertex.serving_dir,
+        overrides=vertex_overrides(config),
+    )
+
+
+def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, Any]:
+    """Writes the KFP v2 pipeline job spec (JSON) for `config` to `output` and returns it."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+
+    vertex = require_vertex(config)
+    output = pathlib.Path(output)
+    if output.exists():
+        output.unlink()  # the runner refuses to overwrite; a rebuilt spec replaces the old one
+    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+            default_image=vertex.pipeline_image
+        ),
+        output_dir=str(output.parent),
+        output_filename=output.name,
+    )
+    return runner.run(
+        build_vertex_pipeline(config),
+        parameter_values=runtime_parameter_defaults(config),
+        write_out=True,
+    )

@@ -1,0 +1,109 @@
+"""Sends Vertex AI requests, failing in seconds with one clear line when it cannot.
+
+Left to itself the SDK retries an unreachable API for about two minutes
+(STACK.md). So before anything is sent we check, each under a short timeout,
+that Application Default Credentials exist and that the regional endpoint
+answers; then each call runs once, with a deadline and no retries.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_T = TypeVar("_T")
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+CHECK_TIMEOUT_S = 5.0
+CALL_TIMEOUT_S = 60.0
+
+
+class VertexUnreachableError(RuntimeError):
+    """Vertex AI cannot be called from here: no credentials, or no network to it."""
+
+
+def api_host(region: str) -> str:
+    return f"{region}-aiplatform.googleapis.com"
+
+
+def bounded(fn: Callable[[], _T], timeout_s: float, what: str) -> _T:
+    """Runs `fn` in a daemon thread; raises VertexUnreachableError after `timeout_s`.
+
+    DNS lookups and the metadata-server probe in `google.auth.default` take no
+    timeout of their own; an abandoned daemon thread dies with the process.
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["value"] = fn()
+        except Exception as error:  # re-raised in the caller's thread
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, name=what, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise VertexUnreachableError(f"{what}: no answer within {timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+def default_credentials(timeout_s: float = CHECK_TIMEOUT_S) -> Any:
+    """Application Default Credentials, or a VertexUnreachableError saying how to get them."""
+    import google.auth
+    from google.auth import exceptions
+
+    try:
+        credentials, _ = bounded(
+            lambda: google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE]),
+            timeout_s,
+            "looking up Google Cloud credentials",
+        )
+    except exceptions.DefaultCredentialsError:
+        raise VertexUnreachableError(
+            "no Google Cloud credentials: run `gcloud auth application-default login` "
+            "or set GOOGLE_APPLICATION_CREDENTIALS to a service account key file"
+        ) from None
+    return credentials
+
+
+def check_reachable(region: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Opens (and closes) a TCP connection to the regional Vertex AI endpoint."""
+    host = api_host(region)
+    try:
+        bounded(
+            lambda: socket.create_connection((host, 443), timeout=timeout_s).close(),
+            timeout_s,
+            f"connecting to {host}:443",
+        )
+    except OSError as error:
+        raise VertexUnreachableError(
+            f"cannot reach {host}:443 ({error.strerror or error}); check the network, "
+            "proxy and region"
+        ) from None
+
+
+def connect(region: str) -> Any:
+    """Credentials for calling Vertex AI in `region`, once both checks pass."""
+    credentials = default_credentials()
+    check_reachable(region)
+    return credentials
+
+
+def send(call: Any, region: str, credentials: Any) -> Any:
+    """Makes one API call (`kubeflow.vertex_requests.ApiCall`): one try, with a deadline."""
+    from google.cloud.aiplatform_v1 import PipelineServiceClient, ScheduleServiceClient
+
+    service, method = call.method.split(".")
+    client_type = {
+        "PipelineService": PipelineServiceClient,
+        "ScheduleService": ScheduleServiceClient,
+    }
+    client = client_type[service](
+        credentials=credentials, client_options={"api_endpoint": api_host(region)}
+    )
+    snake_case = "".join(f"_{c.lower()}" if c.isupper() else c for c in method).lstrip("_")
+    return getattr(client, snake_case)(request=call.request, retry=None, timeout=CALL_TIMEOUT_S)
