@@ -5,7 +5,7 @@ the environment and the log redirection are set up, so their start-up noise
 lands in the log file and `--help` answers at once.
 
 Exit codes: 0 success, 1 run failed, 2 bad configuration or arguments,
-3 data rejected by the schema.
+3 data rejected (bad input files, or data that breaks the schema).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 import yaml
 
 import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before anything imports TensorFlow)
+from components.example_gen.cli import add_data_commands, run_data_command
+from components.example_gen.errors import DataFormatError
 from kubeflow.commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from pipeline.config import BUILTIN_DATASETS, ConfigError, load_config
 
@@ -80,6 +82,7 @@ def _build_parser() -> argparse.ArgumentParser:
         help="set any configuration field (repeatable)",
     )
     add_vertex_commands(commands, _parse_assignment)
+    add_data_commands(commands, _parse_assignment)
     return parser
 
 
@@ -158,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             return run_vertex_command(args)
         if args.command == "preflight":
             return _preflight(args)
+        if args.command == "data":
+            run_data_command(args)
+            return EXIT_OK
         return _schema_infer(args)
     except ConfigError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
@@ -165,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileExistsError, FileNotFoundError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except DataFormatError as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return EXIT_DATA_REJECTED
 
 
 if __name__ == "__main__":

@@ -36,11 +36,51 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+DataFormat = Literal["tfrecord", "npz", "idx", "cifar10_binary", "image_folder", "csv"]
+
+# The files each format reads when `file_pattern` is not set.
+DEFAULT_FILE_PATTERNS: dict[str, str] = {
+    "tfrecord": "*.tfrecord*",
+    "npz": "*.npz",
+    "idx": "*ubyte*",
+    "cifar10_binary": "*.bin",
+    "image_folder": "*/*",
+    "csv": "*.csv",
+}
+
+
+class SourceConfig(_Section):
+    """How to read raw files that are not yet in the pipeline's layout.
+
+    One example per format is in docs/data-formats.md.
+    """
+
+    pixel_feature: str | None = Field(
+        default=None, description="TFRecord feature of the pixels; default: dataset.pixel_feature"
+    )
+    pixel_encoding: Literal["float", "image"] = Field(
+        default="float", description="float pixel list, or PNG/JPEG bytes decoded in ExampleGen"
+    )
+    label_feature: str | None = Field(
+        default=None, description="TFRecord feature or CSV column; default: dataset.label_feature"
+    )
+    label_names: tuple[str, ...] | None = Field(
+        default=None, description="class names in label order, for string labels and image folders"
+    )
+    id_feature: str | None = Field(
+        default=None, description="TFRecord feature copied unchanged into the examples"
+    )
+    resize: bool = Field(
+        default=False, description="resize images to image_shape; off, other sizes are errors"
+    )
+
+
 class DatasetConfig(_Section):
     """Where the raw examples are and how to read them.
 
-    The data is a folder of TFRecord files of `tf.train.Example`, each holding a
-    flat float list of pixels (row-major, channels last) and an int64 label.
+    By default the data is a folder of TFRecord files of `tf.train.Example`,
+    each holding a flat float list of pixels (row-major, channels last) and an
+    int64 label. ExampleGen converts every other `format` into that layout.
     """
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
@@ -59,11 +99,27 @@ class DatasetConfig(_Section):
     span_window: int = Field(
         default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
     )
+    format: DataFormat = "tfrecord"
+    source: SourceConfig = SourceConfig()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _format_file_pattern(cls, values: Any) -> Any:
+        """Each format reads its own kind of file unless `file_pattern` says otherwise."""
+        if isinstance(values, dict) and "file_pattern" not in values:
+            pattern = DEFAULT_FILE_PATTERNS.get(values.get("format", "tfrecord"))
+            return {**values, "file_pattern": pattern} if pattern else values
+        return values
 
     @model_validator(mode="after")
     def _positive_shape(self) -> DatasetConfig:
         if any(dim < 1 for dim in self.image_shape):
             raise ValueError(f"image_shape must be positive, got {self.image_shape}")
+        names = self.source.label_names
+        if names is not None and len(names) != self.num_classes:
+            raise ValueError(
+                f"source.label_names has {len(names)} names but num_classes is {self.num_classes}"
+            )
         return self
 
     @property

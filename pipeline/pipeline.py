@@ -15,7 +15,6 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.components import (
     Evaluator,
     ExampleValidator,
-    ImportExampleGen,
     Pusher,
     StatisticsGen,
     Trainer,
@@ -33,6 +32,7 @@ from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
 from components.data_gate import DataGate
+from components.example_gen.factory import build_example_gen
 from components.pusher import AtomicPusherExecutor
 from pipeline.config import DatasetConfig, PipelineConfig
 from pipeline.eval_config import build_eval_config
@@ -105,8 +105,9 @@ def create_pipeline(
     dataset = config.dataset
     custom_config = component_custom_config(config)
 
-    example_gen = ImportExampleGen(
-        input_base=data_root,
+    example_gen = build_example_gen(
+        dataset,
+        data_root,
         range_config=span_range_config(dataset),
         input_config=example_gen_pb2.Input(
             splits=[example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]

@@ -1,0 +1,68 @@
+"""`tpu-pipeline data generate|import`: synthetic data, and raw files checked into a new span.
+
+Registered by pipeline/cli.py; heavy imports (TensorFlow, PIL) wait until a
+command runs, so `--help` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+from collections.abc import Callable
+from typing import Any
+
+
+def add_data_commands(
+    commands: argparse._SubParsersAction, parse_assignment: Callable[[str], tuple[str, Any]]
+) -> None:
+    """Adds `data generate` and `data import` to the `tpu-pipeline` parser."""
+    from components.example_gen.synthetic import FORMATS, SHAPES
+
+    data = commands.add_parser("data", help="generate synthetic data; import data as a new span")
+    data_commands = data.add_subparsers(dest="data_command", required=True)
+
+    generate = data_commands.add_parser("generate", help="write synthetic images in any format")
+    generate.add_argument("--format", required=True, choices=FORMATS)
+    generate.add_argument("--shape", choices=sorted(SHAPES), default="mnist")
+    generate.add_argument("--count", type=int, default=1000, help="images in all")
+    generate.add_argument("--eval-count", type=int, default=0, help="of them, the test split")
+    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--output", type=pathlib.Path, required=True, help="new folder")
+
+    imported = data_commands.add_parser(
+        "import", help="check raw files and copy them into data_dir as a new span-N folder"
+    )
+    imported.add_argument("--config", help="YAML configuration file naming the dataset")
+    imported.add_argument("--source", type=pathlib.Path, required=True, help="file or folder")
+    imported.add_argument("--span", type=int, help="span number (default: the next one)")
+    imported.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        type=parse_assignment,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="set a configuration field, e.g. --set dataset.data_dir=data",
+    )
+
+
+def run_data_command(args: argparse.Namespace) -> None:
+    """Runs `data generate` or `data import`, printing one line of result."""
+    if args.data_command == "generate":
+        from components.example_gen.synthetic import write_synthetic
+        from pipeline.config import ConfigError
+
+        try:
+            folder = write_synthetic(
+                args.output, args.format, args.count, args.shape, args.eval_count, args.seed
+            )
+        except ValueError as error:  # counts that cannot be split
+            raise ConfigError(str(error)) from None
+        print(f"wrote {args.count} synthetic {args.shape} images as {args.format} to {folder}")
+        return
+    from components.example_gen.spans import import_span
+    from pipeline.config import load_config
+
+    config = load_config(args.config, dict(args.assignments))
+    folder, count = import_span(config.dataset, args.source, args.span)
+    print(f"imported {count} examples into {folder}")

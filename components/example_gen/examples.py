@@ -1,0 +1,79 @@
+"""Checks one image's pixels and label and builds the `tf.train.Example` the pipeline reads.
+
+Every format ends here, so every format yields the same features (the float
+pixel list and the int64 label named in `DatasetConfig`) and is held to the
+same rules: the configured pixel count, finite values, a label in range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from components.example_gen.errors import DataFormatError
+from pipeline.config import DatasetConfig
+
+
+class ExampleBuilder:
+    """Turns checked (pixels, label) pairs into `tf.train.Example`s for one dataset."""
+
+    def __init__(self, dataset: DatasetConfig):
+        self.dataset = dataset
+        names = dataset.source.label_names
+        self._label_of_name = {name: index for index, name in enumerate(names or ())}
+
+    def label_index(self, value: object, where: str) -> int:
+        """The class index of an int label, or of a string label through `source.label_names`."""
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        if isinstance(value, str):
+            if not self._label_of_name:
+                raise DataFormatError(
+                    f"{where}: label {value!r} is a string; list the classes in "
+                    "dataset.source.label_names to map names to class indices"
+                )
+            if value not in self._label_of_name:
+                raise DataFormatError(
+                    f"{where}: label {value!r} is not in dataset.source.label_names"
+                )
+            return self._label_of_name[value]
+        label = int(value)
+        if not 0 <= label < self.dataset.num_classes:
+            raise DataFormatError(
+                f"{where}: label {label} is outside the class range "
+                f"[0, {self.dataset.num_classes - 1}] (dataset.num_classes)"
+            )
+        return label
+
+    def build(
+        self,
+        pixels: np.ndarray,
+        label: object,
+        where: str,
+        extra: dict[str, tf.train.Feature] | None = None,
+    ) -> tf.train.Example:
+        """Checks pixels and label and returns the example (`extra` features copied as they are).
+
+        Raises:
+          DataFormatError: wrong pixel count, a NaN or infinite pixel, or a bad label.
+        """
+        flat = np.asarray(pixels, dtype=np.float32).reshape(-1)
+        if flat.size != self.dataset.pixel_count:
+            shape = "x".join(str(dim) for dim in self.dataset.image_shape)
+            raise DataFormatError(
+                f"{where}: {flat.size} pixel values, expected {self.dataset.pixel_count} "
+                f"(image_shape {shape})"
+            )
+        bad = np.flatnonzero(~np.isfinite(flat))
+        if bad.size:
+            raise DataFormatError(
+                f"{where}: pixel {bad[0]} is {flat[bad[0]]} ({bad.size} non-finite values)"
+            )
+        feature = {
+            self.dataset.pixel_feature: tf.train.Feature(float_list=tf.train.FloatList(value=flat)),
+            self.dataset.label_feature: tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[self.label_index(label, where)])
+            ),
+            **(extra or {}),
+        }
+        return tf.train.Example(features=tf.train.Features(feature=feature))

@@ -1,0 +1,388 @@
+"""One reader per source format: files in, checked `(split, tf.train.Example)` records out.
+
+A reader yields the predefined split of each record ("train" or "eval") where
+the source has one (Keras .npz keys, MNIST's t10k files, CIFAR-10's
+test_batch) and None otherwise. Readers never unpickle: every file is sniffed
+for a pickle header first, and .npz archives are loaded with allow_pickle=False.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import dataclasses
+import gzip
+import posixpath
+import struct
+import zlib
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+from google.protobuf.message import DecodeError
+
+from components.example_gen.errors import (
+    PICKLE_REFUSAL,
+    DataFormatError,
+    looks_like_pickle,
+    open_source,
+)
+from components.example_gen.examples import ExampleBuilder
+from components.example_gen.images import decode_image
+
+Record = tuple["str | None", tf.train.Example]
+TRAIN, EVAL = "train", "eval"
+
+
+@dataclasses.dataclass(frozen=True)
+class SourceFormat:
+    """How one format is read.
+
+    Attributes:
+      name: the `dataset.format` value.
+      read: yields the records of one input file.
+      inputs: picks the files `read` is called on from all files the pattern
+        matched (IDX reads each labels file together with its images file).
+      splits_in: the predefined splits one input file holds.
+      hint: added to the "no file matches" error.
+    """
+
+    name: str
+    read: Callable[[str, ExampleBuilder], Iterator[Record]]
+    inputs: Callable[[list[str]], list[str]] = list
+    splits_in: Callable[[str], set[str]] = lambda path: set()
+    hint: str = ""
+
+
+def _is_test_file(path: str) -> bool:
+    return posixpath.basename(path).startswith(("t10k", "test"))
+
+
+# --- TFRecord of tf.train.Example -------------------------------------------------------------
+
+
+def read_tfrecord(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads a TFRecord file (plain or gzipped) of `tf.train.Example`s."""
+    with open_source(path, refuse_pickles=False) as handle:
+        head = handle.read(2)
+    compression = "GZIP" if head == b"\x1f\x8b" else ""
+    records = tf.data.TFRecordDataset(path, compression_type=compression).as_numpy_iterator()
+    index = 0
+    while True:
+        try:
+            serialized = next(records)
+        except StopIteration:
+            break
+        except tf.errors.OpError as error:
+            if index == 0 and looks_like_pickle(head):
+                raise DataFormatError(f"{path}: {PICKLE_REFUSAL}") from None
+            problem = "is not a TFRecord file" if index == 0 else "is truncated or corrupted"
+            reason = error.message.splitlines()[0]
+            where = f"{path}: record {index}"
+            raise DataFormatError(f"{where}: the file {problem} ({reason})") from None
+        yield None, _example_from_record(serialized, builder, f"{path}: record {index}")
+        index += 1
+    if index == 0:
+        raise DataFormatError(f"{path}: holds no examples")
+
+
+def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str):
+    dataset = builder.dataset
+    source = dataset.source
+    try:
+        features = tf.train.Example.FromString(serialized).features.feature
+    except DecodeError:
+        raise DataFormatError(f"{where}: not a tf.train.Example") from None
+    pixel_name = source.pixel_feature or dataset.pixel_feature
+    label_name = source.label_feature or dataset.label_feature
+    for name, role in ((pixel_name, "pixel"), (label_name, "label"), (source.id_feature, "id")):
+        if name and name not in features:
+            raise DataFormatError(f"{where}: no {role} feature {name!r}")
+    pixel_feature = features[pixel_name]
+    kind = pixel_feature.WhichOneof("kind")
+    if source.pixel_encoding == "image":
+        encoded = pixel_feature.bytes_list.value
+        if kind != "bytes_list" or len(encoded) != 1:
+            raise DataFormatError(f"{where}: feature {pixel_name!r} must hold one encoded image")
+        pixels = decode_image(encoded[0], dataset, where)
+    elif kind == "bytes_list":
+        raise DataFormatError(
+            f"{where}: feature {pixel_name!r} holds bytes; for PNG/JPEG images set "
+            "dataset.source.pixel_encoding: image"
+        )
+    else:
+        pixels = np.asarray(getattr(pixel_feature, kind).value if kind else [])
+    label_feature = features[label_name]
+    label_kind = label_feature.WhichOneof("kind")
+    labels = getattr(label_feature, label_kind).value if label_kind else []
+    if label_kind == "float_list" or len(labels) != 1:
+        raise DataFormatError(
+            f"{where}: label feature {label_name!r} must hold one int64 or string value"
+        )
+    extra = {source.id_feature: features[source.id_feature]} if source.id_feature else None
+    return builder.build(pixels, labels[0], where, extra)
+
+
+# --- Keras-layout .npz ------------------------------------------------------------------------
+
+_NPZ_SPLITS = ((TRAIN, "x_train", "y_train"), (EVAL, "x_test", "y_test"))
+
+
+def read_npz(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads `x_train`/`y_train` and optionally `x_test`/`y_test`, never unpickling."""
+    with open_source(path) as handle, _load_npz(path, handle) as archive:
+        for split, x_key, y_key in _npz_parts(path, archive):
+            images = _npz_array(path, archive, x_key, "biuf", "numbers")
+            labels = _npz_array(path, archive, y_key, "iuUS", "integers or strings").reshape(-1)
+            if len(images) != len(labels):
+                raise DataFormatError(
+                    f"{path}: {x_key} holds {len(images)} images but {y_key} {len(labels)} labels"
+                )
+            if not len(images):
+                raise DataFormatError(f"{path}: {x_key} holds no examples")
+            flat = images.reshape(len(images), -1)
+            for index in range(len(flat)):
+                where = f"{path}: {x_key}[{index}]"
+                yield split, builder.build(flat[index], labels[index].item(), where)
+
+
+def _load_npz(path: str, handle) -> np.lib.npyio.NpzFile:
+    try:
+        archive = np.load(handle, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zlib.error) as error:
+        raise DataFormatError(f"{path}: not an .npz archive ({error})") from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise DataFormatError(f"{path}: holds a single .npy array, not an .npz archive")
+    return archive
+
+
+def _npz_parts(path: str, archive) -> list[tuple[str, str, str]]:
+    parts = [part for part in _NPZ_SPLITS if part[1] in archive.files]
+    if not parts:
+        raise DataFormatError(
+            f"{path}: holds {sorted(archive.files)}; expected x_train and y_train "
+            "(and optionally x_test and y_test) as Keras datasets use"
+        )
+    for _, x_key, y_key in parts:
+        if y_key not in archive.files:
+            raise DataFormatError(f"{path}: holds {x_key} but no {y_key}")
+    return parts
+
+
+def _npz_array(path: str, archive, key: str, kinds: str, allowed: str) -> np.ndarray:
+    try:
+        array = archive[key]
+    except ValueError as error:  # object arrays need pickle, which is off
+        raise DataFormatError(
+            f"{path}: array {key} cannot be loaded without pickle ({error}); "
+            "save plain numeric arrays"
+        ) from None
+    if array.dtype.kind not in kinds:
+        raise DataFormatError(f"{path}: {key} has dtype {array.dtype}; expected {allowed}")
+    return array
+
+
+def _npz_splits(path: str) -> set[str]:
+    with open_source(path) as handle, _load_npz(path, handle) as archive:
+        return {split for split, x_key, _ in _NPZ_SPLITS if x_key in archive.files}
+
+
+# --- MNIST IDX --------------------------------------------------------------------------------
+
+_IDX_UBYTE = 0x08
+
+
+def read_idx(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads an IDX images file (gzipped or not) with the labels file next to it."""
+    images = _read_idx_array(path)
+    labels_path = idx_labels_path(path)
+    if not tf.io.gfile.exists(labels_path) and tf.io.gfile.exists(labels_path + ".gz"):
+        labels_path += ".gz"
+    elif not tf.io.gfile.exists(labels_path):
+        raise DataFormatError(f"{path}: no labels file {labels_path}[.gz] next to it")
+    labels = _read_idx_array(labels_path)
+    if images.ndim not in (3, 4) or labels.ndim != 1:
+        raise DataFormatError(
+            f"{path}: images have {images.ndim} dimensions and labels {labels.ndim}; "
+            "expected 3 (or 4 with channels) and 1"
+        )
+    if len(images) != len(labels):
+        raise DataFormatError(f"{path}: {len(images)} images but {len(labels)} labels")
+    if not len(images):
+        raise DataFormatError(f"{path}: holds no examples")
+    split = EVAL if _is_test_file(path) else TRAIN
+    flat = images.reshape(len(images), -1)
+    for index in range(len(flat)):
+        yield split, builder.build(flat[index], int(labels[index]), f"{path}: image {index}")
+
+
+def idx_labels_path(images_path: str) -> str:
+    """`train-images-idx3-ubyte[.gz]` -> `train-labels-idx1-ubyte` (without .gz)."""
+    directory, name = posixpath.split(images_path.removesuffix(".gz"))
+    return posixpath.join(directory, name.replace("images", "labels").replace("idx3", "idx1"))
+
+
+def _read_idx_array(path: str) -> np.ndarray:
+    with open_source(path) as handle:
+        try:
+            data = gzip.GzipFile(fileobj=handle).read() if path.endswith(".gz") else handle.read()
+        except (OSError, EOFError, zlib.error) as error:
+            raise DataFormatError(f"{path}: not a valid gzip file ({error})") from None
+    if len(data) < 4 or data[:2] != b"\0\0" or data[2] != _IDX_UBYTE or not data[3]:
+        magic = data[:4].hex() or "none"
+        raise DataFormatError(
+            f"{path}: wrong IDX magic number 0x{magic}; expected 0x00000803 (images) "
+            "or 0x00000801 (labels) of unsigned bytes"
+        )
+    ndim = data[3]
+    header = 4 + 4 * ndim
+    dims = struct.unpack(f">{ndim}I", data[4:header]) if len(data) >= header else ()
+    expected = int(np.prod(dims)) if dims else -1
+    if len(data) - header != expected:
+        raise DataFormatError(
+            f"{path}: header says {dims} values but the file holds {max(len(data) - header, 0)} "
+            "bytes of them; truncated?"
+        )
+    return np.frombuffer(data, np.uint8, offset=header).reshape(dims)
+
+
+def _idx_inputs(files: list[str]) -> list[str]:
+    return [path for path in files if "labels" not in posixpath.basename(path)]
+
+
+# --- CIFAR-10 binary --------------------------------------------------------------------------
+
+
+def read_cifar10_binary(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads records of one label byte and channels-first pixel bytes (CIFAR-10 binary)."""
+    height, width, channels = builder.dataset.image_shape
+    size = 1 + height * width * channels
+    with open_source(path) as handle:
+        data = handle.read()
+    if not data:
+        raise DataFormatError(f"{path}: holds no examples")
+    if len(data) % size:
+        raise DataFormatError(
+            f"{path}: {len(data)} bytes are not whole {size}-byte records (a label byte and "
+            f"{height}x{width}x{channels} pixels); truncated, or not the CIFAR-10 binary version"
+        )
+    records = np.frombuffer(data, np.uint8).reshape(-1, size)
+    split = EVAL if _is_test_file(path) else TRAIN
+    for index, record in enumerate(records):
+        pixels = record[1:].reshape(channels, height, width).transpose(1, 2, 0)
+        yield split, builder.build(pixels, int(record[0]), f"{path}: record {index}")
+
+
+# --- Image folders ----------------------------------------------------------------------------
+
+
+def read_image_file(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads one PNG/JPEG whose class is its folder's name (a number or one of label_names)."""
+    class_name = posixpath.basename(posixpath.dirname(path))
+    with open_source(path) as handle:
+        data = handle.read()
+    label = class_name
+    if builder.dataset.source.label_names is None and class_name.isdigit():
+        label = int(class_name)
+    yield None, builder.build(decode_image(data, builder.dataset, path), label, path)
+
+
+# --- CSV --------------------------------------------------------------------------------------
+
+
+def read_csv(path: str, builder: ExampleBuilder) -> Iterator[Record]:
+    """Reads a CSV with a header: the label column, an optional id column, pixel columns."""
+    dataset = builder.dataset
+    label_name = dataset.source.label_feature or dataset.label_feature
+    with open_source(path) as handle:
+        rows = csv.reader(codecs.iterdecode(handle, "utf-8"))
+        try:
+            header = next(rows, None)
+            if header is None:
+                raise DataFormatError(f"{path}: is empty")
+            columns = _csv_columns(path, header, label_name, dataset)
+            count = 0
+            for row in rows:
+                if not row:
+                    continue
+                count += 1
+                yield None, _example_from_row(row, rows.line_num, path, header, columns, builder)
+        except (UnicodeDecodeError, csv.Error) as error:
+            where = f"{path}: line {rows.line_num + 1}"
+            raise DataFormatError(f"{where}: not UTF-8 CSV text ({error})") from None
+    if not count:
+        raise DataFormatError(f"{path}: holds no rows after the header")
+
+
+def _csv_columns(path, header, label_name, dataset) -> tuple[int, int | None, list[int]]:
+    id_name = dataset.source.id_feature
+    for name in (label_name, id_name):
+        if name and name not in header:
+            raise DataFormatError(f"{path}: no column {name!r} in the header")
+    label_column = header.index(label_name)
+    id_column = header.index(id_name) if id_name else None
+    pixel_columns = [i for i in range(len(header)) if i not in (label_column, id_column)]
+    if len(pixel_columns) != dataset.pixel_count:
+        raise DataFormatError(
+            f"{path}: {len(pixel_columns)} pixel columns, expected {dataset.pixel_count} "
+            f"(every column but {label_name!r}{f' and {id_name!r}' if id_name else ''})"
+        )
+    return label_column, id_column, pixel_columns
+
+
+def _example_from_row(row, line, path, header, columns, builder):
+    where = f"{path}: line {line}"
+    if len(row) != len(header):
+        raise DataFormatError(f"{where}: {len(row)} values, expected {len(header)} (the header)")
+    label_column, id_column, pixel_columns = columns
+    try:
+        pixels = np.array([row[i] for i in pixel_columns], dtype=np.float32)
+    except ValueError as error:
+        raise DataFormatError(f"{where}: a pixel is not a number ({error})") from None
+    label = row[label_column].strip()
+    extra = None
+    if id_column is not None:
+        id_value = tf.train.BytesList(value=[row[id_column].encode()])
+        extra = {header[id_column]: tf.train.Feature(bytes_list=id_value)}
+    return builder.build(pixels, int(label) if label.lstrip("-").isdigit() else label, where, extra)
+
+
+FORMATS: dict[str, SourceFormat] = {
+    source.name: source
+    for source in (
+        SourceFormat("tfrecord", read_tfrecord),
+        SourceFormat("npz", read_npz, splits_in=_npz_splits),
+        SourceFormat(
+            "idx",
+            read_idx,
+            inputs=_idx_inputs,
+            splits_in=lambda path: {EVAL if _is_test_file(path) else TRAIN},
+        ),
+        SourceFormat(
+            "cifar10_binary",
+            read_cifar10_binary,
+            splits_in=lambda path: {EVAL if _is_test_file(path) else TRAIN},
+            hint=" (the CIFAR-10 binary version has data_batch_N.bin and test_batch.bin; "
+            "the python version is pickle and is never read)",
+        ),
+        SourceFormat("image_folder", read_image_file, hint=" (one sub-folder per class)"),
+        SourceFormat("csv", read_csv),
+    )
+}
+
+
+def list_inputs(pattern: str, source: SourceFormat) -> list[str]:
+    """The files `source.read` is called on, sorted; an error when nothing matches."""
+    files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+    inputs = source.inputs(files)
+    if not inputs:
+        raise DataFormatError(f"{pattern}: no {source.name} input file matches{source.hint}")
+    return inputs
+
+
+def has_predefined_splits(inputs: list[str], source: SourceFormat) -> bool:
+    """Whether the inputs hold both a train and an eval split (else ExampleGen hash-splits)."""
+    found: set[str] = set()
+    for path in inputs:
+        found |= source.splits_in(path)
+    return {TRAIN, EVAL} <= found

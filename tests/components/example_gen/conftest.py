@@ -1,0 +1,70 @@
+"""Runs the real ExampleGen executors on small synthetic data."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+import tensorflow as tf
+from tfx.proto import example_gen_pb2
+from tfx.types import standard_artifacts
+from tfx.types import standard_component_specs as specs
+from tfx.utils import proto_utils
+
+from components.example_gen.executor import EXECUTORS, dataset_custom_config
+from pipeline.config import DatasetConfig
+
+SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
+
+
+def make_dataset(data_format: str, shape: str = "mnist", **fields) -> DatasetConfig:
+    """A dataset of `data_format` with the names the synthetic generator writes."""
+    return DatasetConfig(
+        name="synthetic",
+        image_shape=SHAPES[shape],
+        pixel_feature="pixels",
+        label_feature="label",
+        num_classes=10,
+        format=data_format,
+        **fields,
+    )
+
+
+def run_executor(
+    dataset: DatasetConfig, input_base: pathlib.Path, output: pathlib.Path
+) -> dict[str, list[tf.train.Example]]:
+    """Runs the format's executor as TFX would; returns the examples of each output split."""
+    examples = standard_artifacts.Examples()
+    examples.uri = str(output)
+    split = example_gen_pb2.SplitConfig.Split
+    exec_properties = {
+        specs.INPUT_BASE_KEY: str(input_base),
+        specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
+            example_gen_pb2.Input(
+                splits=[example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]
+            )
+        ),
+        specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
+            example_gen_pb2.Output(
+                split_config=example_gen_pb2.SplitConfig(
+                    splits=[split(name="train", hash_buckets=4), split(name="eval", hash_buckets=1)]
+                )
+            )
+        ),
+        specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(dataset_custom_config(dataset)),
+        specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
+        specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+    }
+    EXECUTORS[dataset.format]().Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
+    return {name: read_split(output / f"Split-{name}") for name in ("train", "eval")}
+
+
+def read_split(folder: pathlib.Path) -> list[tf.train.Example]:
+    files = [str(path) for path in sorted(folder.glob("*.gz"))]
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP") if files else []
+    return [tf.train.Example.FromString(record.numpy()) for record in records]
+
+
+@pytest.fixture
+def output_dir(tmp_path) -> pathlib.Path:
+    return tmp_path / "examples"
