@@ -1,0 +1,68 @@
+"""Importing spans, and the ExampleGen each dataset gets inside the pipeline."""
+
+from __future__ import annotations
+
+import pytest
+from tfx.components import FileBasedExampleGen, ImportExampleGen
+from tfx.proto import example_gen_pb2
+from tfx.utils import proto_utils
+
+from components.example_gen.executor import NpzExampleGenExecutor
+from components.example_gen.factory import build_example_gen
+from components.example_gen.spans import import_span
+from components.example_gen.synthetic import write_synthetic
+from pipeline.config import ConfigError
+from tests.components.example_gen.conftest import make_dataset
+
+
+def test_imports_become_numbered_spans_and_never_replace_one(tmp_path):
+    dataset = make_dataset("npz", data_dir=str(tmp_path / "data"), file_pattern="span-{SPAN}/*.npz")
+    write_synthetic(tmp_path / "week1", "npz", 6, "mnist", 2, seed=1)
+    write_synthetic(tmp_path / "week2", "npz", 8, "mnist", 2, seed=2)
+
+    first, first_count = import_span(dataset, tmp_path / "week1")
+    second, second_count = import_span(dataset, tmp_path / "week2" / "data.npz")
+
+    assert (first.name, first_count, second.name, second_count) == ("span-1", 6, "span-2", 8)
+    assert sorted(p.name for p in (tmp_path / "data").iterdir()) == ["span-1", "span-2"]
+    with pytest.raises(FileExistsError):
+        import_span(dataset, tmp_path / "week2", span=1)
+    week1 = (tmp_path / "week1" / "data.npz").read_bytes()
+    assert (first / "data.npz").read_bytes() == week1
+
+
+def test_import_needs_a_span_folder_in_the_pattern(tmp_path):
+    dataset = make_dataset("npz", data_dir=str(tmp_path / "data"))
+    with pytest.raises(ConfigError, match=r"span-\{SPAN\}/\*\.npz"):
+        import_span(dataset, tmp_path)
+
+
+def _configs(pattern):
+    input_config = example_gen_pb2.Input(
+        splits=[example_gen_pb2.Input.Split(name="all", pattern=pattern)]
+    )
+    return input_config, example_gen_pb2.Output()
+
+
+def test_tfrecords_in_pipeline_layout_keep_import_example_gen():
+    input_config, output_config = _configs("span-{SPAN}/*.tfrecord*")
+    component = build_example_gen(
+        make_dataset("tfrecord"),
+        "/data",
+        input_config=input_config,
+        output_config=output_config,
+    )
+    assert isinstance(component, ImportExampleGen)
+
+
+def test_other_formats_get_their_executor_and_keep_the_span_pattern():
+    input_config, output_config = _configs("span-{SPAN}/*.npz")
+    component = build_example_gen(
+        make_dataset("npz"), "/data", input_config=input_config, output_config=output_config
+    )
+    assert isinstance(component, FileBasedExampleGen)
+    assert component.executor_spec.executor_class is NpzExampleGenExecutor
+    kept = proto_utils.json_to_proto(
+        component.exec_properties["input_config"], example_gen_pb2.Input()
+    )
+    assert kept == input_config
