@@ -20,7 +20,7 @@ setup(
             "kubeflow.*",
         ]
     ),
-    package_data={"schemas": ["*/schema.pbtxt"]},
+    package_data={"schemas": ["*/schema.pbtxt"], "pipeline.report": ["*.j2"]},
     # Versions are pinned in requirements.lock; these are the direct needs.
     install_requires=[
         "tfx[kfp]==1.16.0",
@@ -29,6 +29,8 @@ setup(
         "scikit-learn",
         "pydantic>=2",
         "pyyaml",
+        "matplotlib",
+        "jinja2",
     ],
     entry_points={"console_scripts": ["tpu-pipeline=pipeline.cli:main"]},
 )

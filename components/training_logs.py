@@ -19,31 +19,71 @@ import tf_keras
 from absl import logging
 
 SAMPLE_IMAGE_COUNT = 8
+# Subfolder of the log dir for summaries written once per run (images, configuration).
+RUN_SUMMARY_DIR = "run"
+
+
+def _as_code_block(text: str) -> str:
+    """TensorBoard renders text as Markdown; a code block keeps columns aligned."""
+    return "```\n" + text + "\n```"
 
 
 class EpochLogger(tf_keras.callbacks.Callback):
-    """One compact log line per epoch, instead of Keras's per-step progress bar."""
+    """One compact log line per epoch, instead of Keras's per-step progress bar.
+
+    It also adds the epoch's time and training throughput to the epoch logs, so
+    the TensorBoard callback after it records them as `epoch_seconds` and
+    `epoch_examples_per_second`: the numbers that show whether a TPU was fed.
+    Throughput counts training time only (until validation starts).
+    """
 
     def __init__(self, epochs: int, examples_per_epoch: int):
         super().__init__()
         self._epochs = epochs
         self._examples_per_epoch = examples_per_epoch
         self._started = 0.0
+        self._training_seconds: float | None = None
 
     def on_epoch_begin(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         self._started = time.perf_counter()
+        self._training_seconds = None
+
+    def on_test_begin(self, logs: dict[str, float] | None = None) -> None:
+        if self._training_seconds is None:
+            self._training_seconds = time.perf_counter() - self._started
 
     def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
         seconds = time.perf_counter() - self._started
-        metrics = " ".join(f"{name}={value:.4f}" for name, value in sorted((logs or {}).items()))
+        training_seconds = self._training_seconds or seconds
+        examples_per_second = self._examples_per_epoch / max(training_seconds, 1e-9)
+        metrics = " ".join(f"{name}={value:.4g}" for name, value in sorted((logs or {}).items()))
         logging.info(
             "epoch %d/%d: %s (%.1f s, %.0f examples/s)",
             epoch + 1,
             self._epochs,
             metrics,
             seconds,
-            self._examples_per_epoch / max(seconds, 1e-9),
+            examples_per_second,
         )
+        if logs is not None:
+            logs["seconds"] = seconds
+            logs["examples_per_second"] = examples_per_second
+
+
+class ModelSummaryLogger(tf_keras.callbacks.Callback):
+    """Writes Keras's layer-by-layer model summary as TensorBoard text when training starts."""
+
+    def __init__(self, log_dir: str):
+        super().__init__()
+        self._log_dir = log_dir
+
+    def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
+        lines: list[str] = []
+        self.model.summary(print_fn=lines.append)
+        writer = tf.summary.create_file_writer(os.path.join(self._log_dir, RUN_SUMMARY_DIR))
+        with writer.as_default(step=0):
+            tf.summary.text("model_summary", _as_code_block("\n".join(lines)))
+        writer.close()
 
 
 class LearningRateLogger(tf_keras.callbacks.Callback):
@@ -68,13 +108,13 @@ def backup_dir_for(model_run_dir: str, training_inputs: dict[str, Any]) -> str:
 
 def write_run_summaries(log_dir: str, sample_images: tf.Tensor, run_info: dict[str, Any]) -> None:
     """Writes a few input images and the run configuration as TensorBoard summaries."""
-    writer = tf.summary.create_file_writer(os.path.join(log_dir, "run"))
+    writer = tf.summary.create_file_writer(os.path.join(log_dir, RUN_SUMMARY_DIR))
     with writer.as_default(step=0):
         tf.summary.image(
             "input_samples", sample_images[:SAMPLE_IMAGE_COUNT], max_outputs=SAMPLE_IMAGE_COUNT
         )
         tf.summary.text(
-            "run_config", "```\n" + json.dumps(run_info, indent=2, sort_keys=True) + "\n```"
+            "run_config", _as_code_block(json.dumps(run_info, indent=2, sort_keys=True))
         )
     writer.close()
 
@@ -88,16 +128,18 @@ def training_callbacks(
 ) -> list[tf_keras.callbacks.Callback]:
     """The callbacks every training run uses, in the order they must run.
 
-    LearningRateLogger comes before TensorBoard so the rate is in the logs it writes.
+    LearningRateLogger and EpochLogger come before TensorBoard so the learning
+    rate, epoch time and throughput they add to the epoch logs are written too.
     """
     return [
         tf_keras.callbacks.BackupAndRestore(backup_dir),
+        ModelSummaryLogger(log_dir),
         LearningRateLogger(),
+        EpochLogger(epochs, examples_per_epoch),
         tf_keras.callbacks.TensorBoard(
             log_dir=log_dir,
             histogram_freq=1,
             update_freq="epoch",
             profile_batch=profile_batches or 0,
         ),
-        EpochLogger(epochs, examples_per_epoch),
     ]

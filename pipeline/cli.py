@@ -23,6 +23,12 @@ from components.example_gen.cli import add_data_commands, run_data_command
 from components.example_gen.errors import DataFormatError
 from kubeflow.commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from pipeline.config import BUILTIN_DATASETS, ConfigError, load_config
+from pipeline.report.commands import (
+    REPORT_COMMANDS,
+    add_report_commands,
+    run_report_command,
+    write_run_report,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 
@@ -83,6 +89,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     add_vertex_commands(commands, _parse_assignment)
     add_data_commands(commands, _parse_assignment)
+    add_report_commands(commands)
     return parser
 
 
@@ -123,7 +130,9 @@ def _run_pipeline(config, out, log_file):
     absl_logging.set_verbosity(absl_logging.INFO)
     from pipeline.local_runner import run_local
 
-    return run_local(config, out, log_file)
+    summary = run_local(config, out, log_file)
+    write_run_report(config, summary, out)
+    return summary
 
 
 def _schema_infer(args: argparse.Namespace) -> int:
@@ -161,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_vertex_command(args)
         if args.command == "preflight":
             return _preflight(args)
+        if args.command in REPORT_COMMANDS:
+            return run_report_command(args)
         if args.command == "data":
             run_data_command(args)
             return EXIT_OK

@@ -1,4 +1,4 @@
-"""The TFMA evaluation that decides whether a model is blessed."""
+"""The TFMA evaluation that decides whether a model is blessed, plus per-class metrics."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import tensorflow_model_analysis as tfma
 from pipeline.config import DatasetConfig, EvaluatorConfig
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
+CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"
 
 
 def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfma.EvalConfig:
@@ -37,7 +38,25 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
                     tfma.MetricConfig(
                         class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
                     ),
+                    tfma.MetricConfig(class_name=CONFUSION_MATRIX_PLOT),
                 ]
-            )
+            ),
+            per_class_metrics_spec(dataset.num_classes),
         ],
+    )
+
+
+def per_class_metrics_spec(num_classes: int) -> tfma.MetricsSpec:
+    """Precision and recall of each class, for the report; no thresholds.
+
+    `top_k: 1` makes the predicted class the one with the highest probability,
+    as for accuracy, instead of any class whose probability passes 0.5.
+    """
+    top_1 = '{"top_k": 1}'
+    return tfma.MetricsSpec(
+        metrics=[
+            tfma.MetricConfig(class_name="Precision", config=top_1),
+            tfma.MetricConfig(class_name="Recall", config=top_1),
+        ],
+        binarize=tfma.BinarizationOptions(class_ids={"values": list(range(num_classes))}),
     )

@@ -29,11 +29,23 @@ class NodeRecord:
 class RunRecord:
     """Executions and artifacts of one run, told apart from earlier runs by execution id."""
 
-    def __init__(self, connection_config: metadata_store_pb2.ConnectionConfig, pipeline_name: str):
+    def __init__(
+        self,
+        connection_config: metadata_store_pb2.ConnectionConfig,
+        pipeline_name: str,
+        first_execution_id: int | None = None,
+    ):
+        """Reads the run that starts at `first_execution_id`.
+
+        By default that is the run about to start: every execution recorded
+        after this call. A finished run (e.g. for a report) passes its first id.
+        """
         self._store = metadata_store.MetadataStore(connection_config)
         self._pipeline_name = pipeline_name
-        executions = self._store.get_executions()
-        self._first_execution_id = max((e.id for e in executions), default=0) + 1
+        if first_execution_id is None:
+            executions = self._store.get_executions()
+            first_execution_id = max((e.id for e in executions), default=0) + 1
+        self._first_execution_id = first_execution_id
 
     def node(self, node_id: str) -> NodeRecord:
         """Status and outputs of `node_id`'s newest execution in this run."""

@@ -80,7 +80,8 @@ def _overall_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str, f
             continue
         for entry in metrics_for_slice.metric_keys_and_values:
             key, value = entry.key, entry.value
-            if key.is_diff or not value.HasField("double_value"):
+            # Per-class metrics (a sub key) are the report's; the summary keeps overall ones.
+            if key.is_diff or key.HasField("sub_key") or not value.HasField("double_value"):
                 continue
             target = baseline if key.model_name == "baseline" else candidate
             target[key.name] = value.double_value.value

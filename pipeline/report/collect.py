@@ -1,0 +1,223 @@
+"""Gathers everything the report shows about one run into a `RunReport`.
+
+The run summary (`pipeline.run_summary`) already answers what ran, the
+metrics, the blessing and the push; this adds what only a report shows: data
+statistics, training curves, per-class evaluation, the serving signature and
+sample predictions. Each part is read from the run's own artifacts, found
+through ML Metadata, and is None when the run never got that far.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import json
+import pathlib
+import platform
+from typing import Any
+
+from tfx.utils import path_utils
+
+from components.data_gate import DataRejectedError
+from components.trainer import parse_custom_config
+from pipeline.config import DatasetConfig, PipelineConfig
+from pipeline.report import data_facts, evaluation_facts, serving_facts, tensorboard_logs
+from pipeline.report.run_store import StoredRun, open_latest_run
+from pipeline.run_record import custom_property
+from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
+
+VERSIONED_PACKAGES = (
+    "tfx",
+    "tensorflow",
+    "tf-keras",
+    "tensorflow-transform",
+    "tensorflow-data-validation",
+    "tensorflow-model-analysis",
+    "apache-beam",
+    "ml-metadata",
+)
+SAMPLES_EXAMINED = 1000
+SAMPLES_SHOWN = 24
+
+
+@dataclasses.dataclass
+class TrainingFacts:
+    scalars: dict[str, dict[str, list[float]]]  # split -> metric -> per-epoch values
+    log_dir: str
+    tensorboard_command: str
+    summary_kinds: dict[str, list[str]]
+
+
+@dataclasses.dataclass
+class DeploymentFacts:
+    model_dir: str  # the pushed copy, else the Trainer's export
+    signature: dict[str, dict[str, str]]
+
+
+@dataclasses.dataclass
+class RunReport:
+    """One run, as the report page and its figures show it."""
+
+    pipeline: str
+    run_id: str | None
+    run_dir: str
+    summary: RunSummary
+    outcome: str
+    config: dict[str, Any] | None
+    versions: dict[str, str]
+    data: data_facts.DataFacts | None = None
+    training: TrainingFacts | None = None
+    evaluation: evaluation_facts.EvaluationFacts | None = None
+    deployment: DeploymentFacts | None = None
+    samples: serving_facts.Samples | None = None
+
+
+def describe_outcome(summary: RunSummary) -> str:
+    """The run's result in one sentence."""
+    failed = next((c.id for c in summary.components if c.status == "failed"), None)
+    if summary.data_rejected:
+        return "Data rejected: the data broke the schema, so nothing was trained or pushed."
+    if summary.error:
+        where = f" in {failed}" if failed else ""
+        return f"The run failed{where}: {summary.error}"
+    if not summary.blessed:
+        return f"Trained but not blessed ({summary.blessing_reason}); nothing was pushed."
+    pushed = f"{summary.pushed_model} ({summary.push_note})"
+    return f"Blessed ({summary.blessing_reason}) and served from {pushed}."
+
+
+def versions() -> dict[str, str]:
+    """Python and the pipeline's main libraries, as installed where the report was built."""
+    found = {"python": platform.python_version()}
+    for package in VERSIONED_PACKAGES:
+        try:
+            found[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            found[package] = "not installed"
+    return found
+
+
+def _latest_log(run_dir: pathlib.Path) -> str | None:
+    logs = sorted((run_dir / "logs").glob("run-*.log"))
+    return str(logs[-1]) if logs else None
+
+
+def _summarize_stored_run(stored: StoredRun) -> RunSummary:
+    """Rebuilds the run summary from MLMD alone, for a report made after the run.
+
+    MLMD records that a component failed but not why; anomalies explain a
+    rejected run, and the run's log file has any other error.
+    """
+    components = [
+        ComponentResult(node, stored.record.node(node).status, round(stored.seconds(node), 2))
+        for node in stored.node_ids
+    ]
+    failed = [c.id for c in components if c.status == "failed"]
+    error: BaseException | None = None
+    if failed:
+        anomalies_artifact = stored.first_output("ExampleValidator", "anomalies")
+        anomalies = data_facts.read_anomalies(anomalies_artifact) if anomalies_artifact else []
+        if anomalies:
+            error = DataRejectedError("data rejected: " + "; ".join(anomalies))
+        else:
+            error = RuntimeError(f"{failed[0]} failed; the run's log file has the full error")
+    log_file = _latest_log(stored.run_dir)
+    return summarize_run(stored.record, components, error, log_file, stored.pipeline_name)
+
+
+def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
+    execution = stored.executions.get("Trainer")
+    raw = custom_property(execution, "custom_config") if execution else None
+    return json.loads(raw) if raw else None
+
+
+def _collect_data(stored: StoredRun) -> data_facts.DataFacts | None:
+    statistics = stored.first_output("StatisticsGen", "statistics")
+    if statistics is None:
+        return None
+    anomalies = stored.first_output("ExampleValidator", "anomalies")
+    return data_facts.DataFacts(
+        splits=data_facts.read_statistics(statistics),
+        anomalies=data_facts.read_anomalies(anomalies) if anomalies else [],
+    )
+
+
+def _collect_training(stored: StoredRun) -> TrainingFacts | None:
+    model_run = stored.first_output("Trainer", "model_run")
+    if model_run is None:
+        return None
+    log_dir = pathlib.Path(model_run.uri)
+    return TrainingFacts(
+        scalars=tensorboard_logs.epoch_scalars(log_dir),
+        log_dir=str(log_dir),
+        tensorboard_command=tensorboard_logs.shell_line(
+            tensorboard_logs.tensorboard_command(log_dir)
+        ),
+        summary_kinds=tensorboard_logs.summary_kinds(log_dir),
+    )
+
+
+def _collect_serving(
+    stored: StoredRun, summary: RunSummary, dataset: DatasetConfig
+) -> tuple[DeploymentFacts | None, serving_facts.Samples | None]:
+    model = stored.first_output("Trainer", "model")
+    if model is None:
+        return None, None
+    model_dir = summary.pushed_model or path_utils.serving_model_path(model.uri)
+    serve = serving_facts.load_serving_function(model_dir)
+    deployment = DeploymentFacts(model_dir, serving_facts.describe_signature(serve))
+    examples = stored.first_output("ImportExampleGen", "examples")
+    samples = None
+    if examples is not None:
+        records = serving_facts.eval_records(examples, SAMPLES_EXAMINED)
+        samples = serving_facts.predict_samples(serve, records, dataset, SAMPLES_SHOWN)
+    return deployment, samples
+
+
+def collect_report(
+    run_dir: pathlib.Path,
+    summary: RunSummary | None = None,
+    config: PipelineConfig | None = None,
+) -> RunReport:
+    """Reads the newest run of `run_dir` into a `RunReport`.
+
+    Args:
+      run_dir: a run folder (`<output_dir>/<pipeline>-<dataset>`).
+      summary: the summary `run_local` returned, when reporting the run just
+        finished: it carries the error text that MLMD does not keep. Without
+        it the summary is rebuilt from MLMD.
+      config: the run's configuration, shown in the report; without it the
+        dataset and trainer sections the Trainer received are shown.
+
+    Raises:
+      RunNotFoundError: no summary was given and the folder holds no run.
+    """
+    run_dir = pathlib.Path(run_dir).resolve()
+    # A run that failed before any component started left nothing in MLMD;
+    # the newest run there is an older one, which must not be reported as this.
+    reached_mlmd = summary is None or bool(summary.components)
+    stored = open_latest_run(run_dir) if reached_mlmd else None
+    if summary is None:
+        summary = _summarize_stored_run(stored)
+    trainer_config = _trainer_config(stored) if stored else None
+    report = RunReport(
+        pipeline=summary.pipeline,
+        run_id=stored.run_id if stored else None,
+        run_dir=str(run_dir),
+        summary=summary,
+        outcome=describe_outcome(summary),
+        config=config.model_dump(mode="json") if config else trainer_config,
+        versions=versions(),
+    )
+    if stored is None:
+        return report
+    report.data = _collect_data(stored)
+    report.training = _collect_training(stored)
+    if trainer_config is None:
+        return report
+    dataset, _ = parse_custom_config(trainer_config)
+    evaluation = stored.first_output("Evaluator", "evaluation")
+    if evaluation is not None:
+        report.evaluation = evaluation_facts.read_evaluation(evaluation.uri, dataset.num_classes)
+    report.deployment, report.samples = _collect_serving(stored, summary, dataset)
+    return report

@@ -1,0 +1,127 @@
+"""`tpu-pipeline report` and `tpu-pipeline tensorboard`, and the report at the end of `run`.
+
+Both commands take a run folder (`output/tpu-pipeline-digits`) or find it from
+the same --config/--dataset/--output-dir flags `run` takes. Heavy imports
+happen inside the functions so `--help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import pathlib
+import subprocess
+import sys
+from typing import TYPE_CHECKING, TextIO
+
+from pipeline.config import BUILTIN_DATASETS, PipelineConfig, load_config
+
+if TYPE_CHECKING:
+    from pipeline.run_summary import RunSummary
+
+REPORT_COMMANDS = ("report", "tensorboard")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "run",
+        nargs="?",
+        type=pathlib.Path,
+        help="run folder, e.g. output/tpu-pipeline-digits (default: from the configuration)",
+    )
+    parser.add_argument("--config", help="YAML configuration file naming the run")
+    parser.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
+    parser.add_argument("--output-dir", help="the run's output folder (default: output)")
+
+
+def add_report_commands(commands: argparse._SubParsersAction) -> None:
+    """Registers `report` and `tensorboard` on the CLI's subcommands."""
+    report = commands.add_parser(
+        "report", help="write the HTML report of the newest run in a run folder"
+    )
+    _add_run_arguments(report)
+    report.add_argument(
+        "--output", type=pathlib.Path, help="folder for report.html and PNGs (default: RUN/report)"
+    )
+    tensorboard = commands.add_parser(
+        "tensorboard", help="print (or start) the tensorboard command for a run's Trainer logs"
+    )
+    _add_run_arguments(tensorboard)
+    tensorboard.add_argument(
+        "--all-runs", action="store_true", help="show every Trainer run of the folder, to compare"
+    )
+    tensorboard.add_argument("--start", action="store_true", help="start TensorBoard now")
+    tensorboard.add_argument("--port", type=int, help="TensorBoard's port (default: 6006)")
+
+
+def _run_dir(args: argparse.Namespace) -> pathlib.Path:
+    if args.run:
+        return args.run
+    overrides = {"dataset": args.dataset, "output_dir": args.output_dir}
+    return load_config(args.config, overrides).run_dir
+
+
+def run_report_command(args: argparse.Namespace) -> int:
+    """Runs `report` or `tensorboard`; returns the exit code."""
+    from pipeline.console import quiet_library_warnings
+
+    quiet_library_warnings()
+    if args.command == "report":
+        from pipeline.report import write_report
+
+        files = write_report(_run_dir(args), output_dir=args.output)
+        print(f"report: {files.html}")
+        return 0
+    return _tensorboard(args)
+
+
+def trainer_log_dir(run_dir: pathlib.Path, all_runs: bool) -> pathlib.Path:
+    """The newest run's Trainer log folder, or the folder of every Trainer run.
+
+    Raises:
+      RunNotFoundError: no run, or the newest run never reached the Trainer.
+    """
+    from pipeline.report.run_store import RunNotFoundError, open_latest_run
+
+    stored = open_latest_run(run_dir)
+    model_run = stored.first_output("Trainer", "model_run")
+    if model_run is None:
+        raise RunNotFoundError(f"the newest run in {stored.run_dir} did not reach the Trainer")
+    log_dir = pathlib.Path(model_run.uri)
+    return log_dir.parent if all_runs else log_dir
+
+
+def _tensorboard(args: argparse.Namespace) -> int:
+    from pipeline.report.tensorboard_logs import shell_line, tensorboard_command
+
+    command = tensorboard_command(trainer_log_dir(_run_dir(args), args.all_runs), args.port)
+    print(shell_line(command))
+    if not args.start:
+        return 0
+    # TensorBoard's launcher imports pkg_resources; say so instead of a traceback.
+    if importlib.util.find_spec("pkg_resources") is None:
+        print(
+            "tpu-pipeline: TensorBoard cannot start here: it needs setuptools (pkg_resources); "
+            "install setuptools, or run the command above where TensorBoard works",
+            file=sys.stderr,
+        )
+        return 1
+    return subprocess.call([sys.executable, "-m", "tensorboard.main", *command[1:]])
+
+
+def write_run_report(config: PipelineConfig, summary: RunSummary, out: TextIO) -> None:
+    """Writes the report of the run just finished and names it on `out`.
+
+    The run's result stands whatever happens here: a report that cannot be
+    built is logged (with its traceback, in the run's log) and skipped.
+    """
+    from pipeline.report import write_report
+
+    try:
+        files = write_report(config.run_dir, summary, config)
+    except Exception:  # the report must never turn a finished run into a failed one
+        logging.exception("Could not write the run report")
+        print("report: not written (the log says why)", file=out, flush=True)
+        return
+    print(f"report: {files.html}", file=out, flush=True)

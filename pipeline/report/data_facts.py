@@ -1,0 +1,93 @@
+"""What the data looked like: example counts, feature statistics and anomalies per split.
+
+Read from StatisticsGen's TFDV statistics and ExampleValidator's anomalies, the
+same artifacts the DataGate judged, so the report shows why data was accepted
+or rejected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import tensorflow_data_validation as tfdv
+from ml_metadata.proto import metadata_store_pb2
+from tensorflow_metadata.proto.v0 import statistics_pb2
+from tfx.types import artifact_utils, standard_artifacts
+
+from components.data_gate import describe_anomalies
+
+STATISTICS_FILE = "FeatureStats.pb"
+
+
+@dataclasses.dataclass
+class FeatureSummary:
+    """One feature of one split, as TFDV summarised it (values pooled over examples)."""
+
+    name: str
+    type: str
+    present: int  # examples that have the feature
+    values_per_example: float
+    minimum: float
+    mean: float
+    std_dev: float
+    maximum: float
+    zeros_percent: float
+    histogram: list[tuple[float, float, float]]  # (low, high, count) of the standard histogram
+
+
+@dataclasses.dataclass
+class SplitStatistics:
+    name: str
+    examples: int
+    features: list[FeatureSummary]
+
+
+@dataclasses.dataclass
+class DataFacts:
+    splits: list[SplitStatistics]
+    anomalies: list[str]  # one line per anomaly; empty when the data matched the schema
+
+
+def _feature_summary(feature: statistics_pb2.FeatureNameStatistics) -> FeatureSummary:
+    name = ".".join(feature.path.step) or feature.name
+    type_name = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type)
+    numbers = feature.num_stats
+    common = numbers.common_stats
+    histogram = next(
+        (h for h in numbers.histograms if h.type == statistics_pb2.Histogram.STANDARD), None
+    )
+    return FeatureSummary(
+        name=name,
+        type=type_name,
+        present=int(common.num_non_missing),
+        values_per_example=common.avg_num_values,
+        minimum=numbers.min,
+        mean=numbers.mean,
+        std_dev=numbers.std_dev,
+        maximum=numbers.max,
+        zeros_percent=100 * numbers.num_zeros / max(common.tot_num_values, 1),
+        histogram=[(b.low_value, b.high_value, b.sample_count) for b in histogram.buckets]
+        if histogram
+        else [],
+    )
+
+
+def read_statistics(statistics: metadata_store_pb2.Artifact) -> list[SplitStatistics]:
+    """Example counts and numeric feature summaries of every split StatisticsGen saw."""
+    artifact = standard_artifacts.ExampleStatistics()
+    artifact.set_mlmd_artifact(statistics)
+    splits = []
+    for split in artifact_utils.decode_split_names(artifact.split_names):
+        path = os.path.join(artifact_utils.get_split_uri([artifact], split), STATISTICS_FILE)
+        dataset = tfdv.load_stats_binary(path).datasets[0]
+        features = [_feature_summary(f) for f in dataset.features]
+        splits.append(SplitStatistics(split, int(dataset.num_examples), features))
+    return splits
+
+
+def read_anomalies(anomalies: metadata_store_pb2.Artifact) -> list[str]:
+    """ExampleValidator's anomalies, worded as the DataGate words them."""
+    artifact = standard_artifacts.ExampleAnomalies()
+    artifact.set_mlmd_artifact(anomalies)
+    return describe_anomalies(artifact)

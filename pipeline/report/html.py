@@ -1,0 +1,92 @@
+"""Renders a `RunReport` as one self-contained HTML page (template: report.html.j2).
+
+Figures are embedded as base64 PNGs and the page loads nothing else, so it can
+be mailed, attached to a ticket or opened on a machine with no network.
+Jinja2 escapes every value, so error messages and paths cannot break the page.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import jinja2
+import markupsafe
+
+from pipeline.report.collect import RunReport
+
+TEMPLATE = "report.html.j2"
+# Per-epoch table: column title, split, TensorBoard metric, format.
+EPOCH_COLUMNS = (
+    ("loss", "train", "loss", "{:.4f}"),
+    ("accuracy", "train", "accuracy", "{:.4f}"),
+    ("val loss", "validation", "loss", "{:.4f}"),
+    ("val accuracy", "validation", "accuracy", "{:.4f}"),
+    ("learning rate", "train", "learning_rate", "{:.3g}"),
+    ("seconds", "train", "seconds", "{:.2f}"),
+    ("examples/s", "train", "examples_per_second", "{:.0f}"),
+)
+
+
+def _outcome_class(report: RunReport) -> str:
+    summary = report.summary
+    if summary.error or summary.data_rejected:
+        return "bad"
+    return "ok" if summary.blessed else "warn"
+
+
+def epoch_rows(scalars: dict[str, dict[str, list[float]]]) -> list[list[str]]:
+    """One row per epoch: the epoch number, then each EPOCH_COLUMNS value (blank if missing)."""
+    epochs = len(scalars.get("train", {}).get("loss", []))
+    rows = []
+    for epoch in range(epochs):
+        row = [str(epoch + 1)]
+        for _, split, metric, fmt in EPOCH_COLUMNS:
+            values = scalars.get(split, {}).get(metric, [])
+            row.append(fmt.format(values[epoch]) if epoch < len(values) else "")
+        rows.append(row)
+    return rows
+
+
+def per_class_rows(per_class: dict[str, dict[int, float]]) -> list[list[str]]:
+    """One row per class: the class id, then each metric in sorted name order."""
+    classes = sorted({c for values in per_class.values() for c in values})
+    return [
+        [str(c)]
+        + [f"{per_class[m][c]:.4f}" if c in per_class[m] else "" for m in sorted(per_class)]
+        for c in classes
+    ]
+
+
+def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
+    """The report page, with `figures` (name -> PNG bytes) embedded where the template names them.
+
+    The template places: components, data, training, comparison,
+    confusion_matrix, per_class and samples; a missing figure is left out.
+    """
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("pipeline.report", ""),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+    )
+
+    def figure(name: str) -> markupsafe.Markup:
+        if name not in figures:
+            return markupsafe.Markup("")
+        data = base64.b64encode(figures[name]).decode("ascii")
+        return markupsafe.Markup('<p><img alt="{}" src="data:image/png;base64,{}"></p>').format(
+            name, data
+        )
+
+    per_class = report.evaluation.per_class if report.evaluation else {}
+    return environment.get_template(TEMPLATE).render(
+        r=report,
+        s=report.summary,
+        outcome_class=_outcome_class(report),
+        config_json=json.dumps(report.config, indent=2, sort_keys=True) if report.config else "",
+        epoch_columns=["epoch"] + [column[0] for column in EPOCH_COLUMNS],
+        epoch_rows=epoch_rows(report.training.scalars) if report.training else [],
+        per_class_metrics=sorted(per_class),
+        per_class_rows=per_class_rows(per_class),
+        figure=figure,
+    )

@@ -1,0 +1,210 @@
+"""The report's figures, drawn with matplotlib from the collected facts.
+
+Each function returns a `matplotlib.figure.Figure` (or None when the run has
+nothing to draw). Figures are built without pyplot, so no global state and no
+display backend are involved: they render with Agg wherever the report runs.
+"""
+
+from __future__ import annotations
+
+import io
+import pathlib
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from pipeline.report.data_facts import SplitStatistics
+from pipeline.report.serving_facts import Samples
+from pipeline.run_summary import ComponentResult
+
+STATUS_COLORS = {
+    "executed": "tab:blue",
+    "cached": "tab:green",
+    "failed": "tab:red",
+    "skipped": "lightgray",
+}
+SPLIT_COLORS = {"train": "tab:blue", "validation": "tab:orange", "eval": "tab:orange"}
+
+
+def component_times(components: list[ComponentResult]) -> Figure | None:
+    """Seconds per component, coloured by executed / cached / failed / skipped."""
+    if not components:
+        return None
+    figure = Figure(figsize=(7, 0.35 * len(components) + 1), layout="constrained")
+    axes = figure.subplots()
+    names = [c.id for c in components][::-1]
+    seconds = [c.seconds for c in components][::-1]
+    colors = [STATUS_COLORS.get(c.status, "black") for c in components][::-1]
+    axes.barh(names, seconds, color=colors)
+    for row, component in enumerate(components[::-1]):
+        axes.text(
+            component.seconds,
+            row,
+            f" {component.status} {component.seconds:.1f} s",
+            va="center",
+            fontsize=8,
+        )
+    axes.set_xlabel("seconds")
+    axes.set_xlim(0, max(max(seconds), 1e-3) * 1.35)
+    axes.set_title("Components")
+    return figure
+
+
+def feature_histograms(splits: list[SplitStatistics]) -> Figure | None:
+    """TFDV's value histogram of every numeric feature, splits overlaid as fractions."""
+    names = sorted({f.name for split in splits for f in split.features if f.histogram})
+    if not names:
+        return None
+    figure = Figure(figsize=(4.5 * len(names), 3.2), layout="constrained")
+    for axes, name in zip(np.atleast_1d(figure.subplots(1, len(names))), names, strict=True):
+        for split in splits:
+            feature = next((f for f in split.features if f.name == name), None)
+            if feature is None or not feature.histogram:
+                continue
+            lows, highs, counts = np.array(feature.histogram).T
+            fractions = counts / max(counts.sum(), 1e-12)
+            axes.bar(
+                lows,
+                fractions,
+                width=highs - lows,
+                align="edge",
+                alpha=0.5,
+                label=split.name,
+                color=SPLIT_COLORS.get(split.name),
+            )
+        axes.set_title(f"{name} values")
+        axes.set_ylabel("fraction of values")
+        axes.legend()
+    return figure
+
+
+def training_curves(scalars: dict[str, dict[str, list[float]]]) -> Figure | None:
+    """Loss, accuracy, throughput and epoch time per epoch, train and validation."""
+    if not scalars.get("train"):
+        return None
+    panels = [
+        ("loss", "loss"),
+        ("accuracy", "accuracy"),
+        ("examples_per_second", "training examples / s"),
+        ("seconds", "seconds per epoch"),
+    ]
+    figure = Figure(figsize=(10, 6.5), layout="constrained")
+    for axes, (metric, title) in zip(figure.subplots(2, 2).flat, panels, strict=True):
+        for split, values in scalars.items():
+            if metric in values:
+                epochs = np.arange(1, len(values[metric]) + 1)
+                axes.plot(
+                    epochs, values[metric], marker="o", label=split, color=SPLIT_COLORS.get(split)
+                )
+        axes.set_title(title)
+        axes.set_xlabel("epoch")
+        axes.xaxis.get_major_locator().set_params(integer=True)
+        if axes.lines:
+            axes.legend()
+    return figure
+
+
+def confusion_matrix(counts: np.ndarray | None) -> Figure | None:
+    """Eval examples by true (rows) and predicted (columns) class, counts in the cells."""
+    if counts is None:
+        return None
+    size = counts.shape[0]
+    figure = Figure(figsize=(0.5 * size + 2.5, 0.5 * size + 2), layout="constrained")
+    axes = figure.subplots()
+    image = axes.imshow(counts, cmap="Blues")
+    for (row, column), value in np.ndenumerate(counts):
+        if value:
+            color = "white" if value > counts.max() / 2 else "black"
+            axes.text(column, row, f"{value:g}", ha="center", va="center", fontsize=8, color=color)
+    axes.set_xticks(range(size))
+    axes.set_yticks(range(size))
+    axes.set_xlabel("predicted class")
+    axes.set_ylabel("true class")
+    axes.set_title("Confusion matrix (eval split)")
+    figure.colorbar(image, ax=axes, shrink=0.8)
+    return figure
+
+
+def per_class_metrics(per_class: dict[str, dict[int, float]]) -> Figure | None:
+    """Precision and recall of each class side by side."""
+    if not per_class:
+        return None
+    classes = sorted({c for values in per_class.values() for c in values})
+    figure = Figure(figsize=(max(6, 0.6 * len(classes) + 2), 3.2), layout="constrained")
+    axes = figure.subplots()
+    width = 0.8 / len(per_class)
+    for offset, (metric, values) in enumerate(sorted(per_class.items())):
+        positions = np.arange(len(classes)) + offset * width
+        axes.bar(positions, [values.get(c, np.nan) for c in classes], width, label=metric)
+    axes.set_xticks(np.arange(len(classes)) + width * (len(per_class) - 1) / 2, classes)
+    axes.set_xlabel("class")
+    axes.set_ylim(min(0.5, *(v for values in per_class.values() for v in values.values())), 1.0)
+    axes.set_title("Per-class metrics (eval split)")
+    axes.legend(loc="lower right")
+    return figure
+
+
+def candidate_vs_baseline(
+    candidate: float | None, baseline: float | None, lower_bound: float | None
+) -> Figure | None:
+    """The candidate's accuracy next to the baseline's, with the lower bound drawn."""
+    if candidate is None:
+        return None
+    names = ["candidate"] + (["baseline"] if baseline is not None else [])
+    values = [candidate] + ([baseline] if baseline is not None else [])
+    figure = Figure(figsize=(4.5, 3), layout="constrained")
+    axes = figure.subplots()
+    bars = axes.bar(names, values, color=["tab:blue", "tab:gray"][: len(values)])
+    axes.bar_label(bars, fmt="%.4f")
+    if lower_bound is not None:
+        axes.axhline(
+            lower_bound, color="tab:red", linestyle="--", label=f"lower bound {lower_bound:.2f}"
+        )
+        axes.legend(loc="lower right")
+    axes.set_ylim(min([*values, lower_bound or 1.0]) - 0.05, 1.0)
+    axes.set_ylabel("accuracy")
+    axes.set_title("Candidate vs baseline")
+    return figure
+
+
+def sample_predictions(samples: Samples | None, columns: int = 8) -> Figure | None:
+    """Eval images titled `predicted (true)`, mistakes in red."""
+    if samples is None or not len(samples.images):
+        return None
+    rows = -(-len(samples.images) // columns)
+    figure = Figure(figsize=(1.4 * columns, 1.6 * rows), layout="constrained")
+    grid = np.atleast_2d(figure.subplots(rows, columns, squeeze=False))
+    for index, axes in enumerate(grid.flat):
+        axes.axis("off")
+        if index >= len(samples.images):
+            continue
+        image = samples.images[index]
+        axes.imshow(image[..., 0] if image.shape[-1] == 1 else _unit_range(image), cmap="gray_r")
+        wrong = samples.predicted[index] != samples.true_labels[index]
+        axes.set_title(
+            f"{samples.predicted[index]} ({samples.true_labels[index]}) "
+            f"{samples.confidence[index]:.0%}",
+            fontsize=8,
+            color="tab:red" if wrong else "black",
+        )
+    figure.suptitle("predicted (true) and confidence; mistakes in red", fontsize=9)
+    return figure
+
+
+def _unit_range(image: np.ndarray) -> np.ndarray:
+    low, high = image.min(), image.max()
+    return (image - low) / (high - low) if high > low else np.zeros_like(image)
+
+
+def png_bytes(figure: Figure) -> bytes:
+    """The figure as a PNG."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    return buffer.getvalue()
+
+
+def save_png(figure: Figure, path: pathlib.Path) -> bytes:
+    """Writes the figure to `path` and returns the PNG bytes (to embed in the page)."""
+    data = png_bytes(figure)
+    path.write_bytes(data)
+    return data

@@ -1,0 +1,96 @@
+"""The model as it is served: its signature, and predictions on real eval examples.
+
+It calls the SavedModel's `serving_default` exactly as a client would, with
+serialized `tf.Example`s, so the sample predictions in the report also prove
+the exported model works end to end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import glob
+import os
+
+import numpy as np
+import tensorflow as tf
+from ml_metadata.proto import metadata_store_pb2
+from tfx.types import artifact_utils, standard_artifacts
+
+from components.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
+from pipeline.config import DatasetConfig
+
+SERVING_SIGNATURE = "serving_default"
+EVAL_SPLIT = "eval"
+
+
+@dataclasses.dataclass
+class Samples:
+    """Eval examples with the served model's predictions; mistakes come first."""
+
+    images: np.ndarray  # [n, height, width, channels] raw pixel values
+    true_labels: np.ndarray
+    predicted: np.ndarray
+    confidence: np.ndarray  # probability of the predicted class
+    examined: int  # examples predicted to pick these from
+    mistakes: int  # wrong predictions among the examined
+
+
+def _describe_spec(spec: tf.TensorSpec) -> str:
+    shape = ", ".join("None" if dim is None else str(dim) for dim in spec.shape)
+    return f"{spec.dtype.name} [{shape}]"
+
+
+def load_serving_function(model_dir: str) -> tf.types.experimental.ConcreteFunction:
+    """The SavedModel's `serving_default` signature, as a model server would call it."""
+    return tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
+
+
+def describe_signature(serve: tf.types.experimental.ConcreteFunction) -> dict[str, dict[str, str]]:
+    """Inputs and outputs of a signature by name, e.g. `{"inputs": {"examples": ...}}`."""
+    _, inputs = serve.structured_input_signature
+    return {
+        "inputs": {name: _describe_spec(spec) for name, spec in inputs.items()},
+        "outputs": {name: _describe_spec(spec) for name, spec in serve.structured_outputs.items()},
+    }
+
+
+def eval_records(examples: metadata_store_pb2.Artifact, limit: int) -> list[bytes]:
+    """The first `limit` serialized examples of ExampleGen's eval split."""
+    artifact = standard_artifacts.Examples()
+    artifact.set_mlmd_artifact(examples)
+    split_dir = artifact_utils.get_split_uri([artifact], EVAL_SPLIT)
+    files = sorted(glob.glob(os.path.join(split_dir, "*")))
+    dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit)
+    return [record.numpy() for record in dataset]
+
+
+def predict_samples(
+    serve: tf.types.experimental.ConcreteFunction,
+    records: list[bytes],
+    dataset: DatasetConfig,
+    shown: int,
+) -> Samples:
+    """Predicts `records` with the serving signature and keeps `shown` of them, mistakes first."""
+    probabilities = serve(**{SERVING_INPUT_KEY: tf.constant(records)})[SERVING_OUTPUT_KEY].numpy()
+    parsed = tf.io.parse_example(
+        tf.constant(records),
+        {
+            dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
+            dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
+        },
+    )
+    images = parsed[dataset.pixel_feature].numpy().reshape(-1, *dataset.image_shape)
+    true_labels = parsed[dataset.label_feature].numpy()[:, 0]
+    predicted = probabilities.argmax(axis=1)
+    wrong = np.flatnonzero(predicted != true_labels)
+    right = np.flatnonzero(predicted == true_labels)
+    # Mistakes fill at most half the grid while there are correct predictions to show.
+    chosen = np.concatenate([wrong[: shown // 2], right, wrong[shown // 2 :]])[:shown]
+    return Samples(
+        images=images[chosen],
+        true_labels=true_labels[chosen],
+        predicted=predicted[chosen],
+        confidence=probabilities[chosen, predicted[chosen]],
+        examined=len(records),
+        mistakes=len(wrong),
+    )

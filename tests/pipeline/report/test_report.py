@@ -1,0 +1,116 @@
+"""The report of a real digits run shows the run's real numbers, figures and decisions."""
+
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+import tensorflow_model_analysis as tfma
+
+from pipeline.eval_config import ACCURACY_METRIC
+from pipeline.report import write_report
+from pipeline.report.collect import collect_report
+from pipeline.report.run_store import open_latest_run
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def digits_report(digits_run, tmp_path_factory):
+    """The report rebuilt from the run folder alone, as `tpu-pipeline report RUN` does."""
+    config, _ = digits_run
+    files = write_report(config.run_dir, output_dir=tmp_path_factory.mktemp("report"))
+    return files, files.html.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def digits_facts(digits_run):
+    config, summary = digits_run
+    return collect_report(config.run_dir, summary, config)
+
+
+def _tfma_accuracy(config) -> float:
+    evaluation = open_latest_run(config.run_dir).first_output("Evaluator", "evaluation")
+    for metrics in tfma.load_metrics(evaluation.uri):
+        for entry in metrics.metric_keys_and_values:
+            if entry.key.name == ACCURACY_METRIC and not entry.key.HasField("sub_key"):
+                return entry.value.double_value.value
+    raise AssertionError("TFMA wrote no accuracy")
+
+
+def test_report_shows_the_accuracy_tfma_computed(digits_run, digits_report):
+    config, summary = digits_run
+    _, html = digits_report
+    accuracy = _tfma_accuracy(config)
+    assert accuracy == pytest.approx(summary.metrics["accuracy"])
+    shown = re.search(r'id="metric-accuracy">([0-9.]+)<', html).group(1)
+    assert shown == f"{accuracy:.4f}"
+
+
+def test_report_rebuilt_from_the_run_folder_agrees_with_the_run_summary(digits_run):
+    config, summary = digits_run
+    rebuilt = collect_report(config.run_dir).summary
+    assert rebuilt.metrics == summary.metrics
+    assert (rebuilt.blessed, rebuilt.pushed_model) == (summary.blessed, summary.pushed_model)
+    assert [(c.id, c.status) for c in rebuilt.components] == [
+        (c.id, c.status) for c in summary.components
+    ]
+
+
+def test_report_writes_every_figure_as_a_png_and_embeds_it(digits_report):
+    files, html = digits_report
+    expected = {"components", "data", "training", "comparison", "confusion_matrix", "per_class"}
+    assert expected | {"samples"} == set(files.figures)
+    for path in files.figures.values():
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC)
+        assert base64.b64encode(data).decode("ascii") in html
+
+
+def test_report_page_loads_nothing_from_the_network(digits_report):
+    _, html = digits_report
+    assert not re.search(r'(src|href)="(https?:)?//', html)
+    assert "<script" not in html
+
+
+def test_report_names_the_trainer_device_and_the_blessing(digits_run, digits_report):
+    _, summary = digits_run
+    _, html = digits_report
+    assert summary.trainer["strategy"] in html
+    assert "blessed: passed every threshold" in html
+    assert f"Pushed: {summary.pushed_model}" in html
+    assert "at least 0.9000" in html  # the accuracy threshold, in words
+
+
+def test_confusion_matrix_counts_every_eval_example_and_matches_accuracy(digits_run, digits_facts):
+    _, summary = digits_run
+    matrix = digits_facts.evaluation.confusion_matrix
+    eval_split = next(s for s in digits_facts.data.splits if s.name == "eval")
+    assert matrix.sum() == summary.metrics["example_count"] == eval_split.examples
+    assert matrix.trace() / matrix.sum() == pytest.approx(summary.metrics["accuracy"])
+    recall = digits_facts.evaluation.per_class["recall"]
+    assert recall[3] == pytest.approx(matrix[3, 3] / matrix[3].sum())
+
+
+def test_sample_predictions_come_from_the_served_model_and_agree_with_tfma(digits_facts):
+    samples = digits_facts.samples
+    matrix = digits_facts.evaluation.confusion_matrix
+    # The whole eval split was predicted through serving_default: same mistakes as TFMA's.
+    assert samples.examined == matrix.sum()
+    assert samples.mistakes == matrix.sum() - matrix.trace()
+    shown_mistakes = int((samples.predicted != samples.true_labels).sum())
+    assert shown_mistakes == min(samples.mistakes, len(samples.images) // 2)
+    signature = digits_facts.deployment.signature
+    assert signature["inputs"] == {"examples": "string [None]"}
+    assert signature["outputs"] == {"probabilities": "float32 [None, 10]"}
+
+
+def test_training_section_has_one_row_per_epoch_with_throughput(digits_run, digits_facts):
+    config, _ = digits_run
+    train = digits_facts.training.scalars["train"]
+    validation = digits_facts.training.scalars["validation"]
+    assert len(train["loss"]) == len(validation["accuracy"]) == config.trainer.epochs
+    assert all(rate > 0 for rate in train["examples_per_second"])
+    assert train["learning_rate"][0] == pytest.approx(config.trainer.learning_rate)
+    assert digits_facts.training.tensorboard_command.startswith("tensorboard --logdir ")

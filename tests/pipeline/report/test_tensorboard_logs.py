@@ -1,0 +1,63 @@
+"""The Trainer's TensorBoard logs hold every kind of summary, and the CLI finds them."""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from components.models import build_model, compile_model
+from components.training_logs import training_callbacks, write_run_summaries
+from pipeline.cli import main
+from pipeline.report.run_store import open_latest_run
+from pipeline.report.tensorboard_logs import epoch_scalars, summary_kinds
+
+
+def _trainer_log_dir(config):
+    return open_latest_run(config.run_dir).first_output("Trainer", "model_run").uri
+
+
+def test_trainer_logs_scalars_histograms_images_and_text(digits_run):
+    config, _ = digits_run
+    kinds = summary_kinds(_trainer_log_dir(config))
+    assert {
+        "epoch_loss",
+        "epoch_accuracy",
+        "epoch_learning_rate",
+        "epoch_seconds",
+        "epoch_examples_per_second",
+    } <= set(kinds["scalars"])
+    assert "conv2d/kernel_0/histogram" in kinds["histograms"]
+    assert kinds["images"] == ["input_samples"]
+    assert {"run_config", "model_summary"} <= set(kinds["text"])
+    assert "profile" not in kinds  # only with trainer.profile_batches
+
+
+def test_trainer_logs_one_value_per_epoch_for_train_and_validation(digits_run):
+    config, _ = digits_run
+    scalars = epoch_scalars(_trainer_log_dir(config))
+    assert len(scalars["train"]["loss"]) == config.trainer.epochs
+    assert len(scalars["validation"]["loss"]) == config.trainer.epochs
+
+
+def test_profile_batches_write_a_profiler_trace(tmp_path):
+    images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
+    dataset = tf.data.Dataset.from_tensor_slices((images, np.arange(64) % 10)).batch(8)
+    model = build_model("mnist_cnn", (8, 8, 1), 10)
+    compile_model(model, 1e-3, jit_compile=False, precision="float32")
+    log_dir = tmp_path / "logs"
+    write_run_summaries(str(log_dir), images[:4], {"device": "cpu"})
+    callbacks = training_callbacks(str(log_dir), str(tmp_path / "backup"), 2, 64, (2, 3))
+    model.fit(dataset, epochs=2, callbacks=callbacks, verbose=0)
+    kinds = summary_kinds(log_dir)
+    assert kinds["profile"]
+    assert {"input_samples"} == set(kinds["images"])
+    assert "model_summary" in kinds["text"]
+
+
+def test_tensorboard_command_points_at_the_newest_trainer_run(digits_run, capsys):
+    config, _ = digits_run
+    assert main(["tensorboard", str(config.run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == f"tensorboard --logdir {_trainer_log_dir(config)}"
+    assert main(["tensorboard", str(config.run_dir), "--all-runs", "--port", "7007"]) == 0
+    parent = str(config.pipeline_root / "Trainer" / "model_run")
+    assert capsys.readouterr().out.strip() == f"tensorboard --logdir {parent} --port 7007"
