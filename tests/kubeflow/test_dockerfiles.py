@@ -1,0 +1,57 @@
+"""The images cannot be built here: check what they copy and pin against the repository."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+import pytest
+
+from pipeline.config import REPO_ROOT
+
+KUBEFLOW = REPO_ROOT / "kubeflow"
+DOCKERFILES = [KUBEFLOW / "Dockerfile", KUBEFLOW / "tpu.Dockerfile"]
+
+
+def _locked_version(package: str) -> str:
+    lock = (REPO_ROOT / "requirements.lock").read_text()
+    return re.search(rf"^{re.escape(package)}==(\S+)$", lock, re.MULTILINE).group(1)
+
+
+def _instructions(path, name: str) -> list[str]:
+    return re.findall(rf"^{name} (.+)$", path.read_text(), re.MULTILINE)
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_every_copied_path_exists_and_code_is_installed(dockerfile):
+    copies = [line for line in _instructions(dockerfile, "COPY") if not line.startswith("--from")]
+    copied = {source.rstrip("/") for line in copies for source in line.split()[:-1]}
+    for source in copied:
+        assert (REPO_ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
+    # Everything setup.py packages, plus the schemas the compiled spec points at.
+    assert {"pipeline", "components", "kubeflow", "schemas", "setup.py"} <= copied
+    text = dockerfile.read_text()
+    assert "pip install -r requirements.lock" in text
+    assert "pip install --no-deps -e ." in text
+    assert "TF_USE_LEGACY_KERAS=1" in text
+    assert "WORKDIR /pipeline" in text  # kubeflow.runner.CONTAINER_SOURCE_DIR
+
+
+def test_pipeline_image_versions_follow_the_lock():
+    text = (KUBEFLOW / "Dockerfile").read_text()
+    assert f"FROM gcr.io/tfx-oss-public/tfx:{_locked_version('tfx')}" in text
+    assert f"beam_python3.10_sdk:{_locked_version('apache-beam')} " in text
+
+
+def test_tpu_image_tensorflow_matches_the_locked_minor_version():
+    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
+    tpu_tf = re.search(r"^ARG TF_VERSION=(\S+)$", text, re.MULTILINE).group(1)
+    assert tpu_tf.split(".")[:2] == _locked_version("tensorflow").split(".")[:2]
+    assert re.search(r"^ARG LIBTPU_VERSION=\S+$", text, re.MULTILINE)
+    assert "/lib/libtpu.so" in text
+
+
+def test_the_command_vertex_runs_in_the_image_exists():
+    # The compiled spec runs `python -m <this>` in the pipeline image.
+    module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+    assert importlib.util.find_spec(module) is not None

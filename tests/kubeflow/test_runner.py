@@ -1,0 +1,189 @@
+"""The compiled Vertex AI pipeline spec says what the cluster will run: checked offline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kubeflow.runner import CONTAINER_SOURCE_DIR, container_schema_file, require_vertex
+from pipeline.config import REPO_ROOT, ConfigError, load_config
+from tests.kubeflow.conftest import TPU_V3_8, executor, task_parameter, worker_pool
+
+BEAM_TASKS = ("ImportExampleGen", "StatisticsGen", "Transform", "Evaluator")
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, target):
+    config, spec, _ = compile_spec(target)
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert set(tasks) == {
+        "ImportExampleGen",
+        "StatisticsGen",
+        "ImportSchemaGen",
+        "ExampleValidator",
+        "DataGate",
+        "Transform",
+        "Trainer",
+        "latest_blessed_model_resolver-model-resolver",
+        "latest_blessed_model_resolver-model-blessing-resolver",
+        "Evaluator",
+        "Pusher",
+    }
+    assert set(tasks["Transform"]["dependentTasks"]) >= {"DataGate", "ImportExampleGen"}
+    assert set(tasks["Evaluator"]["dependentTasks"]) >= {"Trainer", "ImportExampleGen"}
+    assert set(tasks["Pusher"]["dependentTasks"]) == {"Evaluator", "Trainer"}
+    # Warm start: the Trainer reads the last blessed model the resolver finds.
+    base_model = tasks["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]
+    assert base_model["producerTask"] == "latest_blessed_model_resolver-model-resolver"
+    assert spec["runtimeConfig"]["gcsOutputDirectory"] == config.vertex.pipeline_root
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec, target):
+    config, spec, _ = compile_spec(target)
+    executors = spec["pipelineSpec"]["deploymentSpec"]["executors"]
+    images = {e["container"]["image"] for e in executors.values() if "container" in e}
+    assert images == {config.vertex.pipeline_image}
+    assert task_parameter(spec, "Trainer", "run_fn") == "components.trainer.run_fn"
+    assert task_parameter(spec, "Transform", "preprocessing_fn") == (
+        "components.preprocessing.preprocessing_fn"
+    )
+    assert "components.data_gate.DataGate_Executor" in executor(spec, "DataGate")["args"]
+    schema_file = task_parameter(spec, "ImportSchemaGen", "schema_file")
+    assert schema_file == f"{CONTAINER_SOURCE_DIR}/schemas/digits/schema.pbtxt"
+    assert (REPO_ROOT / schema_file.removeprefix(CONTAINER_SOURCE_DIR + "/")).is_file()
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_spec_holds_no_local_paths_or_credentials(compile_spec, target):
+    _, _, path = compile_spec(target)
+    text = path.read_text()
+    for local in (str(REPO_ROOT), str(REPO_ROOT.parent), "/tmp/", "/home/", "file://"):
+        assert local not in text
+    for secret in ("private_key", "client_secret", "refresh_token", "access_token", "BEGIN "):
+        assert secret not in text
+
+
+def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(compile_spec):
+    config, spec, _ = compile_spec("cpu")
+    assert set(spec["pipelineSpec"]["root"]["inputDefinitions"]["parameters"]) == {
+        "data_root",
+        "train_args",
+    }
+    defaults = spec["runtimeConfig"]["parameters"]
+    assert defaults["data_root"]["stringValue"] == config.vertex.data_root
+    assert json.loads(defaults["train_args"]["stringValue"]) == {
+        "num_steps": config.trainer.train_steps
+    }
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    example_gen = tasks["ImportExampleGen"]["inputs"]["parameters"]
+    assert example_gen["input_base"] == {"componentInputParameter": "data_root"}
+    assert tasks["Trainer"]["inputs"]["parameters"]["train_args"] == {
+        "componentInputParameter": "train_args"
+    }
+
+
+def test_example_gen_reads_the_configured_window_of_latest_spans(compile_spec):
+    _, spec, _ = compile_spec("tpu")  # span-{SPAN} pattern, span_window: 2
+    input_config = task_parameter(spec, "ImportExampleGen", "input_config")
+    assert input_config["splits"][0]["pattern"] == "span-{SPAN}/*.tfrecord*"
+    range_config = task_parameter(spec, "ImportExampleGen", "range_config")
+    assert range_config == {"rolling_range": {"num_spans": 2}}
+
+
+def test_pipeline_step_trainer_runs_in_the_pipeline_image(compile_spec):
+    _, spec, _ = compile_spec("cpu")
+    assert "tfx.components.trainer.executor.GenericExecutor" in executor(spec, "Trainer")["args"]
+    assert "ai_platform_training_args" not in task_parameter(spec, "Trainer", "custom_config")
+
+
+def test_tpu_v5e_custom_job_asks_for_the_tpu_vm_and_tpu_image(compile_spec):
+    config, spec, _ = compile_spec("tpu")
+    custom_config = task_parameter(spec, "Trainer", "custom_config")
+    assert custom_config["ai_platform_enable_vertex"] is True
+    assert custom_config["ai_platform_vertex_region"] == config.vertex.region
+    assert custom_config["ai_platform_training_args"]["project"] == config.vertex.project
+    pool = worker_pool(spec)
+    assert pool["machine_spec"] == {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}
+    assert pool["container_spec"]["image_uri"] == config.vertex.trainer.image
+    assert pool["container_spec"]["image_uri"] != config.vertex.pipeline_image
+    # run_fn inside the job connects to the TPU VM's own chips instead of probing.
+    assert custom_config["trainer"]["accelerator"] == "tpu"
+    assert custom_config["trainer"]["tpu_name"] == "local"
+    assert "google_cloud_ai_platform.trainer.executor" in " ".join(
+        executor(spec, "Trainer")["args"]
+    )
+
+
+def test_tpu_v3_8_custom_job_uses_cloud_tpu_with_eight_tpu_v3_cores(compile_spec):
+    config, spec, _ = compile_spec("cpu", **TPU_V3_8)
+    pool = worker_pool(spec)
+    assert pool["machine_spec"] == {
+        "machine_type": "cloud-tpu",
+        "accelerator_type": "TPU_V3",
+        "accelerator_count": 8,
+    }
+    assert pool["container_spec"]["image_uri"] == config.vertex.pipeline_image
+    assert task_parameter(spec, "Trainer", "custom_config")["trainer"]["accelerator"] == "tpu"
+
+
+def test_gpu_custom_job_asks_for_the_a100_count_and_requires_a_gpu(compile_spec):
+    config, spec, _ = compile_spec("gpu")
+    pool = worker_pool(spec)
+    assert pool["machine_spec"] == {
+        "machine_type": "a2-highgpu-1g",
+        "accelerator_type": "NVIDIA_TESLA_A100",
+        "accelerator_count": 1,
+    }
+    assert {"name": "TF_USE_LEGACY_KERAS", "value": "1"} in pool["container_spec"]["env"]
+    custom_config = task_parameter(spec, "Trainer", "custom_config")
+    assert custom_config["trainer"]["accelerator"] == "gpu"
+    job_spec = custom_config["ai_platform_training_args"]["job_spec"]
+    assert job_spec["service_account"] == config.vertex.service_account
+
+
+def test_beam_components_run_on_dataflow_in_our_image_when_configured(compile_spec):
+    config, spec, _ = compile_spec("tpu")
+    for task in BEAM_TASKS:
+        args = executor(spec, task)["args"]
+        assert "--runner=DataflowRunner" in args
+        assert f"--project={config.vertex.project}" in args
+        assert f"--region={config.vertex.region}" in args
+        assert f"--temp_location={config.vertex.dataflow.temp_location}" in args
+        assert f"--sdk_container_image={config.vertex.pipeline_image}" in args
+
+
+def test_beam_components_run_in_their_step_without_dataflow(compile_spec):
+    _, spec, _ = compile_spec("cpu")
+    for task in BEAM_TASKS:
+        assert not any(arg.startswith("--runner") for arg in executor(spec, task)["args"])
+
+
+def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spec):
+    config, spec, _ = compile_spec("tpu")
+    assert "kubeflow.model_registry.RegistryPusherExecutor" in executor(spec, "Pusher")["args"]
+    registry = task_parameter(spec, "Pusher", "custom_config")["vertex_model_registry"]
+    assert registry["model_display_name"] == config.vertex.model_registry.model_display_name
+    assert registry["endpoint_display_name"] == "tpu-pipeline-digits"
+    push_destination = task_parameter(spec, "Pusher", "push_destination")
+    assert push_destination["filesystem"]["baseDirectory"] == config.vertex.serving_dir
+
+    _, local_like, _ = compile_spec("cpu")
+    assert "pipeline.pipeline.AtomicPusher" not in json.dumps(local_like)
+    assert "components.pusher.AtomicPusherExecutor" in executor(local_like, "Pusher")["args"]
+
+
+def test_compile_without_vertex_section_names_the_section_and_the_templates():
+    with pytest.raises(ConfigError, match="vertex: section missing.*vertex-cpu.yaml"):
+        require_vertex(load_config(None, {}))
+
+
+def test_schema_outside_the_image_is_rejected(tmp_path):
+    schema = tmp_path / "schema.pbtxt"
+    schema.write_text("")
+    config = load_config(None, {"dataset.schema_file": str(schema)})
+    with pytest.raises(ConfigError, match="dataset.schema_file.*not in the image"):
+        container_schema_file(config)
+    gcs = load_config(None, {"dataset.schema_file": "gs://b/schema.pbtxt"})
+    assert container_schema_file(gcs) == "gs://b/schema.pbtxt"

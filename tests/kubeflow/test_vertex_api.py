@@ -1,0 +1,81 @@
+"""Without credentials or network, real Vertex AI calls fail in seconds with one clear line."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kubeflow.vertex_api import VertexUnreachableError, check_reachable
+from pipeline.config import REPO_ROOT
+
+CLI = [sys.executable, "-m", "pipeline.cli"]
+
+
+def _offline_env(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:
+    """No ADC anywhere: a fresh HOME and gcloud config, no key file variable."""
+    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_APPLICATION_CREDENTIALS"}
+    env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), **extra)
+    return env
+
+
+def _submit(
+    env: dict[str, str], tmp_path: pathlib.Path
+) -> tuple[subprocess.CompletedProcess, float]:
+    argv = [*CLI, "submit", "--config", "kubeflow/vertex-cpu.yaml"]
+    started = time.monotonic()
+    result = subprocess.run(
+        [*argv, "--pipeline-json", str(tmp_path / "never-read.json")],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return result, time.monotonic() - started
+
+
+def test_submit_without_credentials_fails_fast_saying_how_to_log_in(tmp_path):
+    result, seconds = _submit(_offline_env(tmp_path), tmp_path)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()[-1:]
+    assert "no Google Cloud credentials" in line
+    assert "gcloud auth application-default login" in line
+    assert seconds < 20  # imports included; the SDK alone retries for ~120 s
+
+
+def test_submit_with_credentials_but_no_network_fails_fast_naming_the_endpoint(tmp_path):
+    key_file = tmp_path / "adc.json"
+    # An authorized-user file loads without network; only calls would need it.
+    key_file.write_text(
+        json.dumps(
+            {
+                "type": "authorized_user",
+                "client_id": "x",
+                "client_secret": "y",
+                "refresh_token": "z",
+            }
+        )
+    )
+    env = _offline_env(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(key_file))
+    result, seconds = _submit(env, tmp_path)
+    assert result.returncode == 1
+    assert "cannot reach us-central1-aiplatform.googleapis.com:443" in result.stderr
+    assert seconds < 20
+
+
+def test_endpoint_check_gives_up_on_a_silent_network_within_its_timeout(monkeypatch):
+    def hang(*args, **kwargs):
+        time.sleep(30)
+
+    monkeypatch.setattr(socket, "create_connection", hang)
+    started = time.monotonic()
+    with pytest.raises(VertexUnreachableError, match="no answer within 0.5 s"):
+        check_reachable("us-central1", timeout_s=0.5)
+    assert time.monotonic() - started < 2

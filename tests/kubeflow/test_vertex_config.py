@@ -1,0 +1,73 @@
+"""The `vertex:` config section rejects machine specs Vertex AI would reject, naming the field."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
+
+
+def _trainer(**fields):
+    overrides = {f"vertex.trainer.{key}": value for key, value in fields.items()}
+    return load_config(str(DEPLOYMENT_CONFIGS["cpu"]), overrides).vertex.trainer
+
+
+@pytest.mark.parametrize(
+    ("fields", "device"),
+    [
+        ({}, "cpu"),
+        (
+            {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V2", "accelerator_count": 8},
+            "tpu",
+        ),
+        ({"machine_type": "ct5lp-hightpu-8t", "tpu_topology": "2x4"}, "tpu"),
+        (
+            {
+                "machine_type": "a2-highgpu-2g",
+                "accelerator_type": "NVIDIA_TESLA_A100",
+                "accelerator_count": 2,
+            },
+            "gpu",
+        ),
+    ],
+)
+def test_machine_spec_decides_the_device_the_trainer_is_told(fields, device):
+    assert _trainer(**fields).device == device
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"machine_type": "cloud-tpu"}, "'cloud-tpu' goes with accelerator_type TPU_V2 or TPU_V3"),
+        (
+            {"machine_type": "cloud-tpu", "accelerator_type": "TPU_V3", "accelerator_count": 32},
+            "TPU_V3 on Vertex AI comes as 8 cores",
+        ),
+        ({"accelerator_type": "NVIDIA_TESLA_A100"}, "needs accelerator_count >= 1"),
+        (
+            {
+                "machine_type": "ct5lp-hightpu-4t",
+                "accelerator_type": "TPU_V3",
+                "accelerator_count": 8,
+            },
+            "'cloud-tpu' goes with",
+        ),
+        ({"tpu_topology": "2x2"}, "tpu_topology applies to TPU machine types only"),
+        ({"accelerator_count": 2}, "accelerator_count is set but accelerator_type is not"),
+    ],
+)
+def test_impossible_machine_specs_fail_naming_vertex_trainer(fields, message):
+    with pytest.raises(ConfigError, match="vertex.trainer") as raised:
+        _trainer(**fields)
+    assert message in str(raised.value)
+
+
+def test_roots_must_be_gcs_uris_and_time_zone_known():
+    with pytest.raises(ConfigError) as raised:
+        load_config(
+            str(DEPLOYMENT_CONFIGS["cpu"]),
+            {"vertex.pipeline_root": "/tmp/root", "vertex.schedule.time_zone": "Mars/Base"},
+        )
+    assert "vertex.pipeline_root" in str(raised.value)
+    assert "'Mars/Base' is not an IANA time zone name" in str(raised.value)
