@@ -121,10 +121,9 @@ def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
         None to let TensorFlow read `TPU_NAME` and friends.
       timeout_s: limit for each network step that can hang.
     """
-    from tensorflow.distribute.cluster_resolver import TPUClusterResolver
-
+    resolver_class = tf.distribute.cluster_resolver.TPUClusterResolver
     resolver = call_with_timeout(
-        lambda: TPUClusterResolver(tpu=tpu), timeout_s, f"looking up TPU {tpu or '$TPU_NAME'}"
+        lambda: resolver_class(tpu=tpu), timeout_s, f"looking up TPU {tpu or '$TPU_NAME'}"
     )
     master = resolver.master()
     if master.startswith("grpc://"):

@@ -32,7 +32,9 @@ def skip_autograph_for_tf_keras() -> None:
     ~11 s per Trainer run on this stack (STACK.md). tf_keras's code is already
     graph-safe, so converting it buys nothing.
     """
-    if not any(str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES):
+    if not any(
+        str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES
+    ):
         rule = autograph_config.DoNotConvert("tf_keras")
         autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
 
@@ -92,6 +94,7 @@ def run_fn(fn_args: FnArgs) -> None:
     """Trains the configured CNN on the best device available and exports it for serving."""
     skip_autograph_for_tf_keras()
     dataset, config = parse_custom_config(fn_args.custom_config)
+    tf_keras.utils.set_random_seed(config.seed)  # same data + config -> same model
     choice = resolve_strategy(config)
     policy = resolve_training_policy(choice.device, choice.num_replicas, config)
     batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
@@ -114,13 +117,19 @@ def run_fn(fn_args: FnArgs) -> None:
         require_preflight(dataset, config, choice.num_replicas, transform_output)
     make = dict(transform_output=transform_output, dataset=dataset, batch_size=batch_size)
     train_dataset = make_dataset(
-        fn_args.train_files, **make, training=True, shuffle_buffer=config.shuffle_buffer, seed=config.seed
+        fn_args.train_files,
+        **make,
+        training=True,
+        shuffle_buffer=config.shuffle_buffer,
+        seed=config.seed,
     )
     eval_dataset = make_dataset(fn_args.eval_files, **make, training=False)
     write_run_summaries(fn_args.model_run_dir, next(iter(train_dataset))[0], training_info)
 
     with choice.strategy.scope():
-        model = build_model(config.model, dataset.image_shape, dataset.num_classes, policy.precision)
+        model = build_model(
+            config.model, dataset.image_shape, dataset.num_classes, policy.precision
+        )
         compile_model(model, config.learning_rate, policy.jit_compile, policy.precision)
         training_info["warm_started"] = bool(fn_args.base_model) and warm_start(
             model, fn_args.base_model

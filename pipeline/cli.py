@@ -47,7 +47,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
     run.add_argument("--config", help="YAML configuration file (see configs/)")
     run.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-    run.add_argument("--data-dir", help="folder of TFRecord files to use instead of the built-in data")
+    run.add_argument(
+        "--data-dir", help="folder of TFRecord files to use instead of the built-in data"
+    )
     run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
     run.add_argument("--train-steps", type=int, help="training steps")
     run.add_argument("--model", help="mnist_cnn or cifar10_cnn")
@@ -60,14 +62,20 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="FIELD=VALUE",
         help="set any configuration field, e.g. --set trainer.epochs=3 (repeatable)",
     )
-    run.add_argument("--verbose", action="store_true", help="show the full logs instead of progress lines")
-    run.add_argument("--summary-json", type=pathlib.Path, help="also write the run summary as JSON here")
+    run.add_argument(
+        "--verbose", action="store_true", help="show the full logs instead of progress lines"
+    )
+    run.add_argument(
+        "--summary-json", type=pathlib.Path, help="also write the run summary as JSON here"
+    )
 
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True)
     infer = schema_commands.add_parser("infer", help="bootstrap a schema from data with TFDV")
     infer.add_argument("--data", required=True, help="TFRecord file, glob, or folder of them")
-    infer.add_argument("--name", required=True, help="dataset name: writes schemas/<name>/schema.pbtxt")
+    infer.add_argument(
+        "--name", required=True, help="dataset name: writes schemas/<name>/schema.pbtxt"
+    )
     infer.add_argument("--output", type=pathlib.Path, help="write here instead of schemas/<name>/")
     infer.add_argument("--force", action="store_true", help="replace an existing schema")
 
@@ -125,9 +133,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(config, out, log_file):
-    from absl import logging as absl_logging
-
-    absl_logging.set_verbosity(absl_logging.INFO)
     from pipeline.local_runner import run_local
 
     summary = run_local(config, out, log_file)

@@ -157,6 +157,8 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
     ),
 }
 
+DEFAULT_DATASET = "digits"
+
 ModelName = Literal["mnist_cnn", "cifar10_cnn"]
 Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
 Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
@@ -323,7 +325,9 @@ class PipelineConfig(_Section):
 
     pipeline_name: str = Field(default="tpu-pipeline", pattern=r"^[a-z0-9][a-z0-9-]*$")
     output_dir: str = "output"
-    dataset: DatasetConfig = Field(default_factory=lambda: DatasetConfig(**BUILTIN_DATASETS["digits"]))
+    dataset: DatasetConfig = Field(
+        default_factory=lambda: DatasetConfig(**BUILTIN_DATASETS[DEFAULT_DATASET])
+    )
     trainer: TrainerConfig = TrainerConfig()
     evaluator: EvaluatorConfig = EvaluatorConfig()
     enable_cache: bool = True
@@ -338,7 +342,10 @@ class PipelineConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _expand_builtin_dataset(cls, values: Any) -> Any:
-        """Let `dataset: mnist` (or a mapping naming a built-in) stand for its full entry."""
+        """Let `dataset: mnist` (or a mapping naming a built-in) stand for its full entry.
+
+        A mapping without a name overrides fields of the default dataset (digits).
+        """
         if not isinstance(values, dict) or "dataset" not in values:
             return values
         dataset = values["dataset"]
@@ -349,6 +356,8 @@ class PipelineConfig(_Section):
                     f"allowed: {', '.join(BUILTIN_DATASETS)} or a mapping of dataset fields"
                 )
             dataset = {"name": dataset}
+        if isinstance(dataset, dict) and "name" not in dataset:
+            dataset = {"name": DEFAULT_DATASET, **dataset}
         if isinstance(dataset, dict) and dataset.get("name") in BUILTIN_DATASETS:
             dataset = {**BUILTIN_DATASETS[dataset["name"]], **dataset}
         return {**values, "dataset": dataset}

@@ -12,6 +12,7 @@ import re
 import time
 from typing import TextIO
 
+from absl import logging as absl_logging
 from tfx.orchestration import metadata
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
@@ -82,6 +83,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     error: BaseException | None = None
     progress: ComponentProgress | None = None
     absl_logger = logging.getLogger("absl")
+    verbosity = absl_logging.get_verbosity()
     try:
         tfx_pipeline = create_pipeline(
             config,
@@ -92,6 +94,9 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         )
         progress = ComponentProgress([c.id for c in tfx_pipeline.components], record, out)
         absl_logger.addHandler(progress)
+        # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
+        # not just the logger's level: TensorFlow resets the logger from that flag.
+        absl_logging.set_verbosity(absl_logging.INFO)
         LocalDagRunner().run(tfx_pipeline)
     except Exception as raised:  # reported in the summary; the CLI turns it into an exit code
         error = raised
@@ -100,5 +105,6 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     finally:
         if progress is not None:
             absl_logger.removeHandler(progress)
+        absl_logging.set_verbosity(verbosity)
     components = progress.all_results() if progress else []
     return summarize_run(record, components, error, log_file, config.full_pipeline_name)

@@ -1,0 +1,35 @@
+"""XLA and precision follow the device unless the configuration overrides them."""
+
+import pytest
+
+from components.device_policy import TrainingPolicy, resolve_training_policy
+from pipeline.config import TrainerConfig
+
+
+@pytest.mark.parametrize(
+    "device, expected",
+    [
+        ("tpu", TrainingPolicy(jit_compile=True, precision="mixed_bfloat16")),
+        ("gpu", TrainingPolicy(jit_compile=True, precision="mixed_float16")),
+        ("cpu", TrainingPolicy(jit_compile=False, precision="float32")),
+    ],
+)
+def test_each_device_gets_its_defaults(device, expected):
+    assert resolve_training_policy(device, 1, TrainerConfig()) == expected
+
+
+def test_configuration_overrides_the_device_defaults():
+    config = TrainerConfig(jit_compile=True, precision="mixed_bfloat16")
+    assert resolve_training_policy("cpu", 1, config) == TrainingPolicy(True, "mixed_bfloat16")
+    assert resolve_training_policy("gpu", 2, TrainerConfig(jit_compile=False)).jit_compile is False
+
+
+def test_xla_with_mirrored_logical_cpus_is_refused_by_field_name():
+    with pytest.raises(ValueError, match="trainer.jit_compile"):
+        resolve_training_policy("cpu", 2, TrainerConfig(jit_compile=True))
+    assert resolve_training_policy("cpu", 2, TrainerConfig()).jit_compile is False
+
+
+def test_float16_on_tpu_is_refused_with_the_alternative():
+    with pytest.raises(ValueError, match="use 'mixed_bfloat16'"):
+        resolve_training_policy("tpu", 8, TrainerConfig(precision="mixed_float16"))

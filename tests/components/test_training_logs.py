@@ -1,0 +1,64 @@
+"""Backups let an interrupted training resume; the key keeps trainings apart."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from components import training_logs
+from components.models import build_model, compile_model
+from components.trainer import train
+from components.training_logs import backup_dir_for
+from pipeline.config import TrainerConfig
+
+
+def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):
+    inputs = {"train_files": ["a"], "train_steps": 10}
+    first = backup_dir_for(str(tmp_path / "model_run" / "7"), inputs)
+    retry = backup_dir_for(str(tmp_path / "model_run" / "8"), inputs)
+    other = backup_dir_for(str(tmp_path / "model_run" / "8"), {**inputs, "train_steps": 11})
+    assert first == retry != other
+    assert first.startswith(str(tmp_path / "model_run" / "backup"))
+
+
+class InterruptAfterEpoch(tf_keras.callbacks.Callback):
+    def __init__(self, epoch: int):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt("preempted")
+
+
+def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, monkeypatch):
+    images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
+    labels = np.arange(64) % 10
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16, drop_remainder=True)
+    config = TrainerConfig(train_steps=16, epochs=4)
+    arguments = dict(
+        config=config,
+        train_steps=16,
+        eval_steps=None,
+        batch_size=16,
+        log_dir=str(tmp_path / "logs"),
+        backup_dir=str(tmp_path / "backup"),
+    )
+
+    def fresh_model():
+        model = build_model("mnist_cnn", (8, 8, 1), 10)
+        compile_model(model, 1e-3, jit_compile=False, precision="float32")
+        return model
+
+    real_callbacks = training_logs.training_callbacks
+    monkeypatch.setattr(
+        "components.trainer.training_callbacks",
+        lambda *args: [*real_callbacks(*args), InterruptAfterEpoch(1)],
+    )
+    with pytest.raises(KeyboardInterrupt):
+        train(fresh_model(), dataset.repeat(), dataset, **arguments)
+    monkeypatch.setattr("components.trainer.training_callbacks", real_callbacks)
+
+    history = train(fresh_model(), dataset.repeat(), dataset, **arguments)
+    assert history.epoch == [2, 3]
+    assert not (tmp_path / "backup").exists() or not any((tmp_path / "backup").iterdir())

@@ -1,0 +1,61 @@
+"""Reading a finished run back: eval examples, the served model, ML Metadata."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import tensorflow as tf
+from ml_metadata.metadata_store import metadata_store
+from tfx.orchestration import metadata
+
+from pipeline.config import PipelineConfig
+
+
+def split_files(config: PipelineConfig, split: str) -> list[str]:
+    """The newest ExampleGen output files of `split`."""
+    examples = sorted(
+        (config.pipeline_root / "ImportExampleGen" / "examples").iterdir(),
+        key=lambda p: int(p.name),
+    )[-1]
+    return sorted(str(path) for path in (examples / f"Split-{split}").iterdir())
+
+
+def serving_accuracy(saved_model_dir: str | pathlib.Path, config: PipelineConfig) -> float:
+    """Accuracy of a SavedModel's serving signature on the eval split's serialized examples."""
+    records = [
+        record.numpy()
+        for record in tf.data.TFRecordDataset(split_files(config, "eval"), compression_type="GZIP")
+    ]
+    labels = np.array(
+        [
+            tf.train.Example.FromString(record)
+            .features.feature[config.dataset.label_feature]
+            .int64_list.value[0]
+            for record in records
+        ]
+    )
+    serve = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
+    probabilities = serve(examples=tf.constant(records))["probabilities"].numpy()
+    return float((probabilities.argmax(axis=1) == labels).mean())
+
+
+def mlmd_store(config: PipelineConfig) -> metadata_store.MetadataStore:
+    return metadata_store.MetadataStore(
+        metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+    )
+
+
+def executions_of(store: metadata_store.MetadataStore, config: PipelineConfig, node_id: str):
+    context = store.get_context_by_type_and_name("node", f"{config.full_pipeline_name}.{node_id}")
+    return sorted(store.get_executions_by_context(context.id), key=lambda e: e.id)
+
+
+def input_artifact_ids(
+    store: metadata_store.MetadataStore, execution_id: int, key: str
+) -> list[int]:
+    return [
+        event.artifact_id
+        for event in store.get_events_by_execution_ids([execution_id])
+        if event.type == event.INPUT and event.path.steps and event.path.steps[0].key == key
+    ]

@@ -1,0 +1,74 @@
+"""The `tpu-pipeline` command as a user runs it: exit codes, quiet output, summary JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+from sklearn.datasets import load_digits
+
+pytestmark = pytest.mark.slow
+
+
+def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "0"},  # the CLI must force Keras 2 itself
+    )
+
+
+def write_bad_digits(path) -> None:
+    """Real digits, but every tenth label is 42: outside the schema's 0-9 domain."""
+    digits = load_digits()
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index, (pixels, label) in enumerate(zip(digits.data, digits.target, strict=True)):
+            features = {
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels)),
+                "label": tf.train.Feature(
+                    int64_list=tf.train.Int64List(value=[42 if index % 10 == 0 else int(label)])
+                ),
+            }
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+            )
+
+
+def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_path):
+    data_dir = tmp_path / "bad"
+    data_dir.mkdir()
+    write_bad_digits(data_dir / "digits.tfrecord")
+    summary_path = tmp_path / "summary.json"
+    result = run_cli(
+        "run",
+        "--data-dir",
+        str(data_dir),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--summary-json",
+        str(summary_path),
+    )
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "DATA REJECTED" in result.stdout
+    summary = json.loads(summary_path.read_text())
+    assert "label" in summary["error"] and "Out-of-range values" in summary["error"]
+    statuses = {c["id"]: c["status"] for c in summary["components"]}
+    assert statuses["DataGate"] == "failed"
+    assert statuses["Trainer"] == "skipped" and statuses["Pusher"] == "skipped"
+    assert summary["blessed"] is False and summary["pushed_model"] is None
+    assert not (tmp_path / "out" / "tpu-pipeline-digits" / "serving_model").exists()
+    # Quiet mode: progress lines, not the libraries' logs, reach the terminal.
+    assert len(result.stdout.splitlines()) < 20
+    assert "[ 1/10] ImportExampleGen" in result.stdout
+
+
+def test_bad_configuration_exits_2_naming_the_field(tmp_path):
+    result = run_cli("run", "--output-dir", str(tmp_path), "--set", "trainer.epochs=0", timeout=120)
+    assert result.returncode == 2
+    assert "trainer.epochs" in result.stderr

@@ -1,0 +1,93 @@
+"""The configuration: defaults that run, overrides that win, errors that name the field."""
+
+import pytest
+
+from pipeline.config import ConfigError, load_config
+
+
+def test_defaults_run_the_builtin_digits_with_the_mnist_cnn():
+    config = load_config()
+    assert config.dataset.name == "digits"
+    assert config.dataset.image_shape == (8, 8, 1)
+    assert config.dataset.pixel_count == 64
+    assert config.trainer.model == "mnist_cnn"
+    assert config.trainer.accelerator == "auto"
+    assert config.trainer.jit_compile is None  # follows the device
+
+
+def test_builtin_dataset_name_expands_to_its_features_and_data():
+    config = load_config(None, {"dataset": "mnist"})
+    assert config.dataset.pixel_feature == "image_floats"
+    assert config.dataset.label_feature == "image_class"
+    assert config.dataset.image_shape == (28, 28, 1)
+    assert config.dataset.data_dir.endswith("shared/data")
+
+
+def test_flags_override_the_file_and_keep_the_rest(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text("dataset: mnist\ntrainer:\n  train_steps: 50\n  epochs: 5\n")
+    config = load_config(str(path), {"trainer.train_steps": 70, "dataset.eval_percent": 30})
+    assert config.trainer.train_steps == 70
+    assert config.trainer.epochs == 5
+    assert config.dataset.name == "mnist"
+    assert config.dataset.eval_percent == 30
+
+
+def test_unknown_builtin_dataset_lists_the_allowed_names():
+    with pytest.raises(ConfigError, match=r"unknown built-in 'cifar'.*digits, mnist"):
+        load_config(None, {"dataset": "cifar"})
+
+
+def test_bad_model_name_names_the_field_and_allowed_values():
+    with pytest.raises(ConfigError) as error:
+        load_config(None, {"trainer.model": "resnet"})
+    message = str(error.value)
+    assert "trainer.model" in message
+    assert "'mnist_cnn' or 'cifar10_cnn'" in message
+    assert "'resnet'" in message
+
+
+def test_misspelled_field_is_rejected_not_ignored():
+    with pytest.raises(ConfigError, match=r"trainer\.train_step: Extra inputs are not permitted"):
+        load_config(None, {"trainer.train_step": 10})
+
+
+def test_every_bad_field_is_reported_at_once():
+    with pytest.raises(ConfigError) as error:
+        load_config(
+            None, {"trainer.per_replica_batch_size": 0, "evaluator.accuracy_lower_bound": 2}
+        )
+    assert "trainer.per_replica_batch_size" in str(error.value)
+    assert "evaluator.accuracy_lower_bound" in str(error.value)
+
+
+def test_fewer_steps_than_epochs_is_rejected():
+    with pytest.raises(ConfigError, match=r"train_steps \(3\) must be at least epochs \(6\)"):
+        load_config(None, {"trainer.train_steps": 3})
+
+
+def test_config_file_that_is_not_a_mapping_names_the_file(tmp_path):
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n")
+    with pytest.raises(ConfigError, match="list.yaml must hold a mapping"):
+        load_config(str(path))
+
+
+def test_missing_config_file_names_the_file(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read configuration file .*absent.yaml"):
+        load_config(str(tmp_path / "absent.yaml"))
+
+
+def test_run_folders_are_separate_per_dataset(tmp_path):
+    digits = load_config(None, {"output_dir": str(tmp_path)})
+    mnist = load_config(None, {"output_dir": str(tmp_path), "dataset": "mnist"})
+    assert digits.run_dir != mnist.run_dir
+    assert digits.metadata_path.parent == digits.run_dir
+    assert digits.serving_dir.parent == digits.run_dir
+
+
+def test_dataset_fields_without_a_name_override_the_default_dataset():
+    config = load_config(None, {"dataset.data_dir": "/data/more-digits"})
+    assert config.dataset.name == "digits"
+    assert config.dataset.pixel_feature == "pixels"
+    assert config.dataset.data_dir == "/data/more-digits"
