@@ -161,7 +161,8 @@ def candidate_vs_baseline(
             lower_bound, color="tab:red", linestyle="--", label=f"lower bound {lower_bound:.2f}"
         )
         axes.legend(loc="lower right")
-    axes.set_ylim(min([*values, lower_bound or 1.0]) - 0.05, 1.0)
+    # Headroom above 1.0 keeps the value labels clear of the title.
+    axes.set_ylim(min([*values, lower_bound or 1.0]) - 0.05, 1.02)
     axes.set_ylabel("accuracy")
     axes.set_title("Candidate vs baseline")
     return figure

@@ -14,6 +14,7 @@ from pipeline.report.collect import collect_report
 from pipeline.report.run_store import open_latest_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+pytestmark = pytest.mark.slow  # every test reads the real digits pipeline run
 
 
 @pytest.fixture(scope="module")

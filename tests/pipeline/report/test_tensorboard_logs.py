@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from components.models import build_model, compile_model
@@ -16,6 +17,7 @@ def _trainer_log_dir(config):
     return open_latest_run(config.run_dir).first_output("Trainer", "model_run").uri
 
 
+@pytest.mark.slow
 def test_trainer_logs_scalars_histograms_images_and_text(digits_run):
     config, _ = digits_run
     kinds = summary_kinds(_trainer_log_dir(config))
@@ -32,6 +34,7 @@ def test_trainer_logs_scalars_histograms_images_and_text(digits_run):
     assert "profile" not in kinds  # only with trainer.profile_batches
 
 
+@pytest.mark.slow
 def test_trainer_logs_one_value_per_epoch_for_train_and_validation(digits_run):
     config, _ = digits_run
     scalars = epoch_scalars(_trainer_log_dir(config))
@@ -54,6 +57,7 @@ def test_profile_batches_write_a_profiler_trace(tmp_path):
     assert "model_summary" in kinds["text"]
 
 
+@pytest.mark.slow
 def test_tensorboard_command_points_at_the_newest_trainer_run(digits_run, capsys):
     config, _ = digits_run
     assert main(["tensorboard", str(config.run_dir)]) == 0
