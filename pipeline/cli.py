@@ -45,7 +45,7 @@ def _build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
-    run.add_argument("--config", help="YAML configuration file (see configs/)")
+    run.add_argument("--config", help="YAML configuration file (fields: README, Configuration)")
     run.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     run.add_argument(
         "--data-dir", help="folder of TFRecord files to use instead of the built-in data"
