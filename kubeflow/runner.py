@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import REPO_ROOT, ConfigError, PipelineConfig, VertexConfig
+
+if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
+    from tfx.orchestration import pipeline as tfx_pipeline
+
+    from pipeline.pipeline import ComponentOverrides
 
 # kubeflow/Dockerfile copies the repository here; user code and schemas are read from it.
 CONTAINER_SOURCE_DIR = "/pipeline"
@@ -86,16 +91,15 @@ def runtime_parameter_defaults(config: PipelineConfig) -> dict[str, str]:
     }
 
 
-def vertex_overrides(config: PipelineConfig) -> Any:
+def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
     """Vertex's Trainer, Pusher and runtime-parameter train arguments for `create_pipeline`."""
     from tfx.orchestration import data_types
 
-    from pipeline.pipeline import AtomicPusher, ComponentOverrides
+    from pipeline.pipeline import ComponentOverrides
 
     vertex = config.vertex
     overrides: dict[str, Any] = {
-        "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str),
-        "pusher_class": AtomicPusher,
+        "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str)
     }
     if vertex.trainer.runs_on == "custom_job":
         from tfx.extensions.google_cloud_ai_platform.trainer.component import (
@@ -114,7 +118,7 @@ def vertex_overrides(config: PipelineConfig) -> Any:
     return ComponentOverrides(**overrides)
 
 
-def build_vertex_pipeline(config: PipelineConfig):
+def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
     """The TFX pipeline for Vertex AI, from the same `create_pipeline` as local runs."""
     from tfx.orchestration import data_types
 

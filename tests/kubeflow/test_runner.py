@@ -167,11 +167,11 @@ def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spe
     assert registry["model_display_name"] == config.vertex.model_registry.model_display_name
     assert registry["endpoint_display_name"] == "tpu-pipeline-digits"
     push_destination = task_parameter(spec, "Pusher", "push_destination")
-    assert push_destination["filesystem"]["baseDirectory"] == config.vertex.serving_dir
+    assert push_destination["filesystem"]["base_directory"] == config.vertex.serving_dir
 
-    _, local_like, _ = compile_spec("cpu")
-    assert "pipeline.pipeline.AtomicPusher" not in json.dumps(local_like)
-    assert "components.pusher.AtomicPusherExecutor" in executor(local_like, "Pusher")["args"]
+    _, without_registry, _ = compile_spec("cpu")
+    assert "components.pusher.AtomicPusherExecutor" in executor(without_registry, "Pusher")["args"]
+    assert "vertex_model_registry" not in json.dumps(without_registry)
 
 
 def test_compile_without_vertex_section_names_the_section_and_the_templates():
