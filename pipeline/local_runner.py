@@ -23,10 +23,16 @@ from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
+# components.training_logs.EpochLogger's compact line, shown while the Trainer runs.
+_EPOCH_LINE = re.compile(r"^epoch \d+/\d+: ")
 
 
 class ComponentProgress(logging.Handler):
-    """Prints `[n/N] id status seconds` as LocalDagRunner finishes each component."""
+    """Prints `[n/N] id status seconds` as LocalDagRunner finishes each component.
+
+    The Trainer's one-line-per-epoch log is shown too, indented, so a long
+    training shows progress without Keras's per-step bars.
+    """
 
     def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO):
         super().__init__(level=logging.INFO)
@@ -37,7 +43,11 @@ class ComponentProgress(logging.Handler):
         self.results: dict[str, ComponentResult] = {}
 
     def emit(self, log_record: logging.LogRecord) -> None:
-        match = _RUNNER_LINE.match(log_record.getMessage())
+        message = log_record.getMessage()
+        if _EPOCH_LINE.match(message):
+            print(f"        {message}", file=self._out, flush=True)
+            return
+        match = _RUNNER_LINE.match(message)
         if not match:
             return
         if match["event"] == "running":
