@@ -8,9 +8,11 @@ answers; then each call runs once, with a deadline and no retries.
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
-from collections.abc import Callable
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 _T = TypeVar("_T")
@@ -70,18 +72,27 @@ def default_credentials(timeout_s: float = CHECK_TIMEOUT_S) -> Any:
     return credentials
 
 
+def first_hop(region: str, environ: Mapping[str, str] = os.environ) -> tuple[str, int]:
+    """Where a call's TCP connection goes: the proxy gRPC would use, else the endpoint."""
+    for name in ("grpc_proxy", "https_proxy", "HTTPS_PROXY", "http_proxy", "HTTP_PROXY"):
+        if environ.get(name):
+            proxy = urllib.parse.urlsplit(environ[name])
+            return proxy.hostname, proxy.port or 80
+    return api_host(region), 443
+
+
 def check_reachable(region: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
-    """Opens (and closes) a TCP connection to the regional Vertex AI endpoint."""
-    host = api_host(region)
+    """Opens (and closes) a TCP connection to the regional Vertex AI endpoint or the proxy."""
+    host, port = first_hop(region)
     try:
         bounded(
-            lambda: socket.create_connection((host, 443), timeout=timeout_s).close(),
+            lambda: socket.create_connection((host, port), timeout=timeout_s).close(),
             timeout_s,
-            f"connecting to {host}:443",
+            f"connecting to {host}:{port}",
         )
     except OSError as error:
         raise VertexUnreachableError(
-            f"cannot reach {host}:443 ({error.strerror or error}); check the network, "
+            f"cannot reach {host}:{port} ({error.strerror or error}); check the network, "
             "proxy and region"
         ) from None
 

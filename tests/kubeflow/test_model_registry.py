@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import types
 
 from kubeflow.model_registry import upload_model_version
@@ -11,6 +12,7 @@ from pipeline.config import ModelRegistryConfig
 class FakeResource:
     def __init__(self, resource_name: str, calls: list):
         self.resource_name = resource_name
+        self.version_id = "1"
         self._calls = calls
 
     def deploy(self, **kwargs):
@@ -78,3 +80,44 @@ def test_new_version_is_deployed_to_the_named_endpoint_created_once():
     assert not [c for c in calls if c[0] == "create_endpoint"]
     (deploy,) = [c[1] for c in calls if c[0] == "deploy"]
     assert deploy["endpoint"].resource_name.endswith("endpoints/7")
+
+
+def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
+    """Runs RegistryPusherExecutor after a filesystem push with the given outcome."""
+    from tfx.types import standard_artifacts
+
+    from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
+    from kubeflow import model_registry
+    from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
+    from pipeline.config import load_config
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
+
+    def filesystem_push(self, input_dict, output_dict, exec_properties):
+        (pushed_model,) = output_dict["pushed_model"]
+        pushed_model.set_int_custom_property("pushed", int(pushed))
+        pushed_model.set_string_custom_property("pushed_destination", "gs://b/serving/17")
+        pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(already_pushed))
+
+    uploads: list = []
+    monkeypatch.setattr(AtomicPusherExecutor, "Do", filesystem_push)
+    monkeypatch.setattr(
+        model_registry,
+        "upload_model_version",
+        lambda *args: uploads.append(args) or FakeResource("m", []),
+    )
+    vertex = load_config(str(DEPLOYMENT_CONFIGS["tpu"])).vertex
+    exec_properties = {"custom_config": json.dumps(registry_custom_config(vertex))}
+    output = {"pushed_model": [standard_artifacts.PushedModel()]}
+    RegistryPusherExecutor().Do({}, output, exec_properties)
+    return uploads
+
+
+def test_executor_registers_only_a_newly_pushed_model(monkeypatch):
+    (upload,) = _run_executor(monkeypatch, pushed=True, already_pushed=False)
+    model_dir, registry, project, region, _ = upload
+    assert model_dir == "gs://b/serving/17"
+    assert registry.model_display_name == "tpu-pipeline-digits"
+    assert (project, region) == ("your-gcp-project", "us-central1")
+
+    assert _run_executor(monkeypatch, pushed=False, already_pushed=False) == []  # not blessed
+    assert _run_executor(monkeypatch, pushed=True, already_pushed=True) == []  # same model again

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from kubeflow.vertex_api import VertexUnreachableError, check_reachable
+from kubeflow.vertex_api import VertexUnreachableError, check_reachable, first_hop
 from pipeline.config import REPO_ROOT
 
 CLI = [sys.executable, "-m", "pipeline.cli"]
@@ -20,7 +20,8 @@ CLI = [sys.executable, "-m", "pipeline.cli"]
 
 def _offline_env(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:
     """No ADC anywhere: a fresh HOME and gcloud config, no key file variable."""
-    env = {k: v for k, v in os.environ.items() if k != "GOOGLE_APPLICATION_CREDENTIALS"}
+    dropped = {"GOOGLE_APPLICATION_CREDENTIALS", "grpc_proxy", "https_proxy", "HTTPS_PROXY"}
+    env = {k: v for k, v in os.environ.items() if k not in dropped | {"http_proxy", "HTTP_PROXY"}}
     env.update(HOME=str(tmp_path), CLOUDSDK_CONFIG=str(tmp_path / "gcloud"), **extra)
     return env
 
@@ -79,3 +80,9 @@ def test_endpoint_check_gives_up_on_a_silent_network_within_its_timeout(monkeypa
     with pytest.raises(VertexUnreachableError, match="no answer within 0.5 s"):
         check_reachable("us-central1", timeout_s=0.5)
     assert time.monotonic() - started < 2
+
+
+def test_reachability_is_checked_through_the_proxy_grpc_would_use():
+    assert first_hop("europe-west4", {}) == ("europe-west4-aiplatform.googleapis.com", 443)
+    proxied = {"https_proxy": "http://proxy.corp:3128"}
+    assert first_hop("europe-west4", proxied) == ("proxy.corp", 3128)
