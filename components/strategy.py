@@ -14,18 +14,17 @@ from __future__ import annotations
 import dataclasses
 import glob
 import os
-import threading
-from collections.abc import Callable, Mapping
-from typing import Literal, TypeVar
+from collections.abc import Mapping
+from typing import Literal
 
 import grpc
 import tensorflow as tf
 from absl import logging
 
 from pipeline.config import TrainerConfig
+from pipeline.timeouts import call_with_timeout
 
 Device = Literal["tpu", "gpu", "cpu"]
-_T = TypeVar("_T")
 
 # Set by Cloud TPU VMs, GKE, Colab and Vertex AI when a TPU is attached.
 TPU_ENV_VARS = (
@@ -67,34 +66,6 @@ def find_tpu_signals(
     return signals
 
 
-def call_with_timeout(fn: Callable[[], _T], timeout_s: float, what: str) -> _T:
-    """Runs `fn` in a daemon thread and gives up after `timeout_s` seconds.
-
-    A call blocked on the network cannot be interrupted from Python; the
-    daemon thread is abandoned and dies with the process.
-
-    Raises:
-      TPUUnavailableError: `fn` did not return in time, or raised (chained).
-    """
-    outcome: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn()
-        except BaseException as error:  # re-raised below, in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name=f"tpu-probe: {what}", daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise TPUUnavailableError(f"{what}: no answer within {timeout_s:g} s")
-    if "error" in outcome:
-        error = outcome["error"]
-        raise TPUUnavailableError(f"{what}: {type(error).__name__}: {error}") from error
-    return outcome["value"]  # type: ignore[return-value]
-
-
 def wait_for_grpc_endpoint(address: str, timeout_s: float) -> None:
     """Waits until a gRPC server answers at `address` (host:port).
 
@@ -122,9 +93,15 @@ def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
       timeout_s: limit for each network step that can hang.
     """
     resolver_class = tf.distribute.cluster_resolver.TPUClusterResolver
-    resolver = call_with_timeout(
-        lambda: resolver_class(tpu=tpu), timeout_s, f"looking up TPU {tpu or '$TPU_NAME'}"
-    )
+    what = f"looking up TPU {tpu or '$TPU_NAME'}"
+    try:
+        resolver = call_with_timeout(
+            lambda: resolver_class(tpu=tpu), timeout_s, what, on_timeout=TPUUnavailableError
+        )
+    except TPUUnavailableError:
+        raise
+    except Exception as error:  # the resolver's own error, e.g. no TPU name: keep it chained
+        raise TPUUnavailableError(f"{what}: {type(error).__name__}: {error}") from error
     master = resolver.master()
     if master.startswith("grpc://"):
         wait_for_grpc_endpoint(master.removeprefix("grpc://"), timeout_s)

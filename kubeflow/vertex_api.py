@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
 import urllib.parse
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-_T = TypeVar("_T")
+from pipeline.timeouts import call_with_timeout
+
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CHECK_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 60.0
@@ -29,40 +29,17 @@ def api_host(region: str) -> str:
     return f"{region}-aiplatform.googleapis.com"
 
 
-def bounded(fn: Callable[[], _T], timeout_s: float, what: str) -> _T:
-    """Runs `fn` in a daemon thread; raises VertexUnreachableError after `timeout_s`.
-
-    DNS lookups and the metadata-server probe in `google.auth.default` take no
-    timeout of their own; an abandoned daemon thread dies with the process.
-    """
-    outcome: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            outcome["value"] = fn()
-        except Exception as error:  # re-raised in the caller's thread
-            outcome["error"] = error
-
-    thread = threading.Thread(target=target, name=what, daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    if thread.is_alive():
-        raise VertexUnreachableError(f"{what}: no answer within {timeout_s:g} s")
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
 def default_credentials(timeout_s: float = CHECK_TIMEOUT_S) -> Any:
     """Application Default Credentials, or a VertexUnreachableError saying how to get them."""
     import google.auth
     from google.auth import exceptions
 
     try:
-        credentials, _ = bounded(
+        credentials, _ = call_with_timeout(
             lambda: google.auth.default(scopes=[CLOUD_PLATFORM_SCOPE]),
             timeout_s,
             "looking up Google Cloud credentials",
+            on_timeout=VertexUnreachableError,
         )
     except exceptions.DefaultCredentialsError:
         raise VertexUnreachableError(
@@ -85,10 +62,11 @@ def check_reachable(region: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
     """Opens (and closes) a TCP connection to the regional Vertex AI endpoint or the proxy."""
     host, port = first_hop(region)
     try:
-        bounded(
+        call_with_timeout(
             lambda: socket.create_connection((host, port), timeout=timeout_s).close(),
             timeout_s,
             f"connecting to {host}:{port}",
+            on_timeout=VertexUnreachableError,
         )
     except OSError as error:
         raise VertexUnreachableError(

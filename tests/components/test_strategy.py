@@ -9,7 +9,6 @@ from components import strategy
 from components.strategy import (
     NoAcceleratorError,
     TPUUnavailableError,
-    call_with_timeout,
     find_tpu_signals,
     resolve_strategy,
 )
@@ -88,10 +87,3 @@ def test_explicit_tpu_without_any_tpu_keeps_the_real_error(no_tpu_environment):
     with pytest.raises(TPUUnavailableError, match="Please provide a TPU Name") as error:
         resolve_strategy(TrainerConfig(accelerator="tpu", tpu_connect_timeout_s=5))
     assert isinstance(error.value.__cause__, ValueError)
-
-
-def test_call_with_timeout_returns_the_value_and_reraises_errors_chained():
-    assert call_with_timeout(lambda: 42, 1, "answer") == 42
-    with pytest.raises(TPUUnavailableError, match="boom: KeyError") as error:
-        call_with_timeout(lambda: {}["missing"], 1, "boom")
-    assert isinstance(error.value.__cause__, KeyError)
