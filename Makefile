@@ -24,6 +24,7 @@ help:
 	@echo "make run    run the pipeline on the built-in digits (ARGS=... for more flags)"
 	@echo "make test   lint and run the whole test suite"
 	@echo "make lock   re-resolve requirements.in into requirements.lock"
+	@echo "make bench  benchmarks vs peers and hardware (BENCH_ARGS=\"--quick --only trainer,xla\")"
 	@echo "make clean  remove the virtualenvs and outputs"
 
 $(UV):
@@ -47,6 +48,10 @@ lint: $(SYNCED)
 
 test: lint
 	$(PY) -m pytest
+
+# Not part of `make test`: timings belong to the benchmark, never to unit tests.
+bench: $(SYNCED)
+	$(PY) -m benchmarks.bench $(BENCH_ARGS)
 
 lock: | $(UV)
 	$(UV) pip compile requirements.in --python-version 3.10 \

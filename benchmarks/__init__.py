@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks of the pipeline against its peers and the hardware (`make bench`)."""

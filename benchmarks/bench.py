@@ -1,0 +1,572 @@
+"""`make bench`: side-by-side ratios against the peers and the hardware, as one table.
+
+Every figure is a ratio of two things measured in the same run, interleaved
+repeat by repeat so that load from other processes hits both sides alike, and
+reported as the median of the repeats. Sections are selectable, so a quick
+subset runs in a few minutes:
+
+    python -m benchmarks.bench                        # every section
+    python -m benchmarks.bench --only trainer,xla     # some sections
+    python -m benchmarks.bench --quick                # fewer steps, smaller data
+
+Results and the command that produced them go into docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tf_keras  # noqa: E402
+
+from benchmarks import data  # noqa: E402
+from benchmarks.flops import training_flops  # noqa: E402
+from components.device_policy import DEVICE_DEFAULTS  # noqa: E402
+from components.input_pipeline import make_dataset  # noqa: E402
+from components.models import MODEL_BUILDERS, build_model, compile_model  # noqa: E402
+from components.trainer import skip_autograph_for_tf_keras  # noqa: E402
+from pipeline.config import DatasetConfig, TrainerConfig  # noqa: E402
+
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
+# The `tpu-pipeline` console command, run as its module: the same code, and no
+# dependency on the entry-point script being installed.
+TPU_PIPELINE = (sys.executable, "-m", "pipeline.cli")
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One line of the table: a ratio, what it divides, and the target it is held to."""
+
+    section: str
+    figure: str
+    measured: str
+    ratio: float | None
+    target: str = ""
+    met: bool | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    repeats: int
+    steps: int
+    batch: int
+    large_batch: int
+    scale_sizes: tuple[int, ...]
+    workdir: pathlib.Path
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """Median wall time of `repeats` calls of `fn`."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def interleaved_rates(work: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Median of the rates each named function returns, taking turns A, B, A, B, ..."""
+    rates: dict[str, list[float]] = {name: [] for name in work}
+    for _ in range(repeats):
+        for name, fn in work.items():
+            rates[name].append(fn())
+    return {name: statistics.median(values) for name, values in rates.items()}
+
+
+def _ratio_row(section, figure, rates, numerator, denominator, unit, target=None) -> Row:
+    ratio = rates[numerator] / rates[denominator]
+    measured = f"{rates[numerator]:,.0f} vs {rates[denominator]:,.0f} {unit}"
+    met = None if target is None else ratio >= target
+    return Row(section, figure, measured, ratio, "" if target is None else f">= {target:g}", met)
+
+
+# --- Model helpers ------------------------------------------------------------------------
+
+
+def cpu_model(name: str, dataset: DatasetConfig, jit_compile: bool | None = None) -> tf_keras.Model:
+    """The named model, compiled as the Trainer compiles it on this CPU (or with XLA forced)."""
+    default_jit, precision = DEVICE_DEFAULTS["cpu"]
+    model = build_model(name, dataset.image_shape, dataset.num_classes, precision)
+    jit = default_jit if jit_compile is None else jit_compile
+    compile_model(model, TrainerConfig().learning_rate, jit, precision)
+    return model
+
+
+def in_memory_batches(dataset: DatasetConfig, batch: int) -> tf.data.Dataset:
+    """One batch repeated forever: measures the model alone, with no input cost."""
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 1, (batch, *dataset.image_shape)).astype(np.float32)
+    labels = rng.integers(0, dataset.num_classes, batch)
+    return tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+
+class SteadyRate(tf_keras.callbacks.Callback):
+    """Examples/s between the end of the first batch and the end of the last one.
+
+    Leaves out what each `fit` call pays once (callbacks, data adapters, the
+    first batch's start-up), which a long training run amortises away.
+    """
+
+    def __init__(self, batch_size: int):
+        super().__init__()
+        self.batch_size = batch_size
+        self.ends: list[float] = []
+
+    def on_train_batch_end(self, batch: int, logs: dict | None = None) -> None:
+        self.ends.append(time.perf_counter())
+
+    def rate(self) -> float:
+        return (len(self.ends) - 1) * self.batch_size / (self.ends[-1] - self.ends[0])
+
+
+def fit_rate(model: tf_keras.Model, examples_per_batch: int, *args, **kwargs) -> float:
+    """Steady-state examples/s of one `model.fit(*args, **kwargs)` epoch."""
+    timer = SteadyRate(examples_per_batch)
+    model.fit(*args, epochs=1, verbose=0, callbacks=[timer], **kwargs)
+    return timer.rate()
+
+
+def fit_steps(
+    model: tf_keras.Model, dataset: tf.data.Dataset, batch: int, steps: int
+) -> Callable[[], float]:
+    return lambda: fit_rate(model, batch, dataset, steps_per_epoch=steps)
+
+
+def trainer_input(
+    settings: Settings, dataset: DatasetConfig, batch: int, count: int
+) -> tf.data.Dataset:
+    """The Trainer's own input path over synthetic records, with a real transform graph."""
+    workdir = settings.workdir / f"input-{dataset.name}"
+    records = workdir / "train.tfrecord.gz"
+    if not records.exists():
+        data.write_examples(records, dataset, count)
+    graph_dir = workdir / "transform"
+    if (graph_dir / "graph").exists():
+        import tensorflow_transform as tft
+
+        transform_output = tft.TFTransformOutput(str(graph_dir / "graph"))
+    else:
+        transform_output = data.build_transform_graph(str(records), dataset, graph_dir)
+    return make_dataset(
+        [str(records)], transform_output, dataset, batch, training=True, seed=TrainerConfig().seed
+    )
+
+
+def drain(dataset: tf.data.Dataset, batch: int, batches: int) -> Callable[[], float]:
+    """Examples/s of the input pipeline alone, after its first batch."""
+    iterator = iter(dataset)
+
+    def run() -> float:
+        next(iterator)
+        started = time.perf_counter()
+        for _ in range(batches - 1):
+            next(iterator)
+        return (batches - 1) * batch / (time.perf_counter() - started)
+
+    return run
+
+
+# --- Sections -----------------------------------------------------------------------------
+
+
+def bench_trainer(settings: Settings) -> list[Row]:
+    """Trainer input path vs model.fit(numpy), and the input pipeline's headroom."""
+    dataset, batch, steps = data.MNIST_SHAPED, settings.batch, settings.steps
+    pipeline_ds = trainer_input(settings, dataset, batch, count=max(4096, batch * 8))
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0, 1, (steps * batch, *dataset.image_shape)).astype(np.float32)
+    labels = rng.integers(0, dataset.num_classes, steps * batch)
+    model = cpu_model("mnist_cnn", dataset)
+    numpy_model = cpu_model("mnist_cnn", dataset)
+
+    work = {
+        "trainer": fit_steps(model, pipeline_ds, batch, steps),
+        "numpy": lambda: fit_rate(numpy_model, batch, images, labels, batch_size=batch),
+        "input": drain(pipeline_ds, batch, steps),
+    }
+    for fn in work.values():  # traces and warms caches
+        fn()
+    rates = interleaved_rates(work, settings.repeats)
+    figure = f"mnist_cnn batch {batch}"
+    return [
+        _ratio_row(
+            "trainer",
+            f"Trainer input path / fit(numpy), {figure}",
+            rates,
+            "trainer",
+            "numpy",
+            "ex/s",
+            0.95,
+        ),
+        _ratio_row(
+            "trainer",
+            "input pipeline alone / Trainer consumption",
+            rates,
+            "input",
+            "trainer",
+            "ex/s",
+            5,
+        ),
+    ]
+
+
+def bench_xla(settings: Settings) -> list[Row]:
+    """jit_compile on / off per built-in model, and whether the CPU default picks the faster."""
+    rows = []
+    shapes = {"mnist_cnn": data.MNIST_SHAPED, "cifar10_cnn": data.CIFAR_SHAPED}
+    default_jit = DEVICE_DEFAULTS["cpu"][0]
+    for name in MODEL_BUILDERS:
+        dataset = shapes[name]
+        batches = in_memory_batches(dataset, settings.batch)
+        work = {
+            "xla": fit_steps(
+                cpu_model(name, dataset, True), batches, settings.batch, settings.steps
+            ),
+            "no_xla": fit_steps(
+                cpu_model(name, dataset, False), batches, settings.batch, settings.steps
+            ),
+        }
+        for fn in work.values():
+            fn()
+        rates = interleaved_rates(work, settings.repeats)
+        rows.append(
+            _ratio_row(
+                "xla",
+                f"jit_compile on / off, {name} batch {settings.batch}",
+                rates,
+                "xla",
+                "no_xla",
+                "ex/s",
+            )
+        )
+        chosen = rates["xla" if default_jit else "no_xla"]
+        best = max(rates.values())
+        rows.append(
+            Row(
+                "xla",
+                f"CPU default (jit_compile={default_jit}) / best, {name}",
+                f"{chosen:,.0f} vs {best:,.0f} ex/s",
+                chosen / best,
+                ">= 0.98",
+                chosen / best >= 0.98,
+            )
+        )
+    return rows
+
+
+def matmul_flops_per_s(repeats: int, size: int = 2048, chain: int = 8) -> float:
+    """This machine's dense float32 matmul rate (the compute ceiling for the CNN's FLOPs)."""
+    a = tf.random.uniform([size, size])
+    b = tf.random.uniform([size, size]) / size
+
+    @tf.function
+    def chained() -> tf.Tensor:
+        x = a
+        for _ in range(chain):
+            x = tf.matmul(x, b)
+        return x
+
+    chained().numpy()
+    seconds = median_seconds(lambda: chained().numpy(), repeats)
+    return chain * 2 * size**3 / seconds
+
+
+def bench_efficiency(settings: Settings) -> list[Row]:
+    """Achieved training FLOP/s of the CIFAR-10 CNN at a large batch / measured matmul FLOP/s."""
+    dataset, batch = data.CIFAR_SHAPED, settings.large_batch
+    steps = max(3, settings.steps // 4)
+    model = cpu_model("cifar10_cnn", dataset)
+    flops_per_example = training_flops(model)
+    pipeline_ds = trainer_input(settings, dataset, batch, count=batch * 4)
+    work = {
+        "trainer": fit_steps(model, pipeline_ds, batch, steps),
+        "compute": fit_steps(model, in_memory_batches(dataset, batch), batch, steps),
+    }
+    for fn in work.values():
+        fn()
+    rates = interleaved_rates(work, settings.repeats)
+    peak = matmul_flops_per_s(settings.repeats)
+    rows = []
+    for name, label in (("trainer", "Trainer"), ("compute", "in-memory batches")):
+        achieved = rates[name] * flops_per_example
+        rows.append(
+            Row(
+                "efficiency",
+                f"{label} FLOP/s / matmul FLOP/s, cifar10_cnn batch {batch}",
+                f"{achieved / 1e9:,.1f} vs {peak / 1e9:,.1f} GFLOP/s "
+                f"({flops_per_example / 1e6:.1f} MFLOP/example)",
+                achieved / peak,
+                ">= 0.4",
+                achieved / peak >= 0.4,
+            )
+        )
+    return rows
+
+
+def run_measured(command: list[str], log: pathlib.Path) -> dict:
+    """Runs a command; returns wall seconds, peak RSS (GB), its stdout lines with arrival times."""
+    started = time.perf_counter()
+    lines = []
+    with open(log, "w") as stderr:
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO_ROOT
+        )
+        for line in process.stdout:
+            lines.append((time.perf_counter() - started, line.rstrip("\n")))
+        _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - started
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{' '.join(command)} failed; see {log}")
+    return {"wall_s": wall, "peak_rss_gb": usage.ru_maxrss / 1e6, "lines": lines}
+
+
+def bench_e2e(settings: Settings) -> list[Row]:
+    """`tpu-pipeline run --dataset mnist` vs TFX's MNIST example on the same records."""
+    ours_dir = settings.workdir / "e2e-ours"
+    summary = ours_dir / "summary.json"
+    ours = run_measured(
+        [
+            *TPU_PIPELINE,
+            "run",
+            "--dataset",
+            "mnist",
+            "--output-dir",
+            str(ours_dir),
+            "--summary-json",
+            str(summary),
+        ],
+        settings.workdir / "e2e-ours.log",
+    )
+    our_accuracy = json.loads(summary.read_text())["metrics"]["accuracy"]
+    peer = run_measured(
+        [sys.executable, "-m", "benchmarks.peer", str(settings.workdir / "e2e-peer")],
+        settings.workdir / "e2e-peer.log",
+    )
+    peer_line = next(line for _, line in peer["lines"] if line.startswith("PEER_METRICS "))
+    peer_accuracy = json.loads(peer_line.removeprefix("PEER_METRICS "))[
+        "sparse_categorical_accuracy"
+    ]
+    time_ratio = ours["wall_s"] / peer["wall_s"]
+    rows = [
+        Row(
+            "e2e",
+            "tpu-pipeline run / TFX mnist example, wall time",
+            f"{ours['wall_s']:.1f} vs {peer['wall_s']:.1f} s",
+            time_ratio,
+            "<= 0.8",
+            time_ratio <= 0.8,
+        ),
+        Row(
+            "e2e",
+            "accuracy, ours / TFX mnist example",
+            f"{our_accuracy:.3f} vs {peer_accuracy:.3f}",
+            our_accuracy / peer_accuracy,
+            ">= 1",
+            our_accuracy >= peer_accuracy,
+        ),
+        Row(
+            "e2e",
+            "peak RSS, ours / TFX mnist example",
+            f"{ours['peak_rss_gb']:.2f} vs {peer['peak_rss_gb']:.2f} GB",
+            ours["peak_rss_gb"] / peer["peak_rss_gb"],
+        ),
+    ]
+    return rows + startup_rows(settings, ours["lines"])
+
+
+def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list[Row]:
+    """Command to first component, and the share of it spent importing libraries."""
+    # The first progress line arrives when the first component ends and says how long it ran.
+    arrived, line = next((t, text) for t, text in run_lines if text.startswith("[ 1/"))
+    first_component_s = arrived - float(line.split()[-2])
+    imports = median_seconds(
+        lambda: subprocess.run(
+            [sys.executable, "-c", "import pipeline.cli, pipeline.local_runner"],
+            check=True,
+            cwd=REPO_ROOT,
+        ),
+        settings.repeats,
+    )
+    help_s = median_seconds(
+        lambda: subprocess.run([*TPU_PIPELINE, "--help"], check=True, capture_output=True),
+        settings.repeats,
+    )
+    return [
+        Row(
+            "startup",
+            "imports / command to first component",
+            f"{imports:.1f} of {first_component_s:.1f} s",
+            imports / first_component_s,
+        ),
+        Row(
+            "startup",
+            "`tpu-pipeline --help` / command to first component",
+            f"{help_s:.2f} of {first_component_s:.1f} s",
+            help_s / first_component_s,
+        ),
+    ]
+
+
+def bench_scale(settings: Settings) -> list[Row]:
+    """Transform + StatisticsGen seconds per record and peak memory as the data grows."""
+    rows = []
+    for dataset in (data.MNIST_SHAPED, data.CIFAR_SHAPED):
+        results = {}
+        for count in settings.scale_sizes:
+            workdir = settings.workdir / f"scale-{dataset.name}-{count}"
+            records = workdir / "data.tfrecord.gz"
+            if not records.exists():
+                data.write_examples(records, dataset, count)
+            run = run_measured(
+                [sys.executable, "-m", "benchmarks.data", dataset.name, str(records), str(workdir)],
+                workdir / "worker.log",
+            )
+            seconds = json.loads(run["lines"][-1][1])
+            results[count] = (seconds["statistics_s"] + seconds["transform_s"], run["peak_rss_gb"])
+        small, large = min(results), max(results)
+        per_record = {n: s / n * 1e6 for n, (s, _) in results.items()}
+        spread = max(per_record.values()) / min(per_record.values())
+        detail = ", ".join(
+            f"{n // 1000}k: {per_record[n]:.0f} us/rec {results[n][1]:.2f} GB"
+            for n in sorted(results)
+        )
+        rows.append(
+            Row(
+                "scale",
+                f"{dataset.name}-shaped cost/record max / min",
+                detail,
+                spread,
+                "<= 1.2",
+                spread <= 1.2,
+            )
+        )
+        growth = results[large][1] / results[small][1]
+        rows.append(
+            Row(
+                "scale",
+                f"{dataset.name}-shaped peak RSS {large // 1000}k / {small // 1000}k",
+                "",
+                growth,
+                "<= 1.2",
+                growth <= 1.2,
+            )
+        )
+    return rows
+
+
+SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
+    "trainer": bench_trainer,
+    "xla": bench_xla,
+    "efficiency": bench_efficiency,
+    "e2e": bench_e2e,
+    "scale": bench_scale,
+}
+
+
+def machine_lines(settings: Settings, sections: list[str]) -> list[str]:
+    import apache_beam
+    import tfx.version
+
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in open("/proc/cpuinfo")
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    return [
+        f"machine: {cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}",
+        f"versions: Python {platform.python_version()}, TensorFlow {tf.__version__}, "
+        f"TFX {tfx.version.__version__}, Beam {apache_beam.__version__}",
+        f"sizes: {settings.steps} steps x batch {settings.batch} "
+        f"(large batch {settings.large_batch}), median of {settings.repeats} repeats, "
+        f"scale {', '.join(f'{n:,}' for n in settings.scale_sizes)} records",
+        f"sections: {', '.join(sections)}",
+    ]
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("section", "figure", "measured", "ratio", "target", "met")
+    cells = [
+        (
+            r.section,
+            r.figure,
+            r.measured,
+            "" if r.ratio is None else f"{r.ratio:.2f}",
+            r.target,
+            "" if r.met is None else ("yes" if r.met else "NO"),
+        )
+        for r in rows
+    ]
+    widths = [max(len(row[i]) for row in [header, *cells]) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *cells]
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--only", help=f"comma-separated sections: {', '.join(SECTIONS)} (default: all)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="fewer repeats and steps, smaller scale sizes"
+    )
+    parser.add_argument(
+        "--workdir", type=pathlib.Path, help="keep data and runs here (default: a temp folder)"
+    )
+    args = parser.parse_args(argv)
+    sections = args.only.split(",") if args.only else list(SECTIONS)
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
+    workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-bench-"))
+    settings = Settings(
+        repeats=3 if args.quick else 5,
+        steps=20 if args.quick else 50,
+        batch=TrainerConfig().per_replica_batch_size,
+        large_batch=512,
+        scale_sizes=(10_000, 30_000) if args.quick else (10_000, 100_000, 300_000),
+        workdir=workdir,
+    )
+    skip_autograph_for_tf_keras()
+    rows = []
+    for name in sections:
+        started = time.perf_counter()
+        try:
+            rows += SECTIONS[name](settings)
+        except Exception as error:  # one broken section must not lose the others' figures
+            rows.append(Row(name, f"FAILED: {type(error).__name__}: {error}", "", None))
+        print(
+            f"[bench] {name} done in {time.perf_counter() - started:.0f} s",
+            file=sys.stderr,
+            flush=True,
+        )
+    print("\n".join(machine_lines(settings, sections)))
+    print(format_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

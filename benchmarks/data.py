@@ -1,0 +1,138 @@
+"""Synthetic image examples and the Beam work the pipeline does on them.
+
+Records have the layout ExampleGen writes (gzipped TFRecord of tf.Example with
+a flat float pixel list and an int64 label), so the Trainer's input path and
+the Transform and StatisticsGen analyses see what they see in a real run.
+`analyze` runs TFDV's statistics and TFT's analysis the way the StatisticsGen
+and Transform executors do (a TFXIO source into `GenerateStatistics` or
+`AnalyzeDataset`), one Beam pipeline each, so each cost is timed alone.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+import sys
+import time
+
+import apache_beam as beam
+import numpy as np
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+import tensorflow_transform as tft
+import tensorflow_transform.beam as tft_beam
+from apache_beam.options.pipeline_options import PipelineOptions
+from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+from tfx_bsl.public import tfxio
+
+from components.preprocessing import preprocessing_fn
+from pipeline.config import BUILTIN_DATASETS, DatasetConfig
+
+MNIST_SHAPED = DatasetConfig(**{**BUILTIN_DATASETS["mnist"], "data_dir": None})
+CIFAR_SHAPED = DatasetConfig(
+    name="cifar10",
+    image_shape=(32, 32, 3),
+    pixel_feature="pixels",
+    label_feature="label",
+    num_classes=10,
+)
+# Distinct examples written; larger files repeat them (statistics cost does not
+# depend on the values, and writing protos in Python is slow).
+DISTINCT_EXAMPLES = 1000
+
+
+def raw_schema(dataset: DatasetConfig):
+    """The raw feature schema: a fixed-length float pixel list and a one-value label."""
+    return schema_utils.schema_from_feature_spec(
+        {
+            dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
+            dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
+        }
+    )
+
+
+def write_examples(path: pathlib.Path, dataset: DatasetConfig, count: int, seed: int = 0) -> None:
+    """Writes `count` gzipped tf.Examples with pixels in [-0.5, 0.5] and random labels."""
+    rng = np.random.default_rng(seed)
+    distinct = min(count, DISTINCT_EXAMPLES)
+    pixels = rng.uniform(-0.5, 0.5, (distinct, dataset.pixel_count)).astype(np.float32)
+    labels = rng.integers(0, dataset.num_classes, distinct)
+    serialized = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    dataset.pixel_feature: tf.train.Feature(float_list=tf.train.FloatList(value=p)),
+                    dataset.label_feature: tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[y])
+                    ),
+                }
+            )
+        ).SerializeToString()
+        for p, y in zip(pixels, labels, strict=True)
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
+        for index in range(count):
+            writer.write(serialized[index % distinct])
+
+
+def _source(pattern: str, dataset: DatasetConfig) -> tfxio.TFExampleRecord:
+    return tfxio.TFExampleRecord(pattern, schema=raw_schema(dataset))
+
+
+def build_transform_graph(
+    pattern: str,
+    dataset: DatasetConfig,
+    output_dir: pathlib.Path,
+    beam_args: list[str] | None = None,
+) -> tft.TFTransformOutput:
+    """Analyzes the records with our preprocessing_fn and writes the transform graph."""
+    source = _source(pattern, dataset)
+    fn = functools.partial(
+        preprocessing_fn, custom_config={"dataset": dataset.model_dump(mode="json")}
+    )
+    with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
+        with tft_beam.Context(temp_dir=str(output_dir / "tmp")):
+            records = pipeline | "Read" >> source.BeamSource()
+            transform_fn = (records, source.TensorAdapterConfig()) | tft_beam.AnalyzeDataset(fn)
+            _ = transform_fn | tft_beam.WriteTransformFn(str(output_dir / "graph"))
+    # The Trainer parses raw records with the raw schema saved beside the graph, as TFX does.
+    metadata_io.write_metadata(
+        dataset_metadata.DatasetMetadata(raw_schema(dataset)),
+        str(output_dir / "graph" / tft.TFTransformOutput.RAW_METADATA_DIR),
+    )
+    return tft.TFTransformOutput(str(output_dir / "graph"))
+
+
+def compute_statistics(
+    pattern: str, dataset: DatasetConfig, beam_args: list[str] | None = None
+) -> None:
+    """What StatisticsGen computes: TFDV statistics over every record."""
+    with beam.Pipeline(options=PipelineOptions(beam_args or [])) as pipeline:
+        _ = (
+            pipeline
+            | "Read" >> _source(pattern, dataset).BeamSource()
+            | tfdv.GenerateStatistics(tfdv.StatsOptions())
+            | beam.combiners.Count.Globally()
+        )
+
+
+def analyze(
+    pattern: str, dataset: DatasetConfig, workdir: pathlib.Path, beam_args: list[str]
+) -> dict:
+    """Seconds for StatisticsGen's and Transform's analyses of the same records."""
+    started = time.perf_counter()
+    compute_statistics(pattern, dataset, beam_args)
+    statistics_s = time.perf_counter() - started
+    started = time.perf_counter()
+    build_transform_graph(pattern, dataset, workdir, beam_args)
+    return {"statistics_s": statistics_s, "transform_s": time.perf_counter() - started}
+
+
+if __name__ == "__main__":
+    # python -m benchmarks.data DATASET RECORDS WORKDIR [BEAM_ARG ...]: one scale measurement
+    # in a process of its own, so the caller can read its peak memory.
+    name, records, workdir, *beam_args = sys.argv[1:]
+    shaped = {"mnist": MNIST_SHAPED, "cifar10": CIFAR_SHAPED}[name]
+    print(json.dumps(analyze(records, shaped, pathlib.Path(workdir), beam_args)), flush=True)

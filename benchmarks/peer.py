@@ -1,0 +1,50 @@
+"""Runs TFX's own MNIST example pipeline, with its own settings, on our mnist.tfrecord.
+
+`tfx.examples.mnist.mnist_pipeline_native_keras` is installed with TFX; only
+its paths are replaced (its `__main__` reads ~/mnist). Prints its evaluation
+metrics as one JSON line, so the benchmark compares accuracy as well as time.
+
+    python -m benchmarks.peer WORKDIR
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import sys
+
+import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from pipeline.config import SHARED_DATA_DIR
+
+
+def main(workdir: pathlib.Path) -> None:
+    from tfx.examples.mnist import mnist_pipeline_native_keras as peer
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+    from pipeline.run_summary import _overall_metrics
+
+    data_root = workdir / "data"
+    data_root.mkdir(parents=True, exist_ok=True)
+    # ImportExampleGen reads every file of its folder; the shared one also holds a README.
+    shutil.copy(SHARED_DATA_DIR / "mnist.tfrecord", data_root / "mnist.tfrecord")
+    pipeline_root = workdir / "pipeline_root"
+    BeamDagRunner().run(
+        peer._create_pipeline(
+            pipeline_name="mnist_native_keras",
+            pipeline_root=str(pipeline_root),
+            data_root=str(data_root),
+            module_file=os.path.join(os.path.dirname(peer.__file__), "mnist_utils_native_keras.py"),
+            serving_model_dir=str(workdir / "serving_model"),
+            metadata_path=str(workdir / "metadata.db"),
+            beam_pipeline_args=peer._beam_pipeline_args,
+        )
+    )
+    evaluation = next(pipeline_root.glob("Evaluator.mnist/evaluation/*"))
+    metrics, _ = _overall_metrics(str(evaluation))
+    print("PEER_METRICS " + json.dumps(metrics), flush=True)
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(sys.argv[1]))
