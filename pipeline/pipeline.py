@@ -9,6 +9,8 @@ would also import the Vertex AI SDK (~8 s) on every local run.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import pathlib
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
@@ -31,6 +33,7 @@ from tfx.orchestration import pipeline as tfx_pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
+import components
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
 from components.pusher import AtomicPusherExecutor
@@ -74,11 +77,26 @@ def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | 
     )
 
 
+def user_code_fingerprint(package_dir: pathlib.Path | None = None) -> str:
+    """Hash of the code TFX calls by dotted path (default: the `components` package).
+
+    TFX fingerprints a `module_file` but not a dotted path, so without this a
+    changed `run_fn` would be skipped as "cached" on the next run.
+    """
+    digest = hashlib.sha256()
+    package_dir = package_dir or pathlib.Path(components.__file__).parent
+    for source in sorted(package_dir.rglob("*.py")):
+        digest.update(source.relative_to(package_dir).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
-    """The config sections user code reads back (as plain JSON values)."""
+    """The config sections user code reads back (as plain JSON values), plus the code version."""
     return {
         "dataset": config.dataset.model_dump(mode="json"),
         "trainer": config.trainer.model_dump(mode="json"),
+        "code_version": user_code_fingerprint(),
     }
 
 
@@ -115,8 +133,12 @@ def create_pipeline(
         output_config=example_gen_pb2.Output(
             split_config=example_gen_pb2.SplitConfig(
                 splits=[
-                    example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=100 - dataset.eval_percent),
-                    example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=dataset.eval_percent),
+                    example_gen_pb2.SplitConfig.Split(
+                        name="train", hash_buckets=100 - dataset.eval_percent
+                    ),
+                    example_gen_pb2.SplitConfig.Split(
+                        name="eval", hash_buckets=dataset.eval_percent
+                    ),
                 ]
             )
         ),
