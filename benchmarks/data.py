@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import pathlib
+import shutil
 import sys
 import time
 
@@ -88,6 +89,8 @@ def build_transform_graph(
     beam_args: list[str] | None = None,
 ) -> tft.TFTransformOutput:
     """Analyzes the records with our preprocessing_fn and writes the transform graph."""
+    # A rerun replaces the graph: TFT refuses to publish over an existing one.
+    shutil.rmtree(output_dir / "graph", ignore_errors=True)
     source = _source(pattern, dataset)
     fn = functools.partial(
         preprocessing_fn, custom_config={"dataset": dataset.model_dump(mode="json")}
