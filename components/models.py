@@ -1,7 +1,8 @@
 """The two CNNs of the Cloud TPU guides, sized from the configured images.
 
 Layers use 'same' padding so the MNIST CNN also fits small images (8x8
-digits); the final softmax always computes in float32, whatever the precision
+digits), and fixed names so TensorBoard tags and preflight messages name the
+same layer in every run; the final softmax always computes in float32, whatever the precision
 policy, so losses and served probabilities keep full precision.
 """
 
@@ -18,13 +19,14 @@ def _mnist_cnn(
     inputs: tf_keras.layers.Layer, num_classes: int, dtype: tf_keras.mixed_precision.Policy
 ) -> tf_keras.layers.Layer:
     """Conv 32 -> pool -> Conv 64 -> pool -> Dense 64 -> classes (the MNIST TPU guide)."""
-    x = tf_keras.layers.Conv2D(32, 3, padding="same", activation="relu", dtype=dtype)(inputs)
-    x = tf_keras.layers.MaxPooling2D(dtype=dtype)(x)
-    x = tf_keras.layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype)(x)
-    x = tf_keras.layers.MaxPooling2D(dtype=dtype)(x)
-    x = tf_keras.layers.Flatten(dtype=dtype)(x)
-    x = tf_keras.layers.Dropout(0.4, dtype=dtype)(x)
-    x = tf_keras.layers.Dense(64, activation="relu", dtype=dtype)(x)
+    layers = tf_keras.layers
+    x = layers.Conv2D(32, 3, padding="same", activation="relu", dtype=dtype, name="conv1")(inputs)
+    x = layers.MaxPooling2D(dtype=dtype, name="pool1")(x)
+    x = layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype, name="conv2")(x)
+    x = layers.MaxPooling2D(dtype=dtype, name="pool2")(x)
+    x = layers.Flatten(dtype=dtype, name="flatten")(x)
+    x = layers.Dropout(0.4, dtype=dtype, name="dropout")(x)
+    x = layers.Dense(64, activation="relu", dtype=dtype, name="hidden")(x)
     return tf_keras.layers.Dense(num_classes, name="logits", dtype=dtype)(x)
 
 
@@ -32,10 +34,11 @@ def _cifar10_cnn(
     inputs: tf_keras.layers.Layer, num_classes: int, dtype: tf_keras.mixed_precision.Policy
 ) -> tf_keras.layers.Layer:
     """Conv 64 -> pool -> Dense 128 -> classes (the CIFAR-10 TPU guide)."""
-    x = tf_keras.layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype)(inputs)
-    x = tf_keras.layers.MaxPooling2D(dtype=dtype)(x)
-    x = tf_keras.layers.Flatten(dtype=dtype)(x)
-    x = tf_keras.layers.Dense(128, activation="relu", dtype=dtype)(x)
+    layers = tf_keras.layers
+    x = layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype, name="conv1")(inputs)
+    x = layers.MaxPooling2D(dtype=dtype, name="pool1")(x)
+    x = layers.Flatten(dtype=dtype, name="flatten")(x)
+    x = layers.Dense(128, activation="relu", dtype=dtype, name="hidden")(x)
     return tf_keras.layers.Dense(num_classes, name="logits", dtype=dtype)(x)
 
 

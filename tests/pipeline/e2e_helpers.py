@@ -57,5 +57,7 @@ def input_artifact_ids(
     return [
         event.artifact_id
         for event in store.get_events_by_execution_ids([execution_id])
-        if event.type == event.INPUT and event.path.steps and event.path.steps[0].key == key
+        # One event lists every input key an artifact fills (a model can be both
+        # the candidate and the baseline), in no fixed order.
+        if event.type == event.INPUT and key in {step.key for step in event.path.steps}
     ]

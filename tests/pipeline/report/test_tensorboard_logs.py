@@ -28,7 +28,7 @@ def test_trainer_logs_scalars_histograms_images_and_text(digits_run):
         "epoch_seconds",
         "epoch_examples_per_second",
     } <= set(kinds["scalars"])
-    assert "conv2d/kernel_0/histogram" in kinds["histograms"]
+    assert "conv1/kernel_0/histogram" in kinds["histograms"]
     assert kinds["images"] == ["input_samples"]
     assert {"run_config", "model_summary"} <= set(kinds["text"])
     assert "profile" not in kinds  # only with trainer.profile_batches
