@@ -20,6 +20,7 @@ import tensorflow_transform as tft
 import tf_keras
 from tensorflow.python.framework import kernels
 
+from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.input_pipeline import global_batch_size
 from components.models import build_model, compile_model
@@ -246,9 +247,6 @@ def trace_train_step(
     model: tf_keras.Model, image_spec: tf.TensorSpec, label_spec: tf.TensorSpec
 ) -> tuple[tf.types.experimental.GenericFunction, tf.Graph]:
     """Traces Keras's `train_step` (forward, loss, gradients, update) under XLA."""
-    # Imported here: the trainer imports this module to run preflight before training.
-    from components.trainer import skip_autograph_for_tf_keras
-
     skip_autograph_for_tf_keras()
     # Variables are created outside the traced step, as a TPU step requires.
     model.optimizer.build(model.trainable_variables)

@@ -12,9 +12,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 from absl import logging
-from tensorflow.python.autograph.core import config as autograph_config
 from tfx.components.trainer.fn_args_utils import FnArgs
 
+from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import resolve_training_policy
 from components.export import export_serving_model, serving_copy
 from components.input_pipeline import global_batch_size, make_dataset
@@ -23,20 +23,6 @@ from components.preflight import require_preflight
 from components.strategy import resolve_strategy
 from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
 from pipeline.config import DatasetConfig, TrainerConfig
-
-
-def skip_autograph_for_tf_keras() -> None:
-    """Stops AutoGraph from converting tf_keras's own code on the first `fit`.
-
-    TF 2.16 exempts the `keras` package but not `tf_keras`; converting it cost
-    ~11 s per Trainer run on this stack (STACK.md). tf_keras's code is already
-    graph-safe, so converting it buys nothing.
-    """
-    if not any(
-        str(rule) == "DoNotConvert rule for tf_keras" for rule in autograph_config.CONVERSION_RULES
-    ):
-        rule = autograph_config.DoNotConvert("tf_keras")
-        autograph_config.CONVERSION_RULES = (rule, *autograph_config.CONVERSION_RULES)
 
 
 def parse_custom_config(custom_config: dict[str, Any]) -> tuple[DatasetConfig, TrainerConfig]:
