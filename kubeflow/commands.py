@@ -14,20 +14,16 @@ import pathlib
 import sys
 from typing import Any
 
-from pipeline.config import PipelineConfig, load_config
+from pipeline.cli_config import add_config_flags, config_from_args
+from pipeline.config import PipelineConfig
 
 VERTEX_COMMANDS = ("compile", "submit", "schedule")
 SCHEDULE_ACTIONS = ("create", "update", "pause", "resume", "list", "delete")
 DEFAULT_SPEC = "pipeline.json"
 
 
-def add_vertex_commands(commands: argparse._SubParsersAction, parse_assignment: Any) -> None:
-    """Registers `compile`, `submit` and `schedule` on the `tpu-pipeline` parser.
-
-    Args:
-      commands: the parser's subcommands.
-      parse_assignment: turns `--set FIELD=VALUE` into a (field, value) pair.
-    """
+def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
+    """Registers `compile`, `submit` and `schedule` on the `tpu-pipeline` parser."""
     compile_ = commands.add_parser("compile", help="compile the pipeline for Vertex AI / Kubeflow")
     compile_.add_argument("--target", choices=["vertex"], default="vertex")
     compile_.add_argument("--output", type=pathlib.Path, default=pathlib.Path(DEFAULT_SPEC))
@@ -46,16 +42,7 @@ def add_vertex_commands(commands: argparse._SubParsersAction, parse_assignment: 
         command.add_argument("--train-steps", type=int, help="train steps for this run")
         command.add_argument("--dry-run", action="store_true", help="print the requests, send none")
     for command in (compile_, submit, schedule):
-        command.add_argument("--config", help="YAML configuration with a vertex: section")
-        command.add_argument(
-            "--set",
-            dest="assignments",
-            action="append",
-            type=parse_assignment,
-            default=[],
-            metavar="FIELD=VALUE",
-            help="set any configuration field, e.g. --set vertex.project=my-project",
-        )
+        add_config_flags(command, "YAML configuration with a vertex: section")
 
 
 def run_vertex_command(args: argparse.Namespace) -> int:
@@ -63,7 +50,7 @@ def run_vertex_command(args: argparse.Namespace) -> int:
     from pipeline.console import quiet_library_warnings
 
     quiet_library_warnings()
-    config = load_config(args.config, dict(args.assignments))
+    config = config_from_args(args)
     if args.command == "compile":
         return _compile(config, args.output)
     from kubeflow.vertex_api import VertexUnreachableError, connect

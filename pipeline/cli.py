@@ -1,4 +1,4 @@
-"""`tpu-pipeline`: run the pipeline locally, or bootstrap a schema for new data.
+"""`tpu-pipeline`: run, check, report on and deploy the image-classification TFX pipeline.
 
 Heavy libraries (TensorFlow, TFX, Beam) are imported inside the commands, after
 the environment and the log redirection are set up, so their start-up noise
@@ -14,15 +14,13 @@ import argparse
 import datetime
 import pathlib
 import sys
-from typing import Any
-
-import yaml
 
 import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before anything imports TensorFlow)
 from components.example_gen.cli import add_data_commands, run_data_command
 from components.example_gen.errors import DataFormatError
 from kubeflow.commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
-from pipeline.config import BUILTIN_DATASETS, ConfigError, load_config
+from pipeline.cli_config import add_config_flags, config_from_args
+from pipeline.config import BUILTIN_DATASETS, ConfigError
 from pipeline.report.commands import (
     REPORT_COMMANDS,
     add_report_commands,
@@ -33,19 +31,12 @@ from pipeline.report.commands import (
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 
 
-def _parse_assignment(text: str) -> tuple[str, Any]:
-    if "=" not in text:
-        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
-    key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
-
-
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tpu-pipeline", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
-    run.add_argument("--config", help="YAML configuration file (fields: README, Configuration)")
+    add_config_flags(run)
     run.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     run.add_argument(
         "--data-dir", help="folder of TFRecord files to use instead of the built-in data"
@@ -53,15 +44,6 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
     run.add_argument("--train-steps", type=int, help="training steps")
     run.add_argument("--model", help="mnist_cnn or cifar10_cnn")
-    run.add_argument(
-        "--set",
-        dest="assignments",
-        action="append",
-        type=_parse_assignment,
-        default=[],
-        metavar="FIELD=VALUE",
-        help="set any configuration field, e.g. --set trainer.epochs=3 (repeatable)",
-    )
     run.add_argument(
         "--verbose", action="store_true", help="show the full logs instead of progress lines"
     )
@@ -82,35 +64,27 @@ def _build_parser() -> argparse.ArgumentParser:
     preflight = commands.add_parser(
         "preflight", help="check on this CPU that the model and input will run on a TPU"
     )
-    preflight.add_argument("--config", help="YAML configuration file (see configs/)")
+    add_config_flags(preflight)
     preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     preflight.add_argument("--model", help="mnist_cnn or cifar10_cnn")
     preflight.add_argument("--replicas", type=int, default=8, help="TPU cores (default: 8)")
-    preflight.add_argument(
-        "--set",
-        dest="assignments",
-        action="append",
-        type=_parse_assignment,
-        default=[],
-        metavar="FIELD=VALUE",
-        help="set any configuration field (repeatable)",
-    )
-    add_vertex_commands(commands, _parse_assignment)
-    add_data_commands(commands, _parse_assignment)
+    add_vertex_commands(commands)
+    add_data_commands(commands)
     add_report_commands(commands)
     return parser
 
 
 def _run(args: argparse.Namespace) -> int:
-    overrides = {
-        "dataset": args.dataset,
-        "dataset.data_dir": args.data_dir,
-        "output_dir": args.output_dir,
-        "trainer.train_steps": args.train_steps,
-        "trainer.model": args.model,
-        **dict(args.assignments),
-    }
-    config = load_config(args.config, overrides)
+    config = config_from_args(
+        args,
+        {
+            "dataset": args.dataset,
+            "dataset.data_dir": args.data_dir,
+            "output_dir": args.output_dir,
+            "trainer.train_steps": args.train_steps,
+            "trainer.model": args.model,
+        },
+    )
     from pipeline.console import output_to_log_file, quiet_library_warnings
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -153,8 +127,7 @@ def _schema_infer(args: argparse.Namespace) -> int:
 
 
 def _preflight(args: argparse.Namespace) -> int:
-    overrides = {"dataset": args.dataset, "trainer.model": args.model, **dict(args.assignments)}
-    config = load_config(args.config, overrides)
+    config = config_from_args(args, {"dataset": args.dataset, "trainer.model": args.model})
     from pipeline.console import quiet_library_warnings
 
     quiet_library_warnings()

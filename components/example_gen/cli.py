@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import pathlib
-from collections.abc import Callable
-from typing import Any
+
+from pipeline.cli_config import add_config_flags, config_from_args
 
 
-def add_data_commands(
-    commands: argparse._SubParsersAction, parse_assignment: Callable[[str], tuple[str, Any]]
-) -> None:
+def add_data_commands(commands: argparse._SubParsersAction) -> None:
     """Adds `data generate` and `data import` to the `tpu-pipeline` parser."""
     from components.example_gen.synthetic import FORMATS, SHAPES
 
@@ -32,18 +30,9 @@ def add_data_commands(
     imported = data_commands.add_parser(
         "import", help="check raw files and copy them into data_dir as a new span-N folder"
     )
-    imported.add_argument("--config", help="YAML configuration file naming the dataset")
     imported.add_argument("--source", type=pathlib.Path, required=True, help="file or folder")
     imported.add_argument("--span", type=int, help="span number (default: the next one)")
-    imported.add_argument(
-        "--set",
-        dest="assignments",
-        action="append",
-        type=parse_assignment,
-        default=[],
-        metavar="FIELD=VALUE",
-        help="set a configuration field, e.g. --set dataset.data_dir=data",
-    )
+    add_config_flags(imported, "YAML configuration file naming the dataset")
 
 
 def run_data_command(args: argparse.Namespace) -> None:
@@ -61,8 +50,7 @@ def run_data_command(args: argparse.Namespace) -> None:
         print(f"wrote {args.count} synthetic {args.shape} images as {args.format} to {folder}")
         return
     from components.example_gen.spans import import_span
-    from pipeline.config import load_config
 
-    config = load_config(args.config, dict(args.assignments))
+    config = config_from_args(args)
     folder, count = import_span(config.dataset, args.source, args.span)
     print(f"imported {count} examples into {folder}")

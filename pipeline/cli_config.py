@@ -1,0 +1,46 @@
+"""The configuration flags every `tpu-pipeline` command shares: `--config` and `--set`.
+
+One definition, so every command reads a configuration the same way: the YAML
+file first, then the command's own flags, then `--set FIELD=VALUE` pairs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import yaml
+
+from pipeline.config import PipelineConfig, load_config
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Turns `FIELD=VALUE` into `(field, value)`, the value read as YAML (numbers, lists...)."""
+    if "=" not in text:
+        raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
+    key, value = text.split("=", 1)
+    return key.strip(), yaml.safe_load(value)
+
+
+def add_config_flags(
+    parser: argparse.ArgumentParser,
+    config_help: str = "YAML configuration file (fields: README, Configuration)",
+) -> None:
+    """Adds `--config FILE` and the repeatable `--set FIELD=VALUE` to `parser`."""
+    parser.add_argument("--config", help=config_help)
+    parser.add_argument(
+        "--set",
+        dest="assignments",
+        action="append",
+        type=parse_assignment,
+        default=[],
+        metavar="FIELD=VALUE",
+        help="set any configuration field, e.g. --set trainer.epochs=3 (repeatable)",
+    )
+
+
+def config_from_args(
+    args: argparse.Namespace, flags: dict[str, Any] | None = None
+) -> PipelineConfig:
+    """Loads the configuration: file, then the command's own `flags` (dotted keys), then `--set`."""
+    return load_config(args.config, {**(flags or {}), **dict(args.assignments)})
