@@ -31,6 +31,13 @@ from pipeline.report.commands import (
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tpu-pipeline", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -67,7 +74,9 @@ def _build_parser() -> argparse.ArgumentParser:
     add_config_flags(preflight)
     preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     preflight.add_argument("--model", help="mnist_cnn or cifar10_cnn")
-    preflight.add_argument("--replicas", type=int, default=8, help="TPU cores (default: 8)")
+    preflight.add_argument(
+        "--replicas", type=_positive_int, default=8, help="TPU cores (default: 8)"
+    )
     add_vertex_commands(commands)
     add_data_commands(commands)
     add_report_commands(commands)

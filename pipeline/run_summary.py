@@ -45,6 +45,31 @@ class RunSummary:
     trainer: dict[str, Any] | None
     log_file: str | None
 
+    @classmethod
+    def without_results(
+        cls,
+        pipeline: str,
+        components: list[ComponentResult],
+        error: BaseException | None,
+        log_file: str | None,
+    ) -> RunSummary:
+        """A summary with the run's outcome but no metrics, blessing or push yet."""
+        return cls(
+            pipeline=pipeline,
+            succeeded=error is None,
+            data_rejected=isinstance(error, DataRejectedError),
+            error=f"{type(error).__name__}: {error}" if error else None,
+            components=components,
+            metrics={},
+            baseline_metrics=None,
+            blessed=False,
+            blessing_reason="",
+            pushed_model=None,
+            push_note="the run stopped before the Pusher",
+            trainer=None,
+            log_file=log_file,
+        )
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
@@ -131,21 +156,7 @@ def summarize_run(
     pipeline_name: str,
 ) -> RunSummary:
     """Collects statuses, metrics, the blessing and the push of the run just finished."""
-    summary = RunSummary(
-        pipeline=pipeline_name,
-        succeeded=error is None,
-        data_rejected=isinstance(error, DataRejectedError),
-        error=f"{type(error).__name__}: {error}" if error else None,
-        components=components,
-        metrics={},
-        baseline_metrics=None,
-        blessed=False,
-        blessing_reason="",
-        pushed_model=None,
-        push_note="the run stopped before the Pusher",
-        trainer=None,
-        log_file=log_file,
-    )
+    summary = RunSummary.without_results(pipeline_name, components, error, log_file)
     trainer = record.node("Trainer")
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         info_path = pathlib.Path(trainer.outputs["model"][0].uri) / TRAINING_INFO_FILE

@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from pipeline.cli import EXIT_DATA_REJECTED, main
+from pipeline.data_sources import DataSourceError
 from pipeline.report import write_report
 from pipeline.run_summary import RunSummary
 
@@ -65,21 +66,8 @@ def test_report_of_a_rejected_run_rebuilt_later_says_why(rejected_run, tmp_path,
 
 
 def test_a_run_that_failed_before_any_component_gets_a_report_with_the_error(tmp_path):
-    summary = RunSummary(
-        pipeline="tpu-pipeline-digits",
-        succeeded=False,
-        data_rejected=False,
-        error="DataSourceError: data folder /nowhere does not exist",
-        components=[],
-        metrics={},
-        baseline_metrics=None,
-        blessed=False,
-        blessing_reason="",
-        pushed_model=None,
-        push_note="the run stopped before the Pusher",
-        trainer=None,
-        log_file=None,
-    )
+    error = DataSourceError("data folder /nowhere does not exist")
+    summary = RunSummary.without_results("tpu-pipeline-digits", [], error, None)
     files = write_report(tmp_path / "run", summary)
     html = files.html.read_text(encoding="utf-8")
     assert "The run failed: DataSourceError: data folder /nowhere does not exist" in html
