@@ -25,12 +25,15 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 def write_bad_digits(path) -> None:
-    """Real digits, but every tenth label is 42: outside the schema's 0-9 domain."""
+    """Real digits with two faults: some labels are 42 (outside 0-9), and some images
+    drifted to a 0-256 pixel scale (outside the schema's 0-16), which only shows in
+    the statistics."""
     digits = load_digits()
     with tf.io.TFRecordWriter(str(path)) as writer:
         for index, (pixels, label) in enumerate(zip(digits.data, digits.target, strict=True)):
+            scale = 16 if index % 10 == 5 else 1
             features = {
-                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels)),
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels * scale)),
                 "label": tf.train.Feature(
                     int64_list=tf.train.Int64List(value=[42 if index % 10 == 0 else int(label)])
                 ),
@@ -57,7 +60,8 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_p
     assert result.returncode == 3, result.stdout + result.stderr
     assert "DATA REJECTED" in result.stdout
     summary = json.loads(summary_path.read_text())
-    assert "label" in summary["error"] and "Out-of-range values" in summary["error"]
+    assert "label: Out-of-range values" in summary["error"]
+    assert "pixels: Out-of-range values" in summary["error"]
     statuses = {c["id"]: c["status"] for c in summary["components"]}
     assert statuses["DataGate"] == "failed"
     assert statuses["Trainer"] == "skipped" and statuses["Pusher"] == "skipped"
