@@ -8,6 +8,7 @@ the component's status from ML Metadata (executed or cached) and its time.
 from __future__ import annotations
 
 import logging
+import pathlib
 import re
 import time
 from typing import TextIO
@@ -117,4 +118,26 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
             absl_logger.removeHandler(progress)
         absl_logging.set_verbosity(verbosity)
     components = progress.all_results() if progress else []
+    if error is not None and not config.dataset.resolved_schema_file.exists():
+        error = _missing_schema_error(config, record, components)
     return summarize_run(record, components, error, log_file, config.full_pipeline_name)
+
+
+class MissingSchemaError(FileNotFoundError):
+    """A dataset has no curated schema yet."""
+
+
+def _missing_schema_error(
+    config: PipelineConfig, record: RunRecord, components: list[ComponentResult]
+) -> MissingSchemaError:
+    """Says how to bootstrap the schema from the examples ExampleGen has just written."""
+    name = config.dataset.name
+    message = f"dataset {name!r} has no curated schema at {config.dataset.resolved_schema_file}"
+    examples = record.node(components[0].id).outputs.get("examples") if components else None
+    if examples:
+        train_split = pathlib.Path(examples[0].uri) / "Split-train"
+        message += (
+            f"; bootstrap one from the examples ExampleGen wrote: tpu-pipeline schema infer "
+            f"--data {train_split} --name {name}, then curate it (README: Schemas)"
+        )
+    return MissingSchemaError(message)

@@ -13,11 +13,9 @@ from pipeline.config import PipelineConfig
 
 
 def split_files(config: PipelineConfig, split: str) -> list[str]:
-    """The newest ExampleGen output files of `split`."""
-    examples = sorted(
-        (config.pipeline_root / "ImportExampleGen" / "examples").iterdir(),
-        key=lambda p: int(p.name),
-    )[-1]
+    """The newest ExampleGen output files of `split` (whichever ExampleGen the format uses)."""
+    (example_gen,) = [p for p in config.pipeline_root.iterdir() if p.name.endswith("ExampleGen")]
+    examples = sorted((example_gen / "examples").iterdir(), key=lambda p: int(p.name))[-1]
     return sorted(str(path) for path in (examples / f"Split-{split}").iterdir())
 
 
