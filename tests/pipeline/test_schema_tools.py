@@ -38,39 +38,10 @@ def test_a_curated_schema_is_not_overwritten_without_force(mnist_schema, tmp_pat
     assert tfdv.load_schema_text(str(path)) == mnist_schema
 
 
-def test_schema_infer_command_writes_the_schema(mnist_tfrecord, tmp_path):
+def test_schema_infer_command_writes_the_schema_once(mnist_tfrecord, tmp_path):
     output = tmp_path / "letters" / "schema.pbtxt"
-    assert (
-        main(
-            [
-                "schema",
-                "infer",
-                "--data",
-                str(mnist_tfrecord),
-                "--name",
-                "letters",
-                "--output",
-                str(output),
-            ]
-        )
-        == 0
-    )
-    assert {f.name for f in tfdv.load_schema_text(str(output)).feature} == {
-        "image_floats",
-        "image_class",
-    }
-    assert (
-        main(
-            [
-                "schema",
-                "infer",
-                "--data",
-                str(mnist_tfrecord),
-                "--name",
-                "letters",
-                "--output",
-                str(output),
-            ]
-        )
-        == 1
-    )
+    command = ["schema", "infer", "--data", str(mnist_tfrecord), "--name", "letters"]
+    assert main([*command, "--output", str(output)]) == 0
+    features = {feature.name for feature in tfdv.load_schema_text(str(output)).feature}
+    assert features == {"image_floats", "image_class"}
+    assert main([*command, "--output", str(output)]) == 1  # no overwrite without --force
