@@ -49,7 +49,7 @@ def test_trainer_falls_back_to_cpu_when_no_tpu(no_tpu_environment):
     choice = resolve_strategy(TrainerConfig())
     assert choice.device == "cpu"
     assert choice.num_replicas == 1
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 10  # no TPU probe: nothing to wait for
 
 
 def test_asking_for_a_gpu_on_a_machine_without_one_fails_clearly(no_tpu_environment):
