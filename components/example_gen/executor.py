@@ -146,6 +146,8 @@ def _data_format_error(error: BaseException) -> str | None:
     return None
 
 
+# One named class per format, not classes made in a loop: TFX records the executor by
+# its import path, and the Vertex AI container must import the same class by that path.
 class TFRecordExampleGenExecutor(SourceExampleGenExecutor):
     """TFRecords of tf.train.Example: float pixels or PNG/JPEG bytes."""
 
