@@ -11,6 +11,8 @@ setup(
     python_requires=">=3.9,<3.11",
     packages=find_packages(
         include=[
+            "cli",
+            "common",
             "pipeline",
             "pipeline.*",
             "components",
@@ -32,5 +34,5 @@ setup(
         "matplotlib",
         "jinja2",
     ],
-    entry_points={"console_scripts": ["tpu-pipeline=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["tpu-pipeline=cli.main:main"]},
 )

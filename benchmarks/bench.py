@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from unittest import mock
 
-import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -39,17 +39,17 @@ import tf_keras  # noqa: E402
 
 from benchmarks import data  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
+from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components import input_pipeline  # noqa: E402
 from components.autograph import skip_autograph_for_tf_keras  # noqa: E402
 from components.device_policy import DEVICE_DEFAULTS  # noqa: E402
 from components.input_pipeline import make_dataset  # noqa: E402
 from components.models import MODEL_BUILDERS, build_model, compile_model  # noqa: E402
-from pipeline.config import DatasetConfig, TrainerConfig  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The `tpu-pipeline` console command, run as its module: the same code, and no
 # dependency on the entry-point script being installed.
-TPU_PIPELINE = (sys.executable, "-m", "pipeline.cli")
+TPU_PIPELINE = (sys.executable, "-m", "cli.main")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,7 +427,7 @@ def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list
     first_component_s = arrived - float(line.split()[-2])
     imports = median_seconds(
         lambda: subprocess.run(
-            [sys.executable, "-c", "import pipeline.cli, pipeline.local_runner"],
+            [sys.executable, "-c", "import cli.main, pipeline.local_runner"],
             check=True,
             cwd=REPO_ROOT,
         ),

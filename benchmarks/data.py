@@ -27,8 +27,8 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 from tfx_bsl.public import tfxio
 
+from common.config import BUILTIN_DATASETS, DatasetConfig
 from components.preprocessing import preprocessing_fn
-from pipeline.config import BUILTIN_DATASETS, DatasetConfig
 
 MNIST_SHAPED = DatasetConfig(**{**BUILTIN_DATASETS["mnist"], "data_dir": None})
 CIFAR_SHAPED = DatasetConfig(

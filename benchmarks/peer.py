@@ -15,15 +15,15 @@ import pathlib
 import shutil
 import sys
 
-import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from pipeline.config import SHARED_DATA_DIR
+import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from common.config import SHARED_DATA_DIR
 
 
 def main(workdir: pathlib.Path) -> None:
     from tfx.examples.mnist import mnist_pipeline_native_keras as peer
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
-    from pipeline.run_summary import _overall_metrics
+    from pipeline.evaluation_results import overall_metrics
 
     data_root = workdir / "data"
     data_root.mkdir(parents=True, exist_ok=True)
@@ -42,7 +42,7 @@ def main(workdir: pathlib.Path) -> None:
         )
     )
     evaluation = next(pipeline_root.glob("Evaluator.mnist/evaluation/*"))
-    metrics, _ = _overall_metrics(str(evaluation))
+    metrics, _ = overall_metrics(str(evaluation))
     print("PEER_METRICS " + json.dumps(metrics), flush=True)
 
 

@@ -8,18 +8,15 @@ fails, naming every one, so nothing downstream runs and nothing is pushed.
 import os
 
 from tensorflow_data_validation.utils import anomalies_util
-from tfx import types
-from tfx.dsl.component.experimental.annotations import InputArtifact
-from tfx.dsl.component.experimental.decorators import component
-from tfx.types import artifact_utils
-from tfx.types.standard_artifacts import ExampleAnomalies
+
+from common.tfx_api import Artifact, ExampleAnomalies, InputArtifact, artifact_utils, component
 
 
 class DataRejectedError(RuntimeError):
     """The data breaks the curated schema."""
 
 
-def describe_anomalies(anomalies: types.Artifact) -> list[str]:
+def describe_anomalies(anomalies: Artifact) -> list[str]:
     """One line per anomaly: split, feature and TFDV's description."""
     problems: list[str] = []
     for split in artifact_utils.decode_split_names(anomalies.split_names):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from common.config import TrainerConfig
 from components.strategy import Device
-from pipeline.config import TrainerConfig
 
 # device -> (jit_compile, precision policy)
 DEVICE_DEFAULTS: dict[str, tuple[bool, str]] = {

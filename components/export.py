@@ -17,9 +17,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 
+from common.config import DatasetConfig
 from components.models import build_model
 from components.preprocessing import IMAGE_KEY
-from pipeline.config import DatasetConfig
 
 SERVING_INPUT_KEY = "examples"
 SERVING_OUTPUT_KEY = "probabilities"

@@ -12,8 +12,8 @@ from __future__ import annotations
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from common.config import DatasetConfig
 from components.preprocessing import IMAGE_KEY, LABEL_KEY
-from pipeline.config import DatasetConfig
 
 # Training files up to this size (gzipped) are kept in memory, decompressed, after the
 # first pass: GZIP decompression was ~3/4 of the input's CPU per example, and caching

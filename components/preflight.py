@@ -20,12 +20,12 @@ import tensorflow_transform as tft
 import tf_keras
 from tensorflow.python.framework import kernels
 
+from common.config import DatasetConfig, TrainerConfig
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.input_pipeline import global_batch_size
 from components.models import build_model, compile_model
 from components.preprocessing import IMAGE_KEY, LABEL_KEY
-from pipeline.config import DatasetConfig, TrainerConfig
 
 Status = Literal["pass", "warn", "fail", "skip"]
 # Cores of one TPU v2-8 / v3-8 board: the smallest common TPU slice.

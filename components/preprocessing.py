@@ -13,7 +13,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from pipeline.config import DatasetConfig
+from common.config import DatasetConfig
 
 IMAGE_KEY = "image"
 LABEL_KEY = "label"

@@ -19,11 +19,16 @@ from typing import Any
 
 import tensorflow as tf
 from absl import logging
-from tfx.components.pusher import executor as tfx_pusher_executor
-from tfx.dsl.io import fileio
-from tfx.proto import pusher_pb2
-from tfx.types import artifact_utils, standard_component_specs
-from tfx.utils import io_utils, proto_utils
+
+from common.tfx_api import (
+    artifact_utils,
+    fileio,
+    io_utils,
+    proto_utils,
+    pusher_pb2,
+    standard_component_specs,
+    tfx_pusher_executor,
+)
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 _STAGING_PREFIX = ".staging-"

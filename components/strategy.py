@@ -21,8 +21,8 @@ import grpc
 import tensorflow as tf
 from absl import logging
 
-from pipeline.config import TrainerConfig
-from pipeline.timeouts import call_with_timeout
+from common.config import TrainerConfig
+from common.timeouts import call_with_timeout
 
 Device = Literal["tpu", "gpu", "cpu"]
 

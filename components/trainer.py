@@ -12,8 +12,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 from absl import logging
-from tfx.components.trainer.fn_args_utils import FnArgs
 
+from common.config import DatasetConfig, TrainerConfig
+from common.tfx_api import FnArgs
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import resolve_training_policy
 from components.export import export_serving_model, serving_copy
@@ -22,7 +23,6 @@ from components.models import build_model, compile_model
 from components.preflight import require_preflight
 from components.strategy import resolve_strategy
 from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
-from pipeline.config import DatasetConfig, TrainerConfig
 
 
 def parse_custom_config(custom_config: dict[str, Any]) -> tuple[DatasetConfig, TrainerConfig]:

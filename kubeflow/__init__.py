@@ -2,3 +2,5 @@
 
 The pipeline definition itself is shared with local runs: `pipeline.pipeline.create_pipeline`.
 """
+
+import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipeline.config import PipelineConfig, TrainerConfig, VertexConfig
+from common.config import PipelineConfig, TrainerConfig, VertexConfig
 
 
 def worker_pool_spec(vertex: VertexConfig) -> dict[str, Any]:
@@ -54,8 +54,7 @@ def trainer_config_for_job(config: PipelineConfig) -> TrainerConfig:
 
 def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:
     """Trainer custom_config entries that make TFX's Vertex Trainer start the custom job."""
-    from tfx.extensions.google_cloud_ai_platform import constants
-    from tfx.extensions.google_cloud_ai_platform.trainer import executor
+    from common.tfx_api import ai_platform_constants, ai_platform_trainer_executor
 
     vertex = config.vertex
     job_spec: dict[str, Any] = {"worker_pool_specs": [worker_pool_spec(vertex)]}
@@ -66,7 +65,7 @@ def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:
         training_args["labels"] = dict(vertex.labels)
     return {
         "trainer": trainer_config_for_job(config).model_dump(mode="json"),
-        constants.ENABLE_VERTEX_KEY: True,
-        constants.VERTEX_REGION_KEY: vertex.region,
-        executor.TRAINING_ARGS_KEY: training_args,
+        ai_platform_constants.ENABLE_VERTEX_KEY: True,
+        ai_platform_constants.VERTEX_REGION_KEY: vertex.region,
+        ai_platform_trainer_executor.TRAINING_ARGS_KEY: training_args,
     }

@@ -13,11 +13,10 @@ import json
 from typing import Any
 
 from absl import logging
-from tfx.dsl.components.base import executor_spec
-from tfx.types import artifact_utils, standard_component_specs
 
+from common.config import ModelRegistryConfig, VertexConfig
+from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
 from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
-from pipeline.config import ModelRegistryConfig, VertexConfig
 from pipeline.pipeline import AtomicPusher
 
 REGISTRY_KEY = "vertex_model_registry"

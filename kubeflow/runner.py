@@ -13,11 +13,10 @@ import json
 import pathlib
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config import REPO_ROOT, ConfigError, PipelineConfig, VertexConfig
+from common.config import REPO_ROOT, ConfigError, PipelineConfig, VertexConfig
 
 if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
-    from tfx.orchestration import pipeline as tfx_pipeline
-
+    from common.tfx_api import tfx_pipeline
     from pipeline.pipeline import ComponentOverrides
 
 # kubeflow/Dockerfile copies the repository here; user code and schemas are read from it.
@@ -93,8 +92,7 @@ def runtime_parameter_defaults(config: PipelineConfig) -> dict[str, str]:
 
 def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
     """Vertex's Trainer, Pusher and runtime-parameter train arguments for `create_pipeline`."""
-    from tfx.orchestration import data_types
-
+    from common.tfx_api import data_types
     from pipeline.pipeline import ComponentOverrides
 
     vertex = config.vertex
@@ -102,10 +100,7 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
         "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str)
     }
     if vertex.trainer.runs_on == "custom_job":
-        from tfx.extensions.google_cloud_ai_platform.trainer.component import (
-            Trainer as VertexTrainer,
-        )
-
+        from common.tfx_api import VertexTrainer
         from kubeflow.custom_job import custom_job_trainer_config
 
         overrides["trainer_class"] = VertexTrainer
@@ -120,8 +115,7 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
 
 def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
     """The TFX pipeline for Vertex AI, from the same `create_pipeline` as local runs."""
-    from tfx.orchestration import data_types
-
+    from common.tfx_api import data_types
     from pipeline.pipeline import create_pipeline
 
     config = vertex_pipeline_config(config)
@@ -137,7 +131,7 @@ def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
 
 def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, Any]:
     """Writes the KFP v2 pipeline job spec (JSON) for `config` to `output` and returns it."""
-    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
+    from common.tfx_api import kubeflow_v2_dag_runner
 
     vertex = require_vertex(config)
     output = pathlib.Path(output)

@@ -26,6 +26,8 @@ RUN pip install -r requirements.lock \
 # TensorFlow finds libtpu in /lib on a TPU VM.
 RUN curl -fsSL -o /lib/libtpu.so "${TPU_ARTIFACTS}/libtpu/${LIBTPU_VERSION}/libtpu.so"
 
+COPY cli/ cli/
+COPY common/ common/
 COPY pipeline/ pipeline/
 COPY components/ components/
 COPY kubeflow/ kubeflow/

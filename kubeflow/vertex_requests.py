@@ -17,8 +17,8 @@ from google.cloud import aiplatform
 from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
+from common.config import PipelineConfig
 from kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
-from pipeline.config import PipelineConfig
 
 # Stands in for the schedule's resource name, which only the lookup finds.
 FOUND_SCHEDULE = "<name of the schedule the lookup finds>"

@@ -1,6 +1,3 @@
-"""Pipeline wiring, configuration and runners for tpu-pipeline."""
+"""Pipeline wiring, the local runner, the run summary and the run report."""
 
-import os
-
-# TFT and TFMA are built for Keras 2: TensorFlow must see this before it is imported.
-os.environ["TF_USE_LEGACY_KERAS"] = "1"
+import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

@@ -10,7 +10,8 @@ import os
 import pathlib
 import tempfile
 
-from pipeline.config import PipelineConfig
+from common.config import PipelineConfig
+from components.example_gen.formats import file_pattern
 
 DIGITS_FILE_NAME = "digits.tfrecord"
 
@@ -78,8 +79,9 @@ def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
     data_root = pathlib.Path(dataset.data_dir).resolve()
     if not data_root.is_dir():
         raise DataSourceError(f"dataset {dataset.name!r}: data folder {data_root} does not exist")
-    if not list(data_root.glob(dataset.file_pattern.replace("{SPAN}", "*"))):  # any span will do
+    pattern = file_pattern(dataset)
+    if not list(data_root.glob(pattern.replace("{SPAN}", "*"))):  # any span will do
         raise DataSourceError(
-            f"dataset {dataset.name!r}: no file in {data_root} matches {dataset.file_pattern!r}"
+            f"dataset {dataset.name!r}: no file in {data_root} matches {pattern!r}"
         )
     return data_root

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from pipeline.config import DatasetConfig, EvaluatorConfig
+from common.config import DatasetConfig, EvaluatorConfig
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"

@@ -14,10 +14,9 @@ import time
 from typing import TextIO
 
 from absl import logging as absl_logging
-from tfx.orchestration import metadata
-from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from pipeline.config import PipelineConfig
+from common.config import ConfigError, PipelineConfig
+from common.tfx_api import LocalDagRunner, metadata
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import create_pipeline
 from pipeline.run_record import RunRecord
@@ -83,6 +82,9 @@ class ComponentProgress(logging.Handler):
 def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) -> RunSummary:
     """Runs the whole pipeline locally and returns its summary; never raises for a failed run.
 
+    Raises:
+      ConfigError: the configuration names something there is none of; nothing ran.
+
     Args:
       config: the run's configuration.
       out: where progress lines go (the user's terminal).
@@ -109,6 +111,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         # not just the logger's level: TensorFlow resets the logger from that flag.
         absl_logging.set_verbosity(absl_logging.INFO)
         LocalDagRunner().run(tfx_pipeline)
+    except ConfigError:  # a bad configuration is not a run: the CLI says so with exit code 2
+        raise
     except Exception as raised:  # reported in the summary; the CLI turns it into an exit code
         error = raised
         if progress is not None:

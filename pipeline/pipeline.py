@@ -14,31 +14,55 @@ import pathlib
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
-from tfx.components import (
+
+import components
+from common.config import DatasetConfig, PipelineConfig
+from common.tfx_api import (
+    Channel,
     Evaluator,
     ExampleValidator,
+    ImportSchemaGen,
+    LatestBlessedModelStrategy,
     Pusher,
+    Resolver,
     StatisticsGen,
     Trainer,
     Transform,
+    data_types,
+    example_gen_pb2,
+    executor_spec,
+    pusher_pb2,
+    range_config_pb2,
+    standard_artifacts,
+    tfx_pipeline,
+    trainer_pb2,
 )
-from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
-from tfx.dsl.components.base import executor_spec
-from tfx.dsl.components.common.resolver import Resolver
-from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
-    LatestBlessedModelStrategy,
-)
-from tfx.orchestration import data_types
-from tfx.orchestration import pipeline as tfx_pipeline
-from tfx.proto import example_gen_pb2, pusher_pb2, range_config_pb2, trainer_pb2
-from tfx.types import Channel, standard_artifacts
-
-import components
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
+from components.example_gen.formats import file_pattern, source_format
+from components.models import get_model_builder
 from components.pusher import AtomicPusherExecutor
-from pipeline.config import DatasetConfig, PipelineConfig
 from pipeline.eval_config import build_eval_config
+
+
+class NodeIds:
+    """The id of every node: ML Metadata, the run summary and the report find them by these.
+
+    ExampleGen has one id whichever component reads the format (ImportExampleGen
+    or FileBasedExampleGen), so readers of a run need not know the format.
+    """
+
+    EXAMPLE_GEN = "ExampleGen"
+    STATISTICS_GEN = "StatisticsGen"
+    SCHEMA_GEN = "ImportSchemaGen"
+    EXAMPLE_VALIDATOR = "ExampleValidator"
+    DATA_GATE = "DataGate"
+    TRANSFORM = "Transform"
+    TRAINER = "Trainer"
+    BASELINE_RESOLVER = "latest_blessed_model_resolver"
+    EVALUATOR = "Evaluator"
+    PUSHER = "Pusher"
+
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn"
@@ -70,7 +94,7 @@ class ComponentOverrides:
 
 def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
     """Reads the `span_window` latest spans when the file pattern has `{SPAN}`."""
-    if "{SPAN}" not in dataset.file_pattern or dataset.span_window == 1:
+    if "{SPAN}" not in file_pattern(dataset) or dataset.span_window == 1:
         return None  # ImportExampleGen reads the latest span (or all files) by itself
     return range_config_pb2.RangeConfig(
         rolling_range=range_config_pb2.RollingRange(num_spans=dataset.span_window)
@@ -119,8 +143,14 @@ def create_pipeline(
       metadata_connection_config: ML Metadata store; None lets the orchestrator
         choose (Vertex AI uses its own).
       overrides: Trainer, Pusher and train arguments another orchestrator needs.
+
+    Raises:
+      ConfigError: the configuration names a model or data format there is none of.
     """
     dataset = config.dataset
+    # Names resolved by the registries: a typo fails here, before any component runs.
+    get_model_builder(config.trainer.model)
+    source_format(dataset)
     custom_config = component_custom_config(config)
 
     example_gen = build_example_gen(
@@ -128,7 +158,7 @@ def create_pipeline(
         data_root,
         range_config=span_range_config(dataset),
         input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]
+            splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
         ),
         output_config=example_gen_pb2.Output(
             split_config=example_gen_pb2.SplitConfig(
@@ -142,13 +172,19 @@ def create_pipeline(
                 ]
             )
         ),
+    ).with_id(NodeIds.EXAMPLE_GEN)
+    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
+        NodeIds.STATISTICS_GEN
     )
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"])
-    schema_gen = ImportSchemaGen(schema_file=str(dataset.resolved_schema_file))
+    schema_gen = ImportSchemaGen(schema_file=str(dataset.resolved_schema_file)).with_id(
+        NodeIds.SCHEMA_GEN
+    )
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    ).with_id(NodeIds.EXAMPLE_VALIDATOR)
+    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"]).with_id(
+        NodeIds.DATA_GATE
     )
-    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"])
 
     # The Trainer applies the transform graph in its tf.data pipeline, so
     # Transform only analyses the data and writes no transformed copy.
@@ -159,14 +195,14 @@ def create_pipeline(
         custom_config=custom_config,
         materialize=False,
         disable_statistics=True,
-    )
+    ).with_id(NodeIds.TRANSFORM)
     transform.add_upstream_node(data_gate)
 
     baseline_resolver = Resolver(
         strategy_class=LatestBlessedModelStrategy,
         model=Channel(type=standard_artifacts.Model),
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
-    ).with_id("latest_blessed_model_resolver")
+    ).with_id(NodeIds.BASELINE_RESOLVER)
     trainer = overrides.trainer_class(
         run_fn=RUN_FN,
         examples=example_gen.outputs["examples"],
@@ -177,13 +213,13 @@ def create_pipeline(
         or trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
         custom_config={**custom_config, **overrides.trainer_custom_config},
-    )
+    ).with_id(NodeIds.TRAINER)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],
         model=trainer.outputs["model"],
         baseline_model=baseline_resolver.outputs["model"],
         eval_config=build_eval_config(dataset, config.evaluator),
-    )
+    ).with_id(NodeIds.EVALUATOR)
     pusher = overrides.pusher_class(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
@@ -191,7 +227,7 @@ def create_pipeline(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),
         custom_config=overrides.pusher_custom_config,
-    ).with_id("Pusher")
+    ).with_id(NodeIds.PUSHER)
 
     return tfx_pipeline.Pipeline(
         pipeline_name=config.full_pipeline_name,

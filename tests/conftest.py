@@ -8,11 +8,11 @@ import pathlib
 
 import pytest
 
-import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
+import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from pipeline.config import SHARED_DATA_DIR, PipelineConfig, load_config  # noqa: E402
+from common.config import SHARED_DATA_DIR, PipelineConfig, load_config  # noqa: E402
 
 MNIST_TFRECORD = SHARED_DATA_DIR / "mnist.tfrecord"
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from common.config import DatasetConfig
 from components.example_gen.errors import DataFormatError
-from pipeline.config import DatasetConfig
 
 
 class ExampleBuilder:

@@ -1,37 +1,39 @@
-"""Custom ExampleGen executors, one per source format, on TFX's BaseExampleGenExecutor.
+"""The custom ExampleGen executor of every source format, on TFX's BaseExampleGenExecutor.
 
 TFX keeps what it is good at: span and version resolution, input
 fingerprints for caching, hash splitting and writing sharded, gzipped
 TFRecords through Beam (to temporary files renamed into place when the
 pipeline succeeds; the launcher removes the output folder when it fails).
-We add the reading: `formats.py` turns each input file into checked examples.
+We add the reading: `formats.py` turns each input file into checked examples, by the
+format named in the dataset section the component carries in its custom config.
 A source with predefined train and test splits keeps them; any other source
 is hash-split by the output config.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from typing import Any
 
 import apache_beam as beam
 from google.protobuf import any_pb2, wrappers_pb2
-from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
-from tfx.proto import example_gen_pb2
-from tfx.types import standard_component_specs
-from tfx.utils import proto_utils
 
+from common.config import DatasetConfig
+from common.tfx_api import (
+    BaseExampleGenExecutor,
+    example_gen_pb2,
+    proto_utils,
+    standard_component_specs,
+)
 from components.example_gen.errors import DataFormatError
 from components.example_gen.examples import ExampleBuilder
 from components.example_gen.formats import (
     EVAL,
-    FORMATS,
     TRAIN,
     has_predefined_splits,
     list_inputs,
+    source_format,
 )
-from pipeline.config import DatasetConfig
 
 
 def dataset_custom_config(dataset: DatasetConfig) -> example_gen_pb2.CustomConfig:
@@ -49,55 +51,49 @@ def _dataset_from(exec_properties: dict[str, Any]) -> DatasetConfig:
     return DatasetConfig.model_validate_json(value.value)
 
 
-def _input_files(exec_properties: dict[str, Any], split_pattern: str, format_name: str):
+def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):
     pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
-    return list_inputs(pattern, FORMATS[format_name])
+    return list_inputs(pattern, source_format(dataset))
 
 
 class _ReadFile(beam.DoFn):
     """Yields the `(split, example)` records of one input file."""
 
-    def __init__(self, format_name: str, dataset_json: str):
-        self._format_name = format_name
+    def __init__(self, dataset_json: str):
         self._dataset_json = dataset_json
 
     def setup(self):
-        self._read = FORMATS[self._format_name].read
-        self._builder = ExampleBuilder(DatasetConfig.model_validate_json(self._dataset_json))
+        dataset = DatasetConfig.model_validate_json(self._dataset_json)
+        self._read = source_format(dataset).read
+        self._builder = ExampleBuilder(dataset)
 
     def process(self, path: str):
         yield from self._read(path, self._builder)
 
 
 @beam.ptransform_fn
-def _ReadRecords(pipeline, inputs: list[str], format_name: str, dataset: DatasetConfig):  # noqa: N802
+def _ReadRecords(pipeline, inputs: list[str], dataset: DatasetConfig):  # noqa: N802
     return (
         pipeline
         | "ListInputs" >> beam.Create(inputs)
         # One file per element: lets a distributed runner read files in parallel.
         | "SpreadFiles" >> beam.Reshuffle()
-        | "ReadFiles" >> beam.ParDo(_ReadFile(format_name, dataset.model_dump_json()))
+        | "ReadFiles" >> beam.ParDo(_ReadFile(dataset.model_dump_json()))
     )
 
 
 @beam.ptransform_fn
-def _ReadExamples(pipeline, exec_properties, split_pattern, format_name):  # noqa: N802
-    inputs = _input_files(exec_properties, split_pattern, format_name)
+def _ReadExamples(pipeline, exec_properties, split_pattern):  # noqa: N802
     dataset = _dataset_from(exec_properties)
-    return (
-        pipeline
-        | "ReadRecords" >> _ReadRecords(inputs, format_name, dataset)
-        | "DropSplit" >> beam.Values()
-    )
+    inputs = _input_files(exec_properties, split_pattern, dataset)
+    return pipeline | "ReadRecords" >> _ReadRecords(inputs, dataset) | "DropSplit" >> beam.Values()
 
 
 class SourceExampleGenExecutor(BaseExampleGenExecutor):
-    """Reads the `FORMAT` of a subclass; keeps predefined splits; fails with one clear line."""
-
-    FORMAT = ""
+    """Reads the dataset's format; keeps predefined splits; fails with one clear line."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX API)
-        return functools.partial(_ReadExamples, format_name=self.FORMAT)
+        return _ReadExamples
 
     def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX API)
         input_config = example_gen_pb2.Input()
@@ -111,11 +107,10 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         names = [split.name for split in output_config.split_config.splits]
         if len(input_config.splits) == 1 and sorted(names) == [EVAL, TRAIN]:
             pattern = input_config.splits[0].pattern
-            inputs = _input_files(exec_properties, pattern, self.FORMAT)
-            if has_predefined_splits(inputs, FORMATS[self.FORMAT]):
-                records = pipeline | "InputToRecord" >> _ReadRecords(
-                    inputs, self.FORMAT, _dataset_from(exec_properties)
-                )
+            dataset = _dataset_from(exec_properties)
+            inputs = _input_files(exec_properties, pattern, dataset)
+            if has_predefined_splits(inputs, source_format(dataset)):
+                records = pipeline | "InputToRecord" >> _ReadRecords(inputs, dataset)
                 parts = records | "SplitData" >> beam.Partition(
                     lambda record, _: names.index(record[0]), len(names)
                 )
@@ -144,54 +139,3 @@ def _data_format_error(error: BaseException) -> str | None:
             return str(seen).splitlines()[0].split(" [while running")[0]
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-# One named class per format, not classes made in a loop: TFX records the executor by
-# its import path, and the Vertex AI container must import the same class by that path.
-class TFRecordExampleGenExecutor(SourceExampleGenExecutor):
-    """TFRecords of tf.train.Example: float pixels or PNG/JPEG bytes."""
-
-    FORMAT = "tfrecord"
-
-
-class NpzExampleGenExecutor(SourceExampleGenExecutor):
-    """Keras-layout .npz archives (x_train, y_train, x_test, y_test)."""
-
-    FORMAT = "npz"
-
-
-class IdxExampleGenExecutor(SourceExampleGenExecutor):
-    """The original MNIST IDX files, gzipped or not."""
-
-    FORMAT = "idx"
-
-
-class Cifar10BinaryExampleGenExecutor(SourceExampleGenExecutor):
-    """The CIFAR-10 binary version."""
-
-    FORMAT = "cifar10_binary"
-
-
-class ImageFolderExampleGenExecutor(SourceExampleGenExecutor):
-    """PNG/JPEG images, one sub-folder per class."""
-
-    FORMAT = "image_folder"
-
-
-class CsvExampleGenExecutor(SourceExampleGenExecutor):
-    """CSV files of a label column and pixel columns."""
-
-    FORMAT = "csv"
-
-
-EXECUTORS: dict[str, type[SourceExampleGenExecutor]] = {
-    executor.FORMAT: executor
-    for executor in (
-        TFRecordExampleGenExecutor,
-        NpzExampleGenExecutor,
-        IdxExampleGenExecutor,
-        Cifar10BinaryExampleGenExecutor,
-        ImageFolderExampleGenExecutor,
-        CsvExampleGenExecutor,
-    )
-}

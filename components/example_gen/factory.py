@@ -3,20 +3,23 @@
 TFRecords already in the pipeline's layout (float pixels and an int label
 under the configured names, no source options) go through TFX's own
 ImportExampleGen, which copies records unchanged: today's behaviour and the
-fastest path. Every other source runs the validating executor of its format
-in a FileBasedExampleGen. Both keep the input and output configs that
+fastest path. Every other source runs the validating executor, which reads
+the dataset's format, in a FileBasedExampleGen. Both keep the input and output configs that
 pipeline.py builds, so spans and splits behave the same for every format.
 """
 
 from __future__ import annotations
 
-from tfx.components import FileBasedExampleGen, ImportExampleGen
-from tfx.dsl.components.base import executor_spec
-from tfx.dsl.components.base.base_component import BaseComponent
-from tfx.proto import example_gen_pb2, range_config_pb2
-
-from components.example_gen.executor import EXECUTORS, dataset_custom_config
-from pipeline.config import DatasetConfig, SourceConfig
+from common.config import DatasetConfig, SourceConfig
+from common.tfx_api import (
+    BaseComponent,
+    FileBasedExampleGen,
+    ImportExampleGen,
+    example_gen_pb2,
+    executor_spec,
+    range_config_pb2,
+)
+from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 
 
 def imports_unchanged(dataset: DatasetConfig) -> bool:
@@ -55,5 +58,5 @@ def build_example_gen(
         output_config=output_config,
         range_config=range_config,
         custom_config=dataset_custom_config(dataset),
-        custom_executor_spec=executor_spec.BeamExecutorSpec(EXECUTORS[dataset.format]),
+        custom_executor_spec=executor_spec.BeamExecutorSpec(SourceExampleGenExecutor),
     )

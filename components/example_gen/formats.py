@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
+from common.config import ConfigError, DatasetConfig
 from components.example_gen.errors import (
     PICKLE_REFUSAL,
     DataFormatError,
@@ -41,6 +42,7 @@ class SourceFormat:
     Attributes:
       name: the `dataset.format` value.
       read: yields the records of one input file.
+      default_pattern: the files read when `dataset.file_pattern` is not set.
       inputs: picks the files `read` is called on from all files the pattern
         matched (IDX reads each labels file together with its images file).
       splits_in: the predefined splits one input file holds.
@@ -49,6 +51,7 @@ class SourceFormat:
 
     name: str
     read: Callable[[str, ExampleBuilder], Iterator[Record]]
+    default_pattern: str
     inputs: Callable[[list[str]], list[str]] = list
     splits_in: Callable[[str], set[str]] = lambda path: set()
     hint: str = ""
@@ -350,25 +353,42 @@ def _example_from_row(row, line, path, header, columns, builder):
 FORMATS: dict[str, SourceFormat] = {
     source.name: source
     for source in (
-        SourceFormat("tfrecord", read_tfrecord),
-        SourceFormat("npz", read_npz, splits_in=_npz_splits),
+        SourceFormat("tfrecord", read_tfrecord, "*.tfrecord*"),
+        SourceFormat("npz", read_npz, "*.npz", splits_in=_npz_splits),
         SourceFormat(
             "idx",
             read_idx,
+            "*ubyte*",
             inputs=_idx_inputs,
             splits_in=lambda path: {EVAL if _is_test_file(path) else TRAIN},
         ),
         SourceFormat(
             "cifar10_binary",
             read_cifar10_binary,
+            "*.bin",
             splits_in=lambda path: {EVAL if _is_test_file(path) else TRAIN},
             hint=" (the CIFAR-10 binary version has data_batch_N.bin and test_batch.bin; "
             "the python version is pickle and is never read)",
         ),
-        SourceFormat("image_folder", read_image_file, hint=" (one sub-folder per class)"),
-        SourceFormat("csv", read_csv),
+        SourceFormat("image_folder", read_image_file, "*/*", hint=" (one sub-folder per class)"),
+        SourceFormat("csv", read_csv, "*.csv"),
     )
 }
+
+
+def source_format(dataset: DatasetConfig) -> SourceFormat:
+    """The reader of `dataset.format`; a ConfigError names the formats there are."""
+    if dataset.format not in FORMATS:
+        raise ConfigError(
+            f"dataset.format: unknown format {dataset.format!r}; "
+            f"allowed: {', '.join(sorted(FORMATS))}"
+        )
+    return FORMATS[dataset.format]
+
+
+def file_pattern(dataset: DatasetConfig) -> str:
+    """The files under `data_dir` the dataset reads: its own pattern, else its format's."""
+    return dataset.file_pattern or source_format(dataset).default_pattern
 
 
 def list_inputs(pattern: str, source: SourceFormat) -> list[str]:

@@ -14,8 +14,8 @@ import io
 import numpy as np
 from PIL import Image
 
+from common.config import DatasetConfig
 from components.example_gen.errors import DataFormatError
-from pipeline.config import DatasetConfig
 
 # 8-bit modes that hold gray or colour values only (P is a palette of colours).
 _CONVERTIBLE_MODES = {"1": 1, "L": 1, "RGB": 3, "P": 3}

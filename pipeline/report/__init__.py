@@ -14,7 +14,7 @@ import pathlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay instant
-    from pipeline.config import PipelineConfig
+    from common.config import PipelineConfig
     from pipeline.run_summary import RunSummary
 
 REPORT_DIR = "report"

@@ -16,12 +16,13 @@ import pathlib
 import platform
 from typing import Any
 
-from tfx.utils import path_utils
-
+from common.config import DatasetConfig, PipelineConfig
+from common.tfx_api import path_utils
 from components.data_gate import DataRejectedError
 from components.trainer import parse_custom_config
-from pipeline.config import DatasetConfig, PipelineConfig
-from pipeline.report import data_facts, evaluation_facts, serving_facts, tensorboard_logs
+from pipeline import evaluation_results
+from pipeline.pipeline import NodeIds
+from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.run_record import custom_property
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
@@ -67,7 +68,7 @@ class RunReport:
     versions: dict[str, str]
     data: data_facts.DataFacts | None = None
     training: TrainingFacts | None = None
-    evaluation: evaluation_facts.EvaluationFacts | None = None
+    evaluation: evaluation_results.EvaluationFacts | None = None
     deployment: DeploymentFacts | None = None
     samples: serving_facts.Samples | None = None
 
@@ -115,7 +116,7 @@ def _summarize_stored_run(stored: StoredRun) -> RunSummary:
     failed = [c.id for c in components if c.status == "failed"]
     error: BaseException | None = None
     if failed:
-        anomalies_artifact = stored.first_output("ExampleValidator", "anomalies")
+        anomalies_artifact = stored.first_output(NodeIds.EXAMPLE_VALIDATOR, "anomalies")
         anomalies = data_facts.read_anomalies(anomalies_artifact) if anomalies_artifact else []
         if anomalies:
             error = DataRejectedError("data rejected: " + "; ".join(anomalies))
@@ -126,16 +127,16 @@ def _summarize_stored_run(stored: StoredRun) -> RunSummary:
 
 
 def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
-    execution = stored.executions.get("Trainer")
+    execution = stored.executions.get(NodeIds.TRAINER)
     raw = custom_property(execution, "custom_config") if execution else None
     return json.loads(raw) if raw else None
 
 
 def _collect_data(stored: StoredRun) -> data_facts.DataFacts | None:
-    statistics = stored.first_output("StatisticsGen", "statistics")
+    statistics = stored.first_output(NodeIds.STATISTICS_GEN, "statistics")
     if statistics is None:
         return None
-    anomalies = stored.first_output("ExampleValidator", "anomalies")
+    anomalies = stored.first_output(NodeIds.EXAMPLE_VALIDATOR, "anomalies")
     return data_facts.DataFacts(
         splits=data_facts.read_statistics(statistics),
         anomalies=data_facts.read_anomalies(anomalies) if anomalies else [],
@@ -143,7 +144,7 @@ def _collect_data(stored: StoredRun) -> data_facts.DataFacts | None:
 
 
 def _collect_training(stored: StoredRun) -> TrainingFacts | None:
-    model_run = stored.first_output("Trainer", "model_run")
+    model_run = stored.first_output(NodeIds.TRAINER, "model_run")
     if model_run is None:
         return None
     log_dir = pathlib.Path(model_run.uri)
@@ -160,13 +161,13 @@ def _collect_training(stored: StoredRun) -> TrainingFacts | None:
 def _collect_serving(
     stored: StoredRun, summary: RunSummary, dataset: DatasetConfig
 ) -> tuple[DeploymentFacts | None, serving_facts.Samples | None]:
-    model = stored.first_output("Trainer", "model")
+    model = stored.first_output(NodeIds.TRAINER, "model")
     if model is None:
         return None, None
     model_dir = summary.pushed_model or path_utils.serving_model_path(model.uri)
     serve = serving_facts.load_serving_function(model_dir)
     deployment = DeploymentFacts(model_dir, serving_facts.describe_signature(serve))
-    examples = stored.first_output("ImportExampleGen", "examples")
+    examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")
     samples = None
     if examples is not None:
         records = serving_facts.eval_records(examples, SAMPLES_EXAMINED)
@@ -216,8 +217,8 @@ def collect_report(
     if trainer_config is None:
         return report
     dataset, _ = parse_custom_config(trainer_config)
-    evaluation = stored.first_output("Evaluator", "evaluation")
+    evaluation = stored.first_output(NodeIds.EVALUATOR, "evaluation")
     if evaluation is not None:
-        report.evaluation = evaluation_facts.read_evaluation(evaluation.uri, dataset.num_classes)
+        report.evaluation = evaluation_results.read_evaluation(evaluation.uri, dataset.num_classes)
     report.deployment, report.samples = _collect_serving(stored, summary, dataset)
     return report

@@ -13,8 +13,8 @@ import os
 import tensorflow_data_validation as tfdv
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
-from tfx.types import artifact_utils, standard_artifacts
 
+from common.tfx_api import artifact_utils, standard_artifacts
 from components.data_gate import describe_anomalies
 
 STATISTICS_FILE = "FeatureStats.pb"

@@ -14,10 +14,10 @@ import os
 import numpy as np
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
-from tfx.types import artifact_utils, standard_artifacts
 
+from common.config import DatasetConfig
+from common.tfx_api import artifact_utils, standard_artifacts
 from components.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
-from pipeline.config import DatasetConfig
 
 SERVING_SIGNATURE = "serving_default"
 EVAL_SPLIT = "eval"

@@ -2,8 +2,8 @@
 
 import pytest
 
+from common.config import TrainerConfig
 from components.device_policy import TrainingPolicy, resolve_training_policy
-from pipeline.config import TrainerConfig
 
 
 @pytest.mark.parametrize(

@@ -1,9 +1,13 @@
 """The TPU guides' CNNs: sized from the images, float32 out under every precision policy."""
 
+import pathlib
+
 import numpy as np
 import pytest
 import tf_keras
 
+from common.config import ConfigError
+from components import models
 from components.models import MODEL_BUILDERS, build_model, compile_model
 
 
@@ -56,6 +60,13 @@ def test_xla_compiled_training_step_runs_on_cpu():
     assert np.isfinite(history.history["loss"][0])
 
 
-def test_unknown_model_lists_the_known_ones():
-    with pytest.raises(ValueError, match="mnist_cnn, cifar10_cnn"):
-        build_model("resnet", (8, 8, 1), 10)
+def test_unknown_model_names_the_field_and_lists_the_known_ones():
+    with pytest.raises(ConfigError, match=r"trainer.model: unknown model 'nope'.*cifar10_cnn"):
+        build_model("nope", (8, 8, 1), 10)
+
+
+def test_every_module_of_the_models_package_is_a_registered_model():
+    modules = {path.stem for path in pathlib.Path(models.__file__).parent.glob("[!_]*.py")}
+
+    assert set(MODEL_BUILDERS) == modules
+    assert {"mnist_cnn", "cifar10_cnn"} <= modules

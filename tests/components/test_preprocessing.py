@@ -7,8 +7,8 @@ import tensorflow_transform.beam as tft_beam
 from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
+from common.config import load_config
 from components.preprocessing import IMAGE_KEY, LABEL_KEY, preprocessing_fn
-from pipeline.config import load_config
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ import time
 
 import pytest
 
+from common.config import TrainerConfig
 from components import strategy
 from components.strategy import (
     NoAcceleratorError,
@@ -12,7 +13,6 @@ from components.strategy import (
     find_tpu_signals,
     resolve_strategy,
 )
-from pipeline.config import TrainerConfig
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from common.config import TrainerConfig
 from components import training_logs
 from components.models import build_model, compile_model
 from components.trainer import train
 from components.training_logs import backup_dir_for
-from pipeline.config import TrainerConfig
 
 
 def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):

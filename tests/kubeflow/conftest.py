@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pipeline.config import REPO_ROOT, load_config
+from common.config import REPO_ROOT, load_config
 
 DEPLOYMENT_CONFIGS = {
     target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in ("cpu", "gpu", "tpu")

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pipeline.config import REPO_ROOT
+from common.config import REPO_ROOT
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
 DOCKERFILES = [KUBEFLOW / "Dockerfile", KUBEFLOW / "tpu.Dockerfile"]
@@ -29,7 +29,7 @@ def test_every_copied_path_exists_and_code_is_installed(dockerfile):
     for source in copied:
         assert (REPO_ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
     # Everything setup.py packages, plus the schemas the compiled spec points at.
-    assert {"pipeline", "components", "kubeflow", "schemas", "setup.py"} <= copied
+    assert {"cli", "common", "pipeline", "components", "kubeflow", "schemas", "setup.py"} <= copied
     text = dockerfile.read_text()
     assert "pip install -r requirements.lock" in text
     assert "pip install --no-deps -e ." in text

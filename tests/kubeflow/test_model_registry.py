@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import types
 
+from common.config import ModelRegistryConfig
 from kubeflow.model_registry import upload_model_version
-from pipeline.config import ModelRegistryConfig
 
 
 class FakeResource:
@@ -86,10 +86,10 @@ def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
     """Runs RegistryPusherExecutor after a filesystem push with the given outcome."""
     from tfx.types import standard_artifacts
 
+    from common.config import load_config
     from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
     from kubeflow import model_registry
     from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
-    from pipeline.config import load_config
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     def filesystem_push(self, input_dict, output_dict, exec_properties):

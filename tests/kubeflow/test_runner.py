@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from common.config import REPO_ROOT, ConfigError, load_config
 from kubeflow.runner import CONTAINER_SOURCE_DIR, container_schema_file, require_vertex
-from pipeline.config import REPO_ROOT, ConfigError, load_config
 from tests.kubeflow.conftest import TPU_V3_8, executor, task_parameter, worker_pool
 
-BEAM_TASKS = ("ImportExampleGen", "StatisticsGen", "Transform", "Evaluator")
+BEAM_TASKS = ("ExampleGen", "StatisticsGen", "Transform", "Evaluator")
 
 
 @pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
@@ -18,7 +18,7 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
     config, spec, _ = compile_spec(target)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     assert set(tasks) == {
-        "ImportExampleGen",
+        "ExampleGen",
         "StatisticsGen",
         "ImportSchemaGen",
         "ExampleValidator",
@@ -30,8 +30,8 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
         "Evaluator",
         "Pusher",
     }
-    assert set(tasks["Transform"]["dependentTasks"]) >= {"DataGate", "ImportExampleGen"}
-    assert set(tasks["Evaluator"]["dependentTasks"]) >= {"Trainer", "ImportExampleGen"}
+    assert set(tasks["Transform"]["dependentTasks"]) >= {"DataGate", "ExampleGen"}
+    assert set(tasks["Evaluator"]["dependentTasks"]) >= {"Trainer", "ExampleGen"}
     assert set(tasks["Pusher"]["dependentTasks"]) == {"Evaluator", "Trainer"}
     # Warm start: the Trainer reads the last blessed model the resolver finds.
     base_model = tasks["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]
@@ -77,7 +77,7 @@ def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(co
         "num_steps": config.trainer.train_steps
     }
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
-    example_gen = tasks["ImportExampleGen"]["inputs"]["parameters"]
+    example_gen = tasks["ExampleGen"]["inputs"]["parameters"]
     assert example_gen["input_base"] == {"componentInputParameter": "data_root"}
     assert tasks["Trainer"]["inputs"]["parameters"]["train_args"] == {
         "componentInputParameter": "train_args"
@@ -86,9 +86,9 @@ def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(co
 
 def test_example_gen_reads_the_configured_window_of_latest_spans(compile_spec):
     _, spec, _ = compile_spec("tpu")  # span-{SPAN} pattern, span_window: 2
-    input_config = task_parameter(spec, "ImportExampleGen", "input_config")
+    input_config = task_parameter(spec, "ExampleGen", "input_config")
     assert input_config["splits"][0]["pattern"] == "span-{SPAN}/*.tfrecord*"
-    range_config = task_parameter(spec, "ImportExampleGen", "range_config")
+    range_config = task_parameter(spec, "ExampleGen", "range_config")
     assert range_config == {"rolling_range": {"num_spans": 2}}
 
 

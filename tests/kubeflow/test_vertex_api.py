@@ -12,10 +12,10 @@ import time
 
 import pytest
 
+from common.config import REPO_ROOT
 from kubeflow.vertex_api import VertexUnreachableError, check_reachable, first_hop
-from pipeline.config import REPO_ROOT
 
-CLI = [sys.executable, "-m", "pipeline.cli"]
+CLI = [sys.executable, "-m", "cli.main"]
 
 
 def _offline_env(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.config import ConfigError, load_config
+from common.config import ConfigError, load_config
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
 

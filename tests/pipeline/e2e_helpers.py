@@ -9,7 +9,7 @@ import tensorflow as tf
 from ml_metadata.metadata_store import metadata_store
 from tfx.orchestration import metadata
 
-from pipeline.config import PipelineConfig
+from common.config import PipelineConfig
 
 
 def split_files(config: PipelineConfig, split: str) -> list[str]:

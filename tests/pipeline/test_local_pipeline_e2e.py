@@ -22,7 +22,7 @@ from tests.pipeline.e2e_helpers import (
 pytestmark = pytest.mark.slow
 
 CACHED_ON_RERUN = [
-    "ImportExampleGen",
+    "ExampleGen",
     "ImportSchemaGen",
     "StatisticsGen",
     "ExampleValidator",

@@ -10,8 +10,8 @@ import io
 
 import pytest
 
-from components.example_gen.synthetic import write_synthetic
-from pipeline.config import load_config
+from cli.synthetic_data import write_synthetic
+from common.config import load_config
 from pipeline.local_runner import run_local
 from pipeline.schema_tools import infer_schema, write_schema
 from tests.pipeline.e2e_helpers import serving_accuracy

@@ -1,7 +1,10 @@
 """Pipeline wiring details that decide caching."""
 
-from pipeline.config import load_config
-from pipeline.pipeline import component_custom_config, user_code_fingerprint
+import pytest
+
+from common.config import ConfigError, load_config
+from components.example_gen.formats import file_pattern
+from pipeline.pipeline import component_custom_config, create_pipeline, user_code_fingerprint
 
 
 def test_changing_user_code_changes_its_fingerprint(tmp_path):
@@ -17,3 +20,22 @@ def test_component_config_carries_the_code_version_and_the_sections_user_code_re
     assert custom_config["code_version"] == user_code_fingerprint()
     assert custom_config["dataset"]["pixel_feature"] == "pixels"
     assert custom_config["trainer"]["model"] == "mnist_cnn"
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("trainer.model", "no_such_model"), ("dataset.format", "no_such_format")],
+)
+def test_a_name_no_registry_knows_fails_before_anything_runs(tmp_path, field, value):
+    config = load_config(None, {field: value})
+
+    with pytest.raises(ConfigError, match=rf"{field}: unknown .*'{value}'; allowed: "):
+        create_pipeline(
+            config, data_root=str(tmp_path), pipeline_root=str(tmp_path), serving_dir=str(tmp_path)
+        )
+
+
+def test_each_format_reads_its_own_files_unless_the_dataset_names_a_pattern():
+    npz = load_config(None, {"dataset.format": "npz"}).dataset
+    assert file_pattern(npz) == "*.npz"
+    assert file_pattern(npz.model_copy(update={"file_pattern": "x/*.npz"})) == "x/*.npz"

@@ -4,7 +4,7 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from pipeline.cli import main
+from cli.main import main
 from pipeline.schema_tools import SchemaExistsError, infer_schema, write_schema
 
 

@@ -11,8 +11,9 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
-from components.example_gen.executor import EXECUTORS, dataset_custom_config
-from pipeline.config import DatasetConfig
+from common.config import DatasetConfig
+from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
+from components.example_gen.formats import file_pattern
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 
@@ -41,7 +42,7 @@ def run_executor(
         specs.INPUT_BASE_KEY: str(input_base),
         specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
             example_gen_pb2.Input(
-                splits=[example_gen_pb2.Input.Split(name="all", pattern=dataset.file_pattern)]
+                splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
             )
         ),
         specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
@@ -55,7 +56,7 @@ def run_executor(
         specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
     }
-    EXECUTORS[dataset.format]().Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
+    SourceExampleGenExecutor().Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return {name: read_split(output / f"Split-{name}") for name in ("train", "eval")}
 
 

@@ -16,8 +16,8 @@ import tensorflow as tf
 import yaml
 from PIL import Image
 
-from components.example_gen.synthetic import write_synthetic
-from pipeline.cli import EXIT_DATA_REJECTED, main
+from cli.main import EXIT_DATA_REJECTED, main
+from cli.synthetic_data import write_synthetic
 
 
 def _import(tmp_path, capsys, data_format, source, shape=(28, 28, 1), **source_options):

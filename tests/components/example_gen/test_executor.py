@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from cli.synthetic_data import synthetic_images, write_synthetic
 from components.example_gen.errors import DataFormatError
-from components.example_gen.synthetic import synthetic_images, write_synthetic
 from tests.components.example_gen.conftest import make_dataset, run_executor
 
 COUNT, EVAL_COUNT = 30, 10

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import tensorflow as tf
 
-from pipeline.cli import EXIT_DATA_REJECTED, main
+from cli.main import EXIT_DATA_REJECTED, main
 from pipeline.data_sources import DataSourceError
 from pipeline.report import write_report
 from pipeline.run_summary import RunSummary

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cli.main import main
 from components.models import build_model, compile_model
 from components.training_logs import training_callbacks, write_run_summaries
-from pipeline.cli import main
 from pipeline.report.run_store import open_latest_run
 from pipeline.report.tensorboard_logs import epoch_scalars, summary_kinds
 

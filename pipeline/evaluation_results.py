@@ -1,8 +1,7 @@
-"""How the model did in TFMA: per-class metrics, the confusion matrix and the thresholds.
+"""The one reader of the Evaluator's TFMA output, for the run summary and the report.
 
-The overall metrics and the blessing decision come from the run summary
-(`pipeline.run_summary`); this module reads what only the report shows, from
-the same Evaluator output.
+Overall metrics (candidate and baseline), the blessing decision in words, per-class
+metrics, the confusion matrix and the thresholds, all through TFMA's public loaders.
 """
 
 from __future__ import annotations
@@ -12,6 +11,8 @@ import dataclasses
 import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers.eval_config_writer import load_eval_run
+
+from pipeline.eval_config import ACCURACY_METRIC
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).
@@ -39,20 +40,74 @@ def _is_candidate(key) -> bool:
     return key.model_name != "baseline"
 
 
+def _overall_slice(evaluation_uri: str):
+    """(key, value) of every metric on the overall slice (the whole eval split)."""
+    for metrics_for_slice in tfma.load_metrics(evaluation_uri):
+        if not metrics_for_slice.slice_key.single_slice_keys:
+            for entry in metrics_for_slice.metric_keys_and_values:
+                if not entry.key.is_diff and entry.value.HasField("double_value"):
+                    yield entry.key, entry.value.double_value.value
+
+
+def overall_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str, float] | None]:
+    """Candidate and baseline metrics of the whole eval split, by metric name.
+
+    Accuracy also appears as `accuracy`, whatever the metric class is called.
+    """
+    candidate: dict[str, float] = {}
+    baseline: dict[str, float] = {}
+    for key, value in _overall_slice(evaluation_uri):
+        if not key.HasField("sub_key"):  # per-class values are the report's
+            (candidate if _is_candidate(key) else baseline)[key.name] = value
+    for metrics in (candidate, baseline):
+        if ACCURACY_METRIC in metrics:
+            metrics["accuracy"] = metrics[ACCURACY_METRIC]
+    return candidate, baseline or None
+
+
 def per_class_metrics(evaluation_uri: str) -> dict[str, dict[int, float]]:
     """Per-class precision and recall of the candidate over the whole eval split."""
     per_class: dict[str, dict[int, float]] = {}
-    for metrics_for_slice in tfma.load_metrics(evaluation_uri):
-        if metrics_for_slice.slice_key.single_slice_keys:
-            continue
-        for entry in metrics_for_slice.metric_keys_and_values:
-            key = entry.key
-            if key.is_diff or not (_is_candidate(key) and key.sub_key.HasField("class_id")):
-                continue
-            if key.name in PER_CLASS_METRICS and entry.value.HasField("double_value"):
-                class_id = key.sub_key.class_id.value
-                per_class.setdefault(key.name, {})[class_id] = entry.value.double_value.value
+    for key, value in _overall_slice(evaluation_uri):
+        if (
+            _is_candidate(key)
+            and key.sub_key.HasField("class_id")
+            and key.name in PER_CLASS_METRICS
+        ):
+            per_class.setdefault(key.name, {})[key.sub_key.class_id.value] = value
     return per_class
+
+
+def _describe_failure(failure) -> str:
+    """Says in words which threshold a metric missed, and by how much."""
+    name = "accuracy" if failure.metric_key.name == ACCURACY_METRIC else failure.metric_key.name
+    value = failure.metric_value.double_value.value
+    threshold = failure.metric_threshold
+    if failure.metric_key.is_diff:
+        allowed = threshold.change_threshold.absolute.value
+        return (
+            f"{name} changed by {value:+.4f} against the last blessed model "
+            f"(allowed: {allowed:+.4f} or better)"
+        )
+    bound = threshold.value_threshold.lower_bound.value
+    return f"{name} {value:.4f} is below the lower bound {bound:.4f}"
+
+
+def blessing_reason(evaluation_uri: str, blessed: bool, has_baseline: bool) -> str:
+    """Why the model was blessed or not: each missed threshold, or that all passed."""
+    result = tfma.load_validation_result(evaluation_uri)
+    failures = [
+        _describe_failure(failure)
+        for per_slice in result.metric_validations_per_slice
+        for failure in per_slice.failures
+    ]
+    if failures:
+        return "; ".join(failures)
+    if blessed:
+        return "passed every threshold" + (
+            " against the last blessed model" if has_baseline else " (first model: no baseline yet)"
+        )
+    return "validation failed"
 
 
 def confusion_matrix(evaluation_uri: str, num_classes: int) -> np.ndarray | None:

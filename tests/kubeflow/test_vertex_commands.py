@@ -6,8 +6,8 @@ import json
 
 import pytest
 
+from cli.main import main
 from kubeflow.vertex_requests import FOUND_SCHEDULE
-from pipeline.cli import main
 
 SERVICE_ACCOUNT = "tpu-pipeline@your-gcp-project.iam.gserviceaccount.com"
 

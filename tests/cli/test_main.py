@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *args],
+        [sys.executable, "-m", "cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -69,7 +69,7 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_p
     assert not (tmp_path / "out" / "tpu-pipeline-digits" / "serving_model").exists()
     # Quiet mode: progress lines, not the libraries' logs, reach the terminal.
     assert len(result.stdout.splitlines()) < 20
-    assert "[ 1/10] ImportExampleGen" in result.stdout
+    assert "[ 1/10] ExampleGen" in result.stdout
 
 
 def test_bad_configuration_exits_2_naming_the_field(tmp_path):

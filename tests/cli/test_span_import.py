@@ -7,11 +7,11 @@ from tfx.components import FileBasedExampleGen, ImportExampleGen
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
-from components.example_gen.executor import NpzExampleGenExecutor
+from cli.span_import import import_span
+from cli.synthetic_data import write_synthetic
+from common.config import ConfigError
+from components.example_gen.executor import SourceExampleGenExecutor
 from components.example_gen.factory import build_example_gen
-from components.example_gen.spans import import_span
-from components.example_gen.synthetic import write_synthetic
-from pipeline.config import ConfigError
 from tests.components.example_gen.conftest import make_dataset
 
 
@@ -61,7 +61,7 @@ def test_other_formats_get_their_executor_and_keep_the_span_pattern():
         make_dataset("npz"), "/data", input_config=input_config, output_config=output_config
     )
     assert isinstance(component, FileBasedExampleGen)
-    assert component.executor_spec.executor_class is NpzExampleGenExecutor
+    assert component.executor_spec.executor_class is SourceExampleGenExecutor
     kept = proto_utils.json_to_proto(
         component.exec_properties["input_config"], example_gen_pb2.Input()
     )

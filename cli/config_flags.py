@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from pipeline.config import PipelineConfig, load_config
+from common.config import PipelineConfig, load_config
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:

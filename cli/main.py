@@ -15,18 +15,17 @@ import datetime
 import pathlib
 import sys
 
-import pipeline  # noqa: F401 (sets TF_USE_LEGACY_KERAS before anything imports TensorFlow)
-from components.example_gen.cli import add_data_commands, run_data_command
-from components.example_gen.errors import DataFormatError
-from kubeflow.commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
-from pipeline.cli_config import add_config_flags, config_from_args
-from pipeline.config import BUILTIN_DATASETS, ConfigError
-from pipeline.report.commands import (
+from cli.config_flags import add_config_flags, config_from_args
+from cli.data_commands import add_data_commands, run_data_command
+from cli.report_commands import (
     REPORT_COMMANDS,
     add_report_commands,
     run_report_command,
     write_run_report,
 )
+from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
+from common.config import BUILTIN_DATASETS, ConfigError
+from components.example_gen.errors import DataFormatError
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 
@@ -94,7 +93,7 @@ def _run(args: argparse.Namespace) -> int:
             "trainer.model": args.model,
         },
     )
-    from pipeline.console import output_to_log_file, quiet_library_warnings
+    from cli.console import output_to_log_file, quiet_library_warnings
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_file = config.run_dir / "logs" / f"run-{stamp}.log"
@@ -137,7 +136,7 @@ def _schema_infer(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "trainer.model": args.model})
-    from pipeline.console import quiet_library_warnings
+    from cli.console import quiet_library_warnings
 
     quiet_library_warnings()
     from components.preflight import run_preflight

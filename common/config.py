@@ -36,19 +36,6 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-DataFormat = Literal["tfrecord", "npz", "idx", "cifar10_binary", "image_folder", "csv"]
-
-# The files each format reads when `file_pattern` is not set.
-DEFAULT_FILE_PATTERNS: dict[str, str] = {
-    "tfrecord": "*.tfrecord*",
-    "npz": "*.npz",
-    "idx": "*ubyte*",
-    "cifar10_binary": "*.bin",
-    "image_folder": "*/*",
-    "csv": "*.csv",
-}
-
-
 class SourceConfig(_Section):
     """How to read raw files that are not yet in the pipeline's layout.
 
@@ -87,7 +74,9 @@ class DatasetConfig(_Section):
     data_dir: str | None = Field(
         default=None, description="Folder of TFRecord files; built-in datasets fill it in."
     )
-    file_pattern: str = "*.tfrecord*"
+    file_pattern: str | None = Field(
+        default=None, description="files under data_dir to read; default: the format's own"
+    )
     image_shape: tuple[int, int, int] = Field(description="height, width, channels")
     pixel_feature: str
     label_feature: str
@@ -99,17 +88,12 @@ class DatasetConfig(_Section):
     span_window: int = Field(
         default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
     )
-    format: DataFormat = "tfrecord"
+    format: str = Field(
+        default="tfrecord",
+        pattern=r"^[a-z0-9_]+$",
+        description="a reader of components/example_gen/formats.py",
+    )
     source: SourceConfig = SourceConfig()
-
-    @model_validator(mode="before")
-    @classmethod
-    def _format_file_pattern(cls, values: Any) -> Any:
-        """Each format reads its own kind of file unless `file_pattern` says otherwise."""
-        if isinstance(values, dict) and "file_pattern" not in values:
-            pattern = DEFAULT_FILE_PATTERNS.get(values.get("format", "tfrecord"))
-            return {**values, "file_pattern": pattern} if pattern else values
-        return values
 
     @model_validator(mode="after")
     def _positive_shape(self) -> DatasetConfig:
@@ -159,7 +143,6 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
 
 DEFAULT_DATASET = "digits"
 
-ModelName = Literal["mnist_cnn", "cifar10_cnn"]
 Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
 Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
 
@@ -172,7 +155,11 @@ class TrainerConfig(_Section):
     these CNNs; see docs/benchmarks.md).
     """
 
-    model: ModelName = "mnist_cnn"
+    model: str = Field(
+        default="mnist_cnn",
+        pattern=r"^[a-z0-9_]+$",
+        description="a built-in model: a module of components/models/",
+    )
     per_replica_batch_size: int = Field(default=64, ge=1)
     train_steps: int = Field(default=600, ge=1)
     epochs: int = Field(default=6, ge=1, description="train_steps are split over epochs")

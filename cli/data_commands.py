@@ -1,6 +1,6 @@
 """`tpu-pipeline data generate|import`: synthetic data, and raw files checked into a new span.
 
-Registered by pipeline/cli.py; heavy imports (TensorFlow, PIL) wait until a
+Registered by cli/main.py; heavy imports (TensorFlow, PIL) wait until a
 command runs, so `--help` answers at once.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from pipeline.cli_config import add_config_flags, config_from_args
+from cli.config_flags import add_config_flags, config_from_args
 
 
 def add_data_commands(commands: argparse._SubParsersAction) -> None:
     """Adds `data generate` and `data import` to the `tpu-pipeline` parser."""
-    from components.example_gen.synthetic import FORMATS, SHAPES
+    from cli.synthetic_data import FORMATS, SHAPES
 
     data = commands.add_parser("data", help="generate synthetic data; import data as a new span")
     data_commands = data.add_subparsers(dest="data_command", required=True)
@@ -38,8 +38,8 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
 def run_data_command(args: argparse.Namespace) -> None:
     """Runs `data generate` or `data import`, printing one line of result."""
     if args.data_command == "generate":
-        from components.example_gen.synthetic import write_synthetic
-        from pipeline.config import ConfigError
+        from cli.synthetic_data import write_synthetic
+        from common.config import ConfigError
 
         try:
             folder = write_synthetic(
@@ -49,7 +49,7 @@ def run_data_command(args: argparse.Namespace) -> None:
             raise ConfigError(str(error)) from None
         print(f"wrote {args.count} synthetic {args.shape} images as {args.format} to {folder}")
         return
-    from components.example_gen.spans import import_span
+    from cli.span_import import import_span
 
     config = config_from_args(args)
     folder, count = import_span(config.dataset, args.source, args.span)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pipeline.timeouts import call_with_timeout
+from common.timeouts import call_with_timeout
 
 
 def test_returns_the_value_of_a_call_that_finishes_in_time():

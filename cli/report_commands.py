@@ -15,7 +15,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING, TextIO
 
-from pipeline.config import BUILTIN_DATASETS, PipelineConfig, load_config
+from common.config import BUILTIN_DATASETS, PipelineConfig, load_config
 
 if TYPE_CHECKING:
     from pipeline.run_summary import RunSummary
@@ -64,7 +64,7 @@ def _run_dir(args: argparse.Namespace) -> pathlib.Path:
 
 def run_report_command(args: argparse.Namespace) -> int:
     """Runs `report` or `tensorboard`; returns the exit code."""
-    from pipeline.console import quiet_library_warnings
+    from cli.console import quiet_library_warnings
 
     quiet_library_warnings()
     if args.command == "report":
@@ -82,10 +82,11 @@ def trainer_log_dir(run_dir: pathlib.Path, all_runs: bool) -> pathlib.Path:
     Raises:
       RunNotFoundError: no run, or the newest run never reached the Trainer.
     """
+    from pipeline.pipeline import NodeIds
     from pipeline.report.run_store import RunNotFoundError, open_latest_run
 
     stored = open_latest_run(run_dir)
-    model_run = stored.first_output("Trainer", "model_run")
+    model_run = stored.first_output(NodeIds.TRAINER, "model_run")
     if model_run is None:
         raise RunNotFoundError(f"the newest run in {stored.run_dir} did not reach the Trainer")
     log_dir = pathlib.Path(model_run.uri)

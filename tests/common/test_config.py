@@ -2,7 +2,7 @@
 
 import pytest
 
-from pipeline.config import ConfigError, load_config
+from common.config import ConfigError, load_config
 
 
 def test_defaults_run_the_builtin_digits_with_the_mnist_cnn():
@@ -38,13 +38,9 @@ def test_unknown_builtin_dataset_lists_the_allowed_names():
         load_config(None, {"dataset": "cifar"})
 
 
-def test_bad_model_name_names_the_field_and_allowed_values():
-    with pytest.raises(ConfigError) as error:
-        load_config(None, {"trainer.model": "resnet"})
-    message = str(error.value)
-    assert "trainer.model" in message
-    assert "'mnist_cnn' or 'cifar10_cnn'" in message
-    assert "'resnet'" in message
+def test_malformed_model_name_names_the_field():
+    with pytest.raises(ConfigError, match="trainer.model"):
+        load_config(None, {"trainer.model": "Res Net"})
 
 
 def test_misspelled_field_is_rejected_not_ignored():

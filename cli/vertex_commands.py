@@ -14,8 +14,8 @@ import pathlib
 import sys
 from typing import Any
 
-from pipeline.cli_config import add_config_flags, config_from_args
-from pipeline.config import PipelineConfig
+from cli.config_flags import add_config_flags, config_from_args
+from common.config import PipelineConfig
 
 VERTEX_COMMANDS = ("compile", "submit", "schedule")
 SCHEDULE_ACTIONS = ("create", "update", "pause", "resume", "list", "delete")
@@ -47,7 +47,7 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_vertex_command(args: argparse.Namespace) -> int:
     """Runs `compile`, `submit` or `schedule`; returns the exit code."""
-    from pipeline.console import quiet_library_warnings
+    from cli.console import quiet_library_warnings
 
     quiet_library_warnings()
     config = config_from_args(args)

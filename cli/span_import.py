@@ -14,9 +14,9 @@ import pathlib
 import re
 import shutil
 
+from common.config import ConfigError, DatasetConfig
 from components.example_gen.atomic import new_folder
 from components.example_gen.errors import DataFormatError
-from pipeline.config import ConfigError, DatasetConfig
 
 SPAN_TOKEN = "{SPAN}"
 
@@ -47,9 +47,9 @@ def check_files(pattern: str, dataset: DatasetConfig) -> int:
       DataFormatError: the first bad file or record, by name.
     """
     from components.example_gen.examples import ExampleBuilder
-    from components.example_gen.formats import FORMATS, list_inputs
+    from components.example_gen.formats import list_inputs, source_format
 
-    source = FORMATS[dataset.format]
+    source = source_format(dataset)
     builder = ExampleBuilder(dataset)
     return sum(1 for path in list_inputs(pattern, source) for _ in source.read(path, builder))
 
@@ -76,7 +76,9 @@ def import_span(
     if dataset.data_dir is None:
         raise ConfigError(f"dataset {dataset.name!r}: set dataset.data_dir to import spans")
     data_root = pathlib.Path(dataset.data_dir)
-    folder_template, inner = span_layout(dataset.file_pattern)
+    from components.example_gen.formats import file_pattern
+
+    folder_template, inner = span_layout(file_pattern(dataset))
     if source.is_dir():
         files = sorted(path for path in source.glob(inner) if path.is_file())
         count = check_files(str(source / inner), dataset)

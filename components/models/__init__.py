@@ -1,0 +1,75 @@
+"""The registry of built-in models: every public module of this package is one model.
+
+Adding a model is adding a module here (its name is the `trainer.model` value) with a
+`logits(inputs, num_classes, dtype)` function; nothing else changes. Layers use 'same'
+padding so the CNNs also fit small images (8x8 digits), and fixed names so TensorBoard
+tags and preflight messages name the same layer in every run. The final softmax always
+computes in float32, whatever the precision policy, so losses and served probabilities
+keep full precision.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable
+
+import tf_keras
+
+from common.config import ConfigError
+from components.preprocessing import IMAGE_KEY
+
+LogitsFn = Callable[
+    [tf_keras.layers.Layer, int, tf_keras.mixed_precision.Policy], tf_keras.layers.Layer
+]
+
+MODEL_BUILDERS: dict[str, LogitsFn] = {
+    module.name: importlib.import_module(f"{__name__}.{module.name}").logits
+    for module in pkgutil.iter_modules(__path__)
+    if not module.name.startswith("_")
+}
+
+
+def get_model_builder(name: str) -> LogitsFn:
+    """The `logits` function of built-in model `name`; a ConfigError names the choices."""
+    if name not in MODEL_BUILDERS:
+        raise ConfigError(
+            f"trainer.model: unknown model {name!r}; allowed: {', '.join(sorted(MODEL_BUILDERS))}"
+        )
+    return MODEL_BUILDERS[name]
+
+
+def build_model(
+    name: str, image_shape: tuple[int, int, int], num_classes: int, precision: str = "float32"
+) -> tf_keras.Model:
+    """Builds the named model: images in, class probabilities (float32) out.
+
+    Args:
+      name: a built-in model (a module of this package).
+      image_shape: height, width, channels of one image.
+      num_classes: size of the output layer.
+      precision: Keras precision policy for the hidden layers, e.g.
+        'mixed_bfloat16'. Variables stay float32 under every policy.
+    """
+    logits_fn = get_model_builder(name)
+    policy = tf_keras.mixed_precision.Policy(precision)
+    inputs = tf_keras.Input(shape=image_shape, name=IMAGE_KEY)
+    probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
+        logits_fn(inputs, num_classes, policy)
+    )
+    return tf_keras.Model(inputs, probabilities, name=name)
+
+
+def compile_model(
+    model: tf_keras.Model, learning_rate: float, jit_compile: bool, precision: str
+) -> None:
+    """Compiles with Adam and sparse cross-entropy; float16 gets dynamic loss scaling."""
+    optimizer = tf_keras.optimizers.Adam(learning_rate)
+    if precision == "mixed_float16":
+        optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
+    model.compile(
+        optimizer=optimizer,
+        loss=tf_keras.losses.SparseCategoricalCrossentropy(),
+        metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        jit_compile=jit_compile,
+    )
