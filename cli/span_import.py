@@ -14,8 +14,8 @@ import pathlib
 import re
 import shutil
 
+from common.atomic_folder import new_folder
 from common.config import ConfigError, DatasetConfig
-from components.example_gen.atomic import new_folder
 from components.example_gen.errors import DataFormatError
 
 SPAN_TOKEN = "{SPAN}"

@@ -15,7 +15,7 @@ import struct
 import numpy as np
 from PIL import Image
 
-from components.example_gen.atomic import new_folder
+from common.atomic_folder import new_folder
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 FORMATS = ("tfrecord", "tfrecord_png", "npz", "idx", "cifar10_binary", "image_folder", "csv")
