@@ -10,7 +10,6 @@ import dataclasses
 
 import numpy as np
 import tensorflow_model_analysis as tfma
-from tensorflow_model_analysis.writers.eval_config_writer import load_eval_run
 
 from pipeline.eval_config import ACCURACY_METRIC
 
@@ -154,7 +153,7 @@ def _describe_threshold(class_name: str, threshold) -> list[Threshold]:
 
 def thresholds(evaluation_uri: str) -> list[Threshold]:
     """The thresholds the Evaluator applied (TFX drops change thresholds on a first run)."""
-    eval_config = load_eval_run(evaluation_uri)[0]
+    eval_config = tfma.load_eval_result(evaluation_uri).config
     if eval_config is None:
         return []
     rules = []
