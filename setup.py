@@ -22,7 +22,11 @@ setup(
             "kubeflow.*",
         ]
     ),
-    package_data={"schemas": ["*/schema.pbtxt"], "pipeline.report": ["*.j2"]},
+    package_data={
+        "schemas": ["*/schema.pbtxt"],
+        "pipeline.report": ["*.j2"],
+        "common": ["data/*/*"],
+    },
     # Versions are pinned in requirements.lock; these are the direct needs.
     install_requires=[
         "tfx[kfp]==1.16.0",

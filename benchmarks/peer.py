@@ -16,7 +16,7 @@ import shutil
 import sys
 
 import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from common.config import SHARED_DATA_DIR
+from common.config import BUILTIN_DATA_DIR
 
 
 def main(workdir: pathlib.Path) -> None:
@@ -27,8 +27,9 @@ def main(workdir: pathlib.Path) -> None:
 
     data_root = workdir / "data"
     data_root.mkdir(parents=True, exist_ok=True)
-    # ImportExampleGen reads every file of its folder; the shared one also holds a README.
-    shutil.copy(SHARED_DATA_DIR / "mnist.tfrecord", data_root / "mnist.tfrecord")
+    # ImportExampleGen reads every file of its folder; ours also holds a README.
+    # The .gz suffix tells its TFRecord reader the file is gzipped.
+    shutil.copy(BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz", data_root / "mnist.tfrecord.gz")
     pipeline_root = workdir / "pipeline_root"
     BeamDagRunner().run(
         peer._create_pipeline(

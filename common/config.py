@@ -24,7 +24,8 @@ from pydantic import (
 )
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA_DIR = REPO_ROOT.parent / "shared" / "data"
+# Data the built-in datasets ship with (package data; see common/data/*/README.md).
+BUILTIN_DATA_DIR = pathlib.Path(__file__).resolve().parent / "data"
 
 
 class ConfigError(ValueError):
@@ -132,8 +133,8 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
     # 1,000 real MNIST digits from the TFX repository, pixels scaled to [-0.5, 0.5].
     "mnist": dict(
         name="mnist",
-        data_dir=str(SHARED_DATA_DIR),
-        file_pattern="mnist.tfrecord",
+        data_dir=str(BUILTIN_DATA_DIR / "mnist"),
+        file_pattern="mnist.tfrecord.gz",
         image_shape=(28, 28, 1),
         pixel_feature="image_floats",
         label_feature="image_class",

@@ -12,15 +12,15 @@ import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports Te
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from common.config import SHARED_DATA_DIR, PipelineConfig, load_config  # noqa: E402
+from common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
 
-MNIST_TFRECORD = SHARED_DATA_DIR / "mnist.tfrecord"
+MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 
 
 @pytest.fixture(scope="session")
 def mnist_tfrecord() -> pathlib.Path:
-    """The 1,000 real MNIST examples shared with the project (read-only)."""
-    assert MNIST_TFRECORD.exists(), f"missing shared data: {MNIST_TFRECORD}"
+    """The 1,000 real MNIST examples the repository ships, gzipped (read-only)."""
+    assert MNIST_TFRECORD.exists(), f"missing built-in data: {MNIST_TFRECORD}"
     return MNIST_TFRECORD
 
 

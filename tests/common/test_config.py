@@ -1,8 +1,10 @@
 """The configuration: defaults that run, overrides that win, errors that name the field."""
 
+import pathlib
+
 import pytest
 
-from common.config import ConfigError, load_config
+from common.config import REPO_ROOT, ConfigError, load_config
 
 
 def test_defaults_run_the_builtin_digits_with_the_mnist_cnn():
@@ -20,7 +22,12 @@ def test_builtin_dataset_name_expands_to_its_features_and_data():
     assert config.dataset.pixel_feature == "image_floats"
     assert config.dataset.label_feature == "image_class"
     assert config.dataset.image_shape == (28, 28, 1)
-    assert config.dataset.data_dir.endswith("shared/data")
+    # Shipped inside the repository: a plain clone has everything a run reads.
+    data_dir = pathlib.Path(config.dataset.data_dir)
+    assert data_dir.is_relative_to(REPO_ROOT)
+    assert [path.name for path in data_dir.glob(config.dataset.file_pattern)] == [
+        "mnist.tfrecord.gz"
+    ]
 
 
 def test_flags_override_the_file_and_keep_the_rest(tmp_path):
