@@ -57,10 +57,16 @@ class StrategyChoice:
 
 
 def find_tpu_signals(
-    environ: Mapping[str, str] = os.environ,
-    device_globs: tuple[str, ...] = TPU_DEVICE_GLOBS,
+    environ: Mapping[str, str] | None = None,
+    device_globs: tuple[str, ...] | None = None,
 ) -> list[str]:
-    """Lists the cheap evidence that a TPU is attached (about a millisecond)."""
+    """Lists the cheap evidence that a TPU is attached (about a millisecond).
+
+    Defaults are read at call time, not captured at import, so the module's
+    `TPU_DEVICE_GLOBS` (and a test's replacement of it) is what is looked at.
+    """
+    environ = os.environ if environ is None else environ
+    device_globs = TPU_DEVICE_GLOBS if device_globs is None else device_globs
     signals = [f"${name}" for name in TPU_ENV_VARS if environ.get(name)]
     signals += sorted(path for pattern in device_globs for path in glob.glob(pattern))
     return signals
@@ -113,10 +119,18 @@ def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
     return StrategyChoice(strategy, "tpu", replicas, f"TPUStrategy on {master or 'local TPU'}")
 
 
+def _is_device_file(signal: str) -> bool:
+    return signal.startswith("/")  # the others are $ENV_VARS and trainer.tpu_name
+
+
+def _only_device_files(signals: list[str]) -> bool:
+    return bool(signals) and all(_is_device_file(signal) for signal in signals)
+
+
 def _default_tpu_address(config: TrainerConfig, signals: list[str]) -> str | None:
     if config.tpu_name:
         return config.tpu_name
-    if any(signal.startswith("/dev/") for signal in signals) and not os.environ.get("TPU_NAME"):
+    if any(_is_device_file(signal) for signal in signals) and not os.environ.get("TPU_NAME"):
         return "local"
     return None
 
@@ -137,6 +151,12 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
         signals = find_tpu_signals()
         if config.tpu_name:
             signals.append("trainer.tpu_name")
+        # VFIO devices also pass GPUs (and other PCI devices) through to VMs:
+        # device files alone do not outweigh a GPU TensorFlow can use.
+        gpu_seen = _only_device_files(signals) and tf.config.list_logical_devices("GPU")
+        if wanted == "auto" and gpu_seen:
+            logging.info("Not taking %s for a TPU: TensorFlow sees a GPU", ", ".join(signals))
+            signals = []
         if signals or wanted == "tpu":
             logging.info("TPU evidence: %s", ", ".join(signals) or "trainer.accelerator=tpu")
             try:

@@ -4,6 +4,7 @@ import socket
 import time
 
 import pytest
+import tensorflow as tf
 
 from common.config import TrainerConfig
 from components import strategy
@@ -42,6 +43,55 @@ def test_tpu_signals_name_the_environment_variables_and_devices(tmp_path):
         environ={"TPU_NAME": "my-tpu", "HOME": "/root"}, device_globs=(str(tmp_path / "accel*"),)
     )
     assert signals == ["$TPU_NAME", str(tmp_path / "accel0")]
+
+
+@pytest.fixture
+def vfio_device(tmp_path, monkeypatch):
+    """A VFIO device file, as TPU v5e VMs and GPU pass-through hosts both have."""
+    (tmp_path / "vfio").mkdir()
+    (tmp_path / "vfio" / "0").touch()
+    monkeypatch.setattr(strategy, "TPU_DEVICE_GLOBS", (str(tmp_path / "vfio" / "[0-9]*"),))
+    return str(tmp_path / "vfio" / "0")
+
+
+def tpu_probe_refused(tpu, timeout_s):
+    raise TPUUnavailableError(f"no TPU at {tpu}")
+
+
+def fake_gpu(monkeypatch):
+    """Makes TensorFlow report one GPU (the strategy is only built, never run)."""
+    real = tf.config.list_logical_devices
+    gpu = tf.config.LogicalDevice("/job:localhost/replica:0/task:0/device:GPU:0", "GPU")
+    monkeypatch.setattr(
+        tf.config, "list_logical_devices", lambda kind=None: [gpu] if kind == "GPU" else real(kind)
+    )
+
+
+def test_device_globs_are_read_at_call_time_so_tests_can_replace_them(vfio_device):
+    assert find_tpu_signals(environ={}) == [vfio_device]
+
+
+def test_a_gpu_wins_over_vfio_device_files(no_tpu_environment, vfio_device, monkeypatch):
+    fake_gpu(monkeypatch)
+    monkeypatch.setattr(strategy, "connect_tpu", tpu_probe_refused)
+    choice = resolve_strategy(TrainerConfig())
+    assert (choice.device, choice.description) == ("gpu", "one GPU")
+
+
+def test_vfio_device_files_without_a_gpu_mean_a_tpu(no_tpu_environment, vfio_device, monkeypatch):
+    monkeypatch.setattr(strategy, "connect_tpu", tpu_probe_refused)
+    with pytest.raises(TPUUnavailableError, match=f"no TPU at local.*because of {vfio_device}"):
+        resolve_strategy(TrainerConfig())
+
+
+def test_a_tpu_named_in_the_environment_is_used_even_beside_a_gpu(
+    no_tpu_environment, vfio_device, monkeypatch
+):
+    fake_gpu(monkeypatch)
+    monkeypatch.setenv("TPU_NAME", "my-tpu")
+    monkeypatch.setattr(strategy, "connect_tpu", tpu_probe_refused)
+    with pytest.raises(TPUUnavailableError, match=r"because of \$TPU_NAME"):
+        resolve_strategy(TrainerConfig())
 
 
 def test_trainer_falls_back_to_cpu_when_no_tpu(no_tpu_environment):
