@@ -1,24 +1,27 @@
-"""A Pusher that publishes each blessed model once, atomically.
+"""A Pusher that publishes each blessed model once, never half-written where it is served.
 
-TFX's own Pusher copies file by file into the final version folder and names
-the version by the clock, so a model server can see a half-copied version, and
-a cached rerun (the same model, blessed again against itself) pushes a second
-copy. This executor copies into a hidden staging folder and renames it into
-place, and recognises a model it already pushed by its SavedModel fingerprint
-(which covers the graph and the variables).
+TFX's own Pusher names each version by the clock, so a cached rerun (the same
+model, blessed again against itself) pushes a second copy. This executor
+recognises a model it already pushed by its SavedModel fingerprint (which
+covers the graph and the variables), and publishes a new one so that a model
+server never loads part of it: on a local disk it copies into a hidden staging
+folder and renames that into place; on an object store (gs://, s3://), where
+renaming a folder copies it object by object, it copies everything else first
+and saved_model.pb last, since servers load a version once that file is there.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-import tensorflow as tf
 from absl import logging
+from tensorflow.core.protobuf import fingerprint_pb2
 
 from common.tfx_api import (
     artifact_utils,
@@ -32,6 +35,8 @@ from common.tfx_api import (
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 _STAGING_PREFIX = ".staging-"
+_SAVED_MODEL_FILE = "saved_model.pb"
+_FINGERPRINT_FILE = "fingerprint.pb"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +49,12 @@ class PushResult:
 
 
 def model_fingerprint(saved_model_dir: str) -> tuple[int, ...]:
-    """Identifies a SavedModel by its graph, signatures and variables."""
-    fingerprint = tf.saved_model.experimental.read_fingerprint(saved_model_dir)
+    """Identifies a SavedModel by its graph, signatures and variables.
+
+    Read through `fileio`, like the copy itself, so it works wherever TFX can push.
+    """
+    with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
+        fingerprint = fingerprint_pb2.FingerprintDef.FromString(file.read())
     return (
         fingerprint.saved_model_checksum,
         fingerprint.graph_def_program_hash,
@@ -55,12 +64,25 @@ def model_fingerprint(saved_model_dir: str) -> tuple[int, ...]:
     )
 
 
-def pushed_versions(base_directory: str) -> list[str]:
-    """Version folders (all-digit names, as TF Serving reads them), oldest first."""
+def _version_names(base_directory: str) -> list[str]:
+    """Every version folder name (all digits, as TF Serving reads them), oldest first."""
     if not fileio.exists(base_directory):
         return []
     names = [name.rstrip("/") for name in fileio.listdir(base_directory)]
     return sorted((name for name in names if name.isdigit()), key=int)
+
+
+def pushed_versions(base_directory: str) -> list[str]:
+    """Versions that hold a whole model (their saved_model.pb is there), oldest first.
+
+    A version folder without saved_model.pb is an object-store copy cut short:
+    no server loads it, and it is not a pushed model.
+    """
+    return [
+        name
+        for name in _version_names(base_directory)
+        if fileio.exists(os.path.join(base_directory, name, _SAVED_MODEL_FILE))
+    ]
 
 
 def push_model_version(
@@ -69,25 +91,47 @@ def push_model_version(
     """Publishes `model_dir` as a new version under `base_directory`, unless already there.
 
     The version number is the push time in seconds, or one more than the newest
-    version if that is later, so versions always increase. The copy lands in a
-    staging folder that model servers ignore and is renamed into place whole.
+    version if that is later, so versions always increase.
     """
     fingerprint = model_fingerprint(model_dir)
-    versions = pushed_versions(base_directory)
-    for version in versions:
+    for version in pushed_versions(base_directory):
         version_dir = os.path.join(base_directory, version)
         if model_fingerprint(version_dir) == fingerprint:
             return PushResult(version_dir, version, newly_pushed=False)
-    version = str(max(int(clock()), int(versions[-1]) + 1 if versions else 0))
-    staging_dir = os.path.join(base_directory, f"{_STAGING_PREFIX}{version}-{uuid.uuid4().hex}")
+    names = _version_names(base_directory)
+    version = str(max(int(clock()), int(names[-1]) + 1 if names else 0))
     version_dir = os.path.join(base_directory, version)
+    if "://" in base_directory:
+        _copy_saved_model_last(model_dir, version_dir)
+    else:
+        _copy_and_rename(model_dir, version_dir)
+    return PushResult(version_dir, version, newly_pushed=True)
+
+
+def _copy_and_rename(model_dir: str, version_dir: str) -> None:
+    """On a local disk: copy into a staging folder servers ignore, then rename it into place."""
+    base_directory, version = os.path.split(version_dir)
+    staging_dir = os.path.join(base_directory, f"{_STAGING_PREFIX}{version}-{uuid.uuid4().hex}")
     try:
         io_utils.copy_dir(model_dir, staging_dir)
         fileio.rename(staging_dir, version_dir)
     finally:
         if fileio.exists(staging_dir):
             fileio.rmtree(staging_dir)
-    return PushResult(version_dir, version, newly_pushed=True)
+
+
+def _copy_saved_model_last(model_dir: str, version_dir: str) -> None:
+    """On an object store: everything else first, then saved_model.pb; a copy cut short goes."""
+    saved_model = os.path.join(model_dir, _SAVED_MODEL_FILE)
+    try:
+        io_utils.copy_dir(
+            model_dir, version_dir, deny_regex_patterns=[f"^{re.escape(saved_model)}$"]
+        )
+        fileio.copy(saved_model, os.path.join(version_dir, _SAVED_MODEL_FILE))
+    except BaseException:  # an interrupt too: leave no folder a server could try to load
+        if fileio.exists(version_dir):
+            fileio.rmtree(version_dir)
+        raise
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):

@@ -66,3 +66,80 @@ def test_a_failed_copy_leaves_no_version_and_no_staging_folder(tmp_path, monkeyp
     with pytest.raises(OSError, match="disk full"):
         push_model_version(save_model(tmp_path / "b", 2.0), str(serving), clock=Clock(2000))
     assert sorted(os.listdir(serving)) == ["1000"]
+
+
+def local_files(folder) -> dict[str, bytes]:
+    folder = str(folder)
+    return {
+        os.path.relpath(os.path.join(parent, name), folder): open(
+            os.path.join(parent, name), "rb"
+        ).read()
+        for parent, _, names in os.walk(folder)
+        for name in names
+    }
+
+
+def versions_with_saved_model(store, state) -> dict[str, dict[str, bytes]]:
+    """The version folders a model server would load in `state`, with their files."""
+    folders = {key.split("/")[4] for key in state if key.startswith("gs://bucket/serving/")}
+    loadable = {}
+    for version in folders:
+        files = store.files_under(f"gs://bucket/serving/{version}", state)
+        if "saved_model.pb" in files:
+            loadable[version] = files
+    return loadable
+
+
+def test_renaming_a_folder_on_the_object_store_exposes_saved_model_pb_first(object_store):
+    # Why the push cannot stage and rename there: the fake behaves like Cloud Storage.
+    for name in ("saved_model.pb", "variables/variables.index"):
+        with pusher.fileio.open(f"gs://bucket/staging/{name}", "wb") as file:
+            file.write(b"x")
+    pusher.fileio.rename("gs://bucket/staging", "gs://bucket/serving/1")
+    seen = [set(object_store.files_under("gs://bucket/serving/1", s)) for s in object_store.history]
+    assert {"saved_model.pb"} in seen
+
+
+def test_a_push_to_an_object_store_never_shows_saved_model_pb_before_the_rest(
+    tmp_path, object_store
+):
+    model = save_model(tmp_path / "model", 1.0)
+    result = push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
+    assert result.newly_pushed and result.version_dir == "gs://bucket/serving/1000"
+    whole = local_files(model)
+    assert len(object_store.history) == len(whole)  # one state per object: all checked below
+    for state in object_store.history:
+        for version, files in versions_with_saved_model(object_store, state).items():
+            assert files == whole, f"version {version} loadable before it was whole"
+    assert object_store.files_under("gs://bucket/serving") == {
+        f"1000/{name}": data for name, data in whole.items()
+    }
+
+    again = push_model_version(model, "gs://bucket/serving", clock=Clock(2000))
+    assert not again.newly_pushed and again.version == "1000"
+
+
+def test_a_copy_cut_short_on_an_object_store_is_removed_and_never_taken_for_the_model(
+    tmp_path, object_store, monkeypatch
+):
+    model = save_model(tmp_path / "model", 1.0)
+    real_copy = pusher.fileio.copy
+
+    def fail_on_saved_model(source, destination, overwrite=False):
+        if destination.endswith("saved_model.pb"):
+            raise OSError("connection reset")
+        real_copy(source, destination, overwrite)
+
+    monkeypatch.setattr(pusher.fileio, "copy", fail_on_saved_model)
+    with pytest.raises(OSError, match="connection reset"):
+        push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
+    assert object_store.files_under("gs://bucket/serving") == {}
+
+    # A copy cut short by a killed process stays behind: it is not the pushed model.
+    for name, data in local_files(model).items():
+        if name != "saved_model.pb":
+            object_store.objects[f"gs://bucket/serving/1000/{name}"] = data
+    monkeypatch.setattr(pusher.fileio, "copy", real_copy)
+    assert pushed_versions("gs://bucket/serving") == []
+    result = push_model_version(model, "gs://bucket/serving", clock=Clock(900))
+    assert result.newly_pushed and result.version == "1001"
