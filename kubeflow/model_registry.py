@@ -1,14 +1,21 @@
-"""A Pusher that also registers each newly pushed model in the Vertex AI Model Registry.
+"""A Pusher that also registers each pushed model in the Vertex AI Model Registry.
 
 TFX's Vertex Pusher uploads every push as a *new* model named by the clock, so
 the registry fills with unrelated one-version models. This one first pushes to
-the `gs://` serving folder exactly like the local Pusher (atomically, never the
-same model twice), then uploads that folder as a new version of one registry
+the `gs://` serving folder exactly like the local Pusher (never half a version,
+never the same model twice), then makes that folder a version of one registry
 entry (`parent_model`), and deploys it to an endpoint when configured.
+
+Whether a model is registered already is asked of the registry itself: each
+version carries a label with the model's fingerprint. So an upload or a deploy
+that failed is retried by the next run, even though the push itself is then
+recognised as done.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 from typing import Any
 
@@ -16,10 +23,20 @@ from absl import logging
 
 from common.config import ModelRegistryConfig, VertexConfig
 from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
+from components.pusher import AtomicPusherExecutor, model_fingerprint
 from pipeline.pipeline import AtomicPusher
 
 REGISTRY_KEY = "vertex_model_registry"
+# Label keys and values allow lowercase letters, digits, '_' and '-', up to 63 characters.
+FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+    """The registry version that holds a model, and whether this run uploaded it."""
+
+    model: Any  # an aiplatform.Model pinned to its version
+    newly_registered: bool
 
 
 def registry_custom_config(vertex: VertexConfig) -> dict[str, Any]:
@@ -33,49 +50,78 @@ def registry_custom_config(vertex: VertexConfig) -> dict[str, Any]:
     }
 
 
-def upload_model_version(
+def fingerprint_label(model_dir: str) -> str:
+    """A label value that names the SavedModel's content (its fingerprint, hashed)."""
+    return hashlib.sha256(repr(model_fingerprint(model_dir)).encode()).hexdigest()[:32]
+
+
+def register_model_version(
     model_dir: str, registry: ModelRegistryConfig, project: str, region: str, aiplatform: Any
-) -> Any:
-    """Uploads `model_dir` as the new default version of the registry entry, creating it once.
+) -> Registration:
+    """Makes `model_dir` the default version of the registry entry, unless a version has it.
 
     Args:
       model_dir: the pushed SavedModel folder (a `gs://` URI).
       registry: which entry, serving image and endpoint.
       project, region: where the registry lives.
       aiplatform: the `google.cloud.aiplatform` module (a stand-in in tests).
-
-    Returns:
-      The uploaded `aiplatform.Model` version.
     """
     location = dict(project=project, location=region)
-    existing = aiplatform.Model.list(
+    label = fingerprint_label(model_dir)
+    entries = aiplatform.Model.list(
         filter=f'display_name="{registry.model_display_name}"', **location
     )
-    model = aiplatform.Model.upload(
-        display_name=registry.model_display_name,
-        artifact_uri=model_dir,
-        serving_container_image_uri=registry.serving_image,
-        parent_model=existing[0].resource_name if existing else None,
-        is_default_version=True,
-        **location,
-    )
+    parent = entries[0].resource_name if entries else None
+    model = _version_labelled(aiplatform, parent, label, location) if parent else None
+    newly_registered = model is None
+    if newly_registered:
+        model = aiplatform.Model.upload(
+            display_name=registry.model_display_name,
+            artifact_uri=model_dir,
+            serving_container_image_uri=registry.serving_image,
+            parent_model=parent,
+            is_default_version=True,
+            labels={FINGERPRINT_LABEL: label},
+            **location,
+        )
     if registry.endpoint_display_name:
-        endpoints = aiplatform.Endpoint.list(
-            filter=f'display_name="{registry.endpoint_display_name}"', **location
-        )
-        endpoint = (
-            endpoints[0]
-            if endpoints
-            else aiplatform.Endpoint.create(display_name=registry.endpoint_display_name, **location)
-        )
-        model.deploy(
-            endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
-        )
-    return model
+        _deploy_unless_deployed(aiplatform, model, registry, location)
+    return Registration(model, newly_registered)
+
+
+def _version_labelled(aiplatform: Any, parent: str, label: str, location: dict) -> Any | None:
+    """The version of `parent` that carries the fingerprint `label`, if any."""
+    versions = aiplatform.ModelRegistry(parent, **location).list_versions(
+        filter=f'labels.{FINGERPRINT_LABEL}="{label}"'
+    )
+    if not versions:
+        return None
+    return aiplatform.Model(model_name=parent, version=versions[0].version_id, **location)
+
+
+def _deploy_unless_deployed(
+    aiplatform: Any, model: Any, registry: ModelRegistryConfig, location: dict
+) -> None:
+    """Deploys the version to the named endpoint (created once), unless it serves it already."""
+    endpoints = aiplatform.Endpoint.list(
+        filter=f'display_name="{registry.endpoint_display_name}"', **location
+    )
+    endpoint = (
+        endpoints[0]
+        if endpoints
+        else aiplatform.Endpoint.create(display_name=registry.endpoint_display_name, **location)
+    )
+    # A deployed model's name may end in "@<version>"; its version id says which.
+    deployed = {(d.model.split("@")[0], d.model_version_id) for d in endpoint.list_models()}
+    if (model.resource_name, model.version_id) in deployed:
+        return
+    model.deploy(
+        endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
+    )
 
 
 class RegistryPusherExecutor(AtomicPusherExecutor):
-    """Pushes like `AtomicPusherExecutor`, then registers a newly pushed model version."""
+    """Pushes like `AtomicPusherExecutor`, then makes sure the registry has the pushed model."""
 
     def Do(  # noqa: N802 (TFX's executor interface)
         self,
@@ -87,22 +133,27 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
         pushed_model = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.PUSHED_MODEL_KEY]
         )
-        pushed = pushed_model.get_int_custom_property("pushed") == 1
-        if not pushed or pushed_model.get_int_custom_property(ALREADY_PUSHED_PROPERTY):
-            return  # not blessed, or this model is registered already
+        if pushed_model.get_int_custom_property("pushed") != 1:
+            return  # not blessed
         custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         settings = dict(custom_config[REGISTRY_KEY])
         project, region = settings.pop("project"), settings.pop("region")
         from google.cloud import aiplatform
 
-        model = upload_model_version(
+        registration = register_model_version(
             pushed_model.get_string_custom_property("pushed_destination"),
             ModelRegistryConfig.model_validate(settings),
             project,
             region,
             aiplatform,
         )
-        logging.info("Registered %s version %s", model.resource_name, model.version_id)
+        model = registration.model
+        logging.info(
+            "%s %s version %s",
+            "Registered" if registration.newly_registered else "Already registered:",
+            model.resource_name,
+            model.version_id,
+        )
 
 
 class RegistryPusher(AtomicPusher):

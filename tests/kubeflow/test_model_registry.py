@@ -1,92 +1,190 @@
-"""Each pushed model becomes a new version of one Model Registry entry, not a new model."""
+"""Each pushed model becomes one version of one Model Registry entry, and is never missed.
+
+The fake registry keeps versions with their labels and answers label filters
+the way Vertex AI does, so "already registered" is decided from it, as in
+production, and an upload or deploy that fails can be retried.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import types
 
+import pytest
+from tensorflow.core.protobuf import fingerprint_pb2
+
 from common.config import ModelRegistryConfig
-from kubeflow.model_registry import upload_model_version
+from kubeflow.model_registry import FINGERPRINT_LABEL, register_model_version
 
 
-class FakeResource:
-    def __init__(self, resource_name: str, calls: list):
-        self.resource_name = resource_name
-        self.version_id = "1"
-        self._calls = calls
+class FakeVertex:
+    """The part of `google.cloud.aiplatform` the registry uses, backed by lists.
 
-    def deploy(self, **kwargs):
-        self._calls.append(("deploy", kwargs))
+    `fail_once` names operations ("upload", "deploy") whose next call raises,
+    as a network error or a quota would.
+    """
+
+    def __init__(self):
+        self.entries: dict[str, dict] = {}  # resource name -> display name and versions
+        self.endpoints: list[types.SimpleNamespace] = []
+        self.fail_once: set[str] = set()
+        self.uploads: list[dict] = []
+        vertex = self
+
+        class Model:
+            def __new__(cls, model_name, version, project, location):
+                return vertex.entries[model_name]["versions"][int(version) - 1]
+
+            @staticmethod
+            def list(filter, project, location):
+                name = re.fullmatch(r'display_name="(.*)"', filter)[1]
+                return [
+                    types.SimpleNamespace(resource_name=resource)
+                    for resource, entry in vertex.entries.items()
+                    if entry["display_name"] == name
+                ]
+
+            @staticmethod
+            def upload(**kwargs):
+                vertex._maybe_fail("upload")
+                vertex.uploads.append(kwargs)
+                parent = kwargs["parent_model"] or f"models/{len(vertex.entries) + 1}"
+                entry = vertex.entries.setdefault(
+                    parent, {"display_name": kwargs["display_name"], "versions": []}
+                )
+                version = FakeVersion(vertex, parent, str(len(entry["versions"]) + 1), kwargs)
+                entry["versions"].append(version)
+                return version
+
+        class ModelRegistry:
+            def __init__(self, parent, project, location):
+                self.parent = parent
+
+            def list_versions(self, filter):
+                key, value = re.fullmatch(r'labels\.(\w+)="(.*)"', filter).groups()
+                return [
+                    types.SimpleNamespace(version_id=version.version_id)
+                    for version in vertex.entries[self.parent]["versions"]
+                    if version.labels.get(key) == value
+                ]
+
+        class Endpoint:
+            @staticmethod
+            def list(filter, project, location):
+                name = re.fullmatch(r'display_name="(.*)"', filter)[1]
+                return [e for e in vertex.endpoints if e.display_name == name]
+
+            @staticmethod
+            def create(display_name, project, location):
+                endpoint = types.SimpleNamespace(display_name=display_name, deployed=[])
+                endpoint.list_models = lambda: list(endpoint.deployed)
+                vertex.endpoints.append(endpoint)
+                return endpoint
+
+        self.Model, self.ModelRegistry, self.Endpoint = Model, ModelRegistry, Endpoint
+
+    def _maybe_fail(self, operation: str) -> None:
+        if operation in self.fail_once:
+            self.fail_once.remove(operation)
+            raise ConnectionError(f"{operation}: 503 Service Unavailable")
+
+    def versions(self, display_name: str) -> list:
+        return [
+            version
+            for entry in self.entries.values()
+            if entry["display_name"] == display_name
+            for version in entry["versions"]
+        ]
 
 
-def fake_aiplatform(existing_models: list[str], existing_endpoints: list[str]):
-    """Records the calls the upload makes; lists return the given resource names."""
-    calls: list = []
+class FakeVersion:
+    def __init__(self, vertex: FakeVertex, parent: str, version_id: str, upload: dict):
+        self._vertex = vertex
+        self.resource_name, self.version_id = parent, version_id
+        self.artifact_uri, self.labels = upload["artifact_uri"], upload.get("labels", {})
 
-    def lister(names):
-        def list_(filter, project, location):
-            calls.append(("list", filter, project, location))
-            return [FakeResource(name, calls) for name in names]
+    def deploy(self, endpoint, machine_type, traffic_percentage):
+        self._vertex._maybe_fail("deploy")
+        deployed = types.SimpleNamespace(model=self.resource_name, model_version_id=self.version_id)
+        endpoint.deployed.append(deployed)
 
-        return list_
 
-    def upload(**kwargs):
-        calls.append(("upload", kwargs))
-        return FakeResource("projects/p/locations/r/models/1@2", calls)
+def saved_model_dir(tmp_path, checksum: int) -> str:
+    """A folder with just the SavedModel fingerprint the registry reads."""
+    folder = tmp_path / f"model-{checksum}"
+    folder.mkdir()
+    fingerprint = fingerprint_pb2.FingerprintDef(saved_model_checksum=checksum, checkpoint_hash=7)
+    (folder / "fingerprint.pb").write_bytes(fingerprint.SerializeToString())
+    return str(folder)
 
-    def create(**kwargs):
-        calls.append(("create_endpoint", kwargs))
-        return FakeResource("projects/p/locations/r/endpoints/new", calls)
 
-    module = types.SimpleNamespace(
-        Model=types.SimpleNamespace(list=lister(existing_models), upload=upload),
-        Endpoint=types.SimpleNamespace(list=lister(existing_endpoints), create=create),
+def register(model_dir: str, vertex: FakeVertex, **registry):
+    config = ModelRegistryConfig(model_display_name="digits-cnn", **registry)
+    return register_model_version(model_dir, config, "my-project", "us-central1", vertex)
+
+
+def test_models_become_versions_of_one_entry_each_labelled_with_its_fingerprint(tmp_path):
+    vertex = FakeVertex()
+    model_dirs = [saved_model_dir(tmp_path, 1), saved_model_dir(tmp_path, 2)]
+    first, second = (register(model_dir, vertex) for model_dir in model_dirs)
+    assert first.newly_registered and second.newly_registered
+    versions = vertex.versions("digits-cnn")
+    assert [(v.version_id, v.artifact_uri) for v in versions] == [
+        ("1", model_dirs[0]),
+        ("2", model_dirs[1]),
+    ]
+    assert vertex.uploads[0]["parent_model"] is None
+    assert vertex.uploads[1]["parent_model"] == versions[0].resource_name
+    assert vertex.uploads[1]["is_default_version"] is True
+    labels = [v.labels[FINGERPRINT_LABEL] for v in versions]
+    assert labels[0] != labels[1] and all(
+        re.fullmatch(r"[0-9a-f]{1,63}", label) for label in labels
     )
-    return module, calls
 
 
-def _uploads(calls):
-    return [kwargs for name, kwargs, *_ in calls if name == "upload"]
+def test_a_model_the_registry_has_is_not_uploaded_again(tmp_path):
+    vertex = FakeVertex()
+    model_dir = saved_model_dir(tmp_path, 1)
+    register(model_dir, vertex)
+    again = register(model_dir, vertex)
+    assert not again.newly_registered
+    assert (again.model.resource_name, again.model.version_id) == ("models/1", "1")
+    assert len(vertex.uploads) == 1
 
 
-def test_first_upload_creates_the_entry_later_ones_add_versions_to_it():
-    registry = ModelRegistryConfig(model_display_name="digits-cnn")
-    aiplatform, calls = fake_aiplatform([], [])
-    upload_model_version("gs://b/serving/1", registry, "my-project", "us-central1", aiplatform)
-    assert _uploads(calls)[0]["parent_model"] is None
-    assert ("list", 'display_name="digits-cnn"', "my-project", "us-central1") in calls
-
-    aiplatform, calls = fake_aiplatform(["projects/p/locations/r/models/1"], [])
-    upload_model_version("gs://b/serving/2", registry, "my-project", "us-central1", aiplatform)
-    (upload,) = _uploads(calls)
-    assert upload["parent_model"] == "projects/p/locations/r/models/1"
-    assert upload["artifact_uri"] == "gs://b/serving/2"
-    assert upload["display_name"] == "digits-cnn"
-    assert upload["is_default_version"] is True
-    assert not [c for c in calls if c[0] == "deploy"]  # no endpoint configured
+def test_an_upload_that_failed_is_retried_by_the_next_run(tmp_path):
+    vertex = FakeVertex()
+    model_dir = saved_model_dir(tmp_path, 1)
+    vertex.fail_once.add("upload")
+    with pytest.raises(ConnectionError):
+        register(model_dir, vertex)
+    assert vertex.versions("digits-cnn") == []
+    retried = register(model_dir, vertex)
+    assert retried.newly_registered
+    assert [v.artifact_uri for v in vertex.versions("digits-cnn")] == [model_dir]
 
 
-def test_new_version_is_deployed_to_the_named_endpoint_created_once():
-    registry = ModelRegistryConfig(model_display_name="digits-cnn", endpoint_display_name="digits")
-    aiplatform, calls = fake_aiplatform([], [])
-    upload_model_version("gs://b/serving/1", registry, "p", "r", aiplatform)
-    assert [c[1]["display_name"] for c in calls if c[0] == "create_endpoint"] == ["digits"]
-    (deploy,) = [c[1] for c in calls if c[0] == "deploy"]
-    assert deploy["endpoint"].resource_name.endswith("endpoints/new")
-    assert deploy["traffic_percentage"] == 100
-
-    aiplatform, calls = fake_aiplatform([], ["projects/p/locations/r/endpoints/7"])
-    upload_model_version("gs://b/serving/2", registry, "p", "r", aiplatform)
-    assert not [c for c in calls if c[0] == "create_endpoint"]
-    (deploy,) = [c[1] for c in calls if c[0] == "deploy"]
-    assert deploy["endpoint"].resource_name.endswith("endpoints/7")
+def test_a_version_is_deployed_once_to_the_named_endpoint_and_a_failed_deploy_is_retried(
+    tmp_path,
+):
+    vertex = FakeVertex()
+    model_dir = saved_model_dir(tmp_path, 1)
+    vertex.fail_once.add("deploy")
+    with pytest.raises(ConnectionError):
+        register(model_dir, vertex, endpoint_display_name="digits")
+    (endpoint,) = vertex.endpoints
+    assert endpoint.deployed == []
+    register(model_dir, vertex, endpoint_display_name="digits")  # registered: deploys only
+    register(model_dir, vertex, endpoint_display_name="digits")  # deployed: nothing to do
+    assert len(vertex.uploads) == 1 and len(vertex.endpoints) == 1
+    assert [(d.model, d.model_version_id) for d in endpoint.deployed] == [("models/1", "1")]
 
 
 def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
     """Runs RegistryPusherExecutor after a filesystem push with the given outcome."""
-    from tfx.types import standard_artifacts
-
     from common.config import load_config
+    from common.tfx_api import standard_artifacts
     from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
     from kubeflow import model_registry
     from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
@@ -98,26 +196,32 @@ def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
         pushed_model.set_string_custom_property("pushed_destination", "gs://b/serving/17")
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(already_pushed))
 
-    uploads: list = []
+    registrations: list = []
     monkeypatch.setattr(AtomicPusherExecutor, "Do", filesystem_push)
     monkeypatch.setattr(
         model_registry,
-        "upload_model_version",
-        lambda *args: uploads.append(args) or FakeResource("m", []),
+        "register_model_version",
+        lambda *args: (
+            registrations.append(args)
+            or model_registry.Registration(
+                types.SimpleNamespace(resource_name="m", version_id="1"), True
+            )
+        ),
     )
     vertex = load_config(str(DEPLOYMENT_CONFIGS["tpu"])).vertex
     exec_properties = {"custom_config": json.dumps(registry_custom_config(vertex))}
     output = {"pushed_model": [standard_artifacts.PushedModel()]}
     RegistryPusherExecutor().Do({}, output, exec_properties)
-    return uploads
+    return registrations
 
 
-def test_executor_registers_only_a_newly_pushed_model(monkeypatch):
-    (upload,) = _run_executor(monkeypatch, pushed=True, already_pushed=False)
-    model_dir, registry, project, region, _ = upload
+def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_before(monkeypatch):
+    (registration,) = _run_executor(monkeypatch, pushed=True, already_pushed=False)
+    model_dir, registry, project, region, _ = registration
     assert model_dir == "gs://b/serving/17"
     assert registry.model_display_name == "tpu-pipeline-digits"
     assert (project, region) == ("your-gcp-project", "us-central1")
 
+    # The push was done by an earlier run whose upload failed: the registry decides.
+    assert len(_run_executor(monkeypatch, pushed=True, already_pushed=True)) == 1
     assert _run_executor(monkeypatch, pushed=False, already_pushed=False) == []  # not blessed
-    assert _run_executor(monkeypatch, pushed=True, already_pushed=True) == []  # same model again
