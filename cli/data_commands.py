@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import sys
 
 from cli.config_flags import add_config_flags, config_from_args
 
@@ -52,5 +53,5 @@ def run_data_command(args: argparse.Namespace) -> None:
     from cli.span_import import import_span
 
     config = config_from_args(args)
-    folder, count = import_span(config.dataset, args.source, args.span)
+    folder, count = import_span(config.dataset, args.source, args.span, progress=sys.stderr)
     print(f"imported {count} examples into {folder}")

@@ -5,13 +5,15 @@ the environment and the log redirection are set up, so their start-up noise
 lands in the log file and `--help` answers at once.
 
 Exit codes: 0 success, 1 run failed, 2 bad configuration or arguments,
-3 data rejected (bad input files, or data that breaks the schema).
+3 data rejected (bad input files, or data that breaks the schema),
+130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import pathlib
 import sys
 
@@ -25,7 +27,10 @@ from cli.report_commands import (
 )
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from common.config import BUILTIN_DATASETS, ConfigError
+from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
 from components.example_gen.errors import DataFormatError
+from pipeline.metadata_check import DamagedMetadataError, check_metadata_store
+from pipeline.run_lock import RunInProgressError, exclusive_run
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 
@@ -99,16 +104,20 @@ def _run(args: argparse.Namespace) -> int:
     log_file = config.run_dir / "logs" / f"run-{stamp}.log"
     if not args.verbose:
         quiet_library_warnings()
-    print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", flush=True)
-    if args.verbose:
-        summary = _run_pipeline(config, sys.stdout, None)
-    else:
-        with output_to_log_file(log_file) as terminal:
-            summary = _run_pipeline(config, terminal, str(log_file))
+    with exclusive_run(config.run_dir):
+        check_metadata_store(config.metadata_path)
+        print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", flush=True)
+        if args.verbose:
+            summary = _run_pipeline(config, sys.stdout, None)
+        else:
+            with output_to_log_file(log_file) as terminal:
+                summary = _run_pipeline(config, terminal, str(log_file))
     print(summary.to_text(), flush=True)
     if args.summary_json:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
         args.summary_json.write_text(summary.to_json())
+    if summary.interrupted:
+        return exit_code(received_signal())
     if summary.data_rejected:
         return EXIT_DATA_REJECTED
     return EXIT_OK if summary.succeeded else EXIT_FAILED
@@ -118,7 +127,8 @@ def _run_pipeline(config, out, log_file):
     from pipeline.local_runner import run_local
 
     summary = run_local(config, out, log_file)
-    write_run_report(config, summary, out)
+    if not summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later
+        write_run_report(config, summary, out)
     return summary
 
 
@@ -149,6 +159,18 @@ def _preflight(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tpu-pipeline` console command."""
     args = _build_parser().parse_args(argv)
+    with stop_on_signals():
+        code = _run_command(args)
+        signum = received_signal()
+    if signum is None:
+        return code
+    # TensorFlow's and Beam's threads take ~10 s to wind down at exit: stop now instead.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code(signum))
+
+
+def _run_command(args: argparse.Namespace) -> int:
     try:
         if args.command == "run":
             return _run(args)
@@ -171,6 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     except DataFormatError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_DATA_REJECTED
+    except (RunInProgressError, DamagedMetadataError) as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except RunInterrupted:
+        print(f"tpu-pipeline: interrupted by {received_signal().name}", file=sys.stderr)
+        return exit_code(received_signal())
 
 
 if __name__ == "__main__":

@@ -13,12 +13,15 @@ import fnmatch
 import pathlib
 import re
 import shutil
+from typing import TextIO
 
 from common.atomic_folder import new_folder
 from common.config import ConfigError, DatasetConfig
 from components.example_gen.errors import DataFormatError
+from pipeline.progress import LiveStatus
 
 SPAN_TOKEN = "{SPAN}"
+_RECORDS_PER_UPDATE = 1000
 
 
 def span_layout(file_pattern: str) -> tuple[str, str]:
@@ -40,8 +43,13 @@ def next_span(data_root: pathlib.Path, folder_template: str) -> int:
     return max(spans, default=0) + 1
 
 
-def check_files(pattern: str, dataset: DatasetConfig) -> int:
+def check_files(pattern: str, dataset: DatasetConfig, status: LiveStatus | None = None) -> int:
     """Reads every record of the files matching `pattern`; returns how many examples they hold.
+
+    Args:
+      pattern: the files to check.
+      dataset: how to read them.
+      status: shows the file and the records read so far, if given.
 
     Raises:
       DataFormatError: the first bad file or record, by name.
@@ -51,11 +59,21 @@ def check_files(pattern: str, dataset: DatasetConfig) -> int:
 
     source = source_format(dataset)
     builder = ExampleBuilder(dataset)
-    return sum(1 for path in list_inputs(pattern, source) for _ in source.read(path, builder))
+    paths = list_inputs(pattern, source)
+    count = 0
+    for number, path in enumerate(paths, 1):
+        for _ in source.read(path, builder):
+            if status is not None and count % _RECORDS_PER_UPDATE == 0:
+                status.update(f"checking file {number}/{len(paths)}: {count:,} records read")
+            count += 1
+    return count
 
 
 def import_span(
-    dataset: DatasetConfig, source: pathlib.Path, span: int | None = None
+    dataset: DatasetConfig,
+    source: pathlib.Path,
+    span: int | None = None,
+    progress: TextIO | None = None,
 ) -> tuple[pathlib.Path, int]:
     """Checks `source` (a file or folder) and copies it into `data_dir/span-N/`.
 
@@ -64,6 +82,7 @@ def import_span(
       source: the new raw files: a folder (its files matching the pattern
         inside the span folder are imported) or one file.
       span: the span number; default: one more than the latest.
+      progress: where to show the check's progress over files and records, if anywhere.
 
     Returns:
       The new span folder and the number of examples it holds.
@@ -81,12 +100,19 @@ def import_span(
     folder_template, inner = span_layout(file_pattern(dataset))
     if source.is_dir():
         files = sorted(path for path in source.glob(inner) if path.is_file())
-        count = check_files(str(source / inner), dataset)
+        pattern = str(source / inner)
     elif fnmatch.fnmatch(source.name, inner):
-        files = [source]
-        count = check_files(str(source), dataset)
+        files, pattern = [source], str(source)
     else:
         raise DataFormatError(f"{source}: does not match {inner!r}, the files a span holds")
+    status = LiveStatus(progress) if progress else None
+    if status:
+        status.start(f"checking {pattern}")
+    try:
+        count = check_files(pattern, dataset, status)
+    finally:
+        if status:
+            status.stop()
     number = span if span is not None else next_span(data_root, folder_template)
     destination = data_root / folder_template.replace(SPAN_TOKEN, str(number))
     with new_folder(destination) as partial:

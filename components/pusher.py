@@ -23,6 +23,7 @@ from typing import Any
 from absl import logging
 from tensorflow.core.protobuf import fingerprint_pb2
 
+from common.interrupts import raise_if_interrupted
 from common.tfx_api import (
     artifact_utils,
     fileio,
@@ -146,6 +147,8 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         pushed_model = artifact_utils.get_single_instance(
             output_dict[standard_component_specs.PUSHED_MODEL_KEY]
         )
+        # An interrupt that some library swallowed on its way up must still stop the push.
+        raise_if_interrupted("the push")
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(pushed_model)
             return

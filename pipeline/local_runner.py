@@ -1,8 +1,9 @@
-"""Runs the pipeline on this machine with LocalDagRunner, one progress line per component.
+"""Runs the pipeline on this machine with LocalDagRunner, with progress per component.
 
 LocalDagRunner runs components one after another and logs when each starts and
-finishes; a logging handler turns those two lines into a progress line with
-the component's status from ML Metadata (executed or cached) and its time.
+finishes; a logging handler turns those two lines into a live status line while
+the component runs and a result line with its status from ML Metadata
+(executed or cached) and its time.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from typing import TextIO
 from absl import logging as absl_logging
 
 from common.config import ConfigError, PipelineConfig
+from common.interrupts import RunInterrupted, received_signal
 from common.tfx_api import LocalDagRunner, metadata
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import create_pipeline
+from pipeline.progress import LiveStatus
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 
@@ -28,9 +31,10 @@ _EPOCH_LINE = re.compile(r"^epoch \d+/\d+: ")
 
 
 class ComponentProgress(logging.Handler):
-    """Prints `[n/N] id status seconds` as LocalDagRunner finishes each component.
+    """Shows `[n/N] id running` as each component starts, `[n/N] id status seconds` as it ends.
 
-    The Trainer's one-line-per-epoch log is shown too, indented, so a long
+    On a terminal the start line stays live with a running clock. The
+    Trainer's one-line-per-epoch log is shown too, indented, so a long
     training shows progress without Keras's per-step bars.
     """
 
@@ -38,42 +42,43 @@ class ComponentProgress(logging.Handler):
         super().__init__(level=logging.INFO)
         self._ids = component_ids
         self._record = record
-        self._out = out
+        self._status = LiveStatus(out)
         self._running: tuple[str, float] | None = None
         self.results: dict[str, ComponentResult] = {}
 
     def emit(self, log_record: logging.LogRecord) -> None:
         message = log_record.getMessage()
         if _EPOCH_LINE.match(message):
-            print(f"        {message}", file=self._out, flush=True)
+            self._status.print(f"        {message}")
             return
         match = _RUNNER_LINE.match(message)
         if not match:
             return
         if match["event"] == "running":
             self._running = (match["id"], time.perf_counter())
+            self._status.start(f"{self._label(match['id'])}  running")
         else:
-            self._finish(self._record.node(match["id"]).status)
+            self.finish(self._record.node(match["id"]).status)
 
-    def _finish(self, status: str) -> None:
+    def _label(self, node_id: str) -> str:
+        width = max(len(i) for i in self._ids)
+        return f"[{len(self.results) + 1:>2}/{len(self._ids)}] {node_id:<{width}}"
+
+    def finish(self, status: str) -> None:
+        """Ends the running component's line with `status`: its own, or failed or interrupted."""
+        self._status.stop()
         if self._running is None:
             return
         node_id, started = self._running
         self._running = None
+        label = self._label(node_id)
         result = ComponentResult(node_id, status, round(time.perf_counter() - started, 2))
         self.results[node_id] = result
-        position = len(self.results)
-        width = max(len(i) for i in self._ids)
-        counter = f"[{position:>2}/{len(self._ids)}]"
-        print(
-            f"{counter} {node_id:<{width}}  {status:<8} {result.seconds:6.1f} s",
-            file=self._out,
-            flush=True,
-        )
+        self._status.print(f"{label}  {status:<8} {result.seconds:6.1f} s")
 
-    def finish_failed(self) -> None:
-        """Marks the component that was running when the run raised as failed."""
-        self._finish("failed")
+    def close(self) -> None:
+        """Removes the live line, whatever ended the run."""
+        self._status.stop()
 
     def all_results(self) -> list[ComponentResult]:
         return [self.results.get(i, ComponentResult(i, "skipped", 0.0)) for i in self._ids]
@@ -81,6 +86,9 @@ class ComponentProgress(logging.Handler):
 
 def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) -> RunSummary:
     """Runs the whole pipeline locally and returns its summary; never raises for a failed run.
+
+    A run stopped by SIGINT or SIGTERM (under `common.interrupts.stop_on_signals`)
+    returns too: its summary says what was interrupted.
 
     Raises:
       ConfigError: the configuration names something there is none of; nothing ran.
@@ -113,16 +121,22 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         LocalDagRunner().run(tfx_pipeline)
     except ConfigError:  # a bad configuration is not a run: the CLI says so with exit code 2
         raise
-    except Exception as raised:  # reported in the summary; the CLI turns it into an exit code
+    except (Exception, RunInterrupted) as raised:  # the summary reports it, the CLI exits with it
         error = raised
         if progress is not None:
-            progress.finish_failed()
+            # Beam re-raises a DoFn's KeyboardInterrupt as another type: trust the signal.
+            progress.finish("interrupted" if received_signal() else "failed")
     finally:
         if progress is not None:
+            progress.close()
             absl_logger.removeHandler(progress)
         absl_logging.set_verbosity(verbosity)
     components = progress.all_results() if progress else []
-    if error is not None and not config.dataset.resolved_schema_file.exists():
+    if (
+        error is not None
+        and not received_signal()
+        and not config.dataset.resolved_schema_file.exists()
+    ):
         error = _missing_schema_error(config, record, components)
     return summarize_run(record, components, error, log_file, config.full_pipeline_name)
 

@@ -11,6 +11,7 @@ import json
 import pathlib
 from typing import Any
 
+from common.interrupts import received_signal
 from components.data_gate import DataRejectedError
 from pipeline.evaluation_results import blessing_reason, overall_metrics
 from pipeline.pipeline import NodeIds
@@ -22,7 +23,7 @@ TRAINING_INFO_FILE = pathlib.Path("Format-Serving") / "assets.extra" / "training
 @dataclasses.dataclass
 class ComponentResult:
     id: str
-    status: str  # executed | cached | failed | skipped
+    status: str  # executed | cached | failed | interrupted | skipped
     seconds: float
 
 
@@ -43,6 +44,7 @@ class RunSummary:
     push_note: str
     trainer: dict[str, Any] | None
     log_file: str | None
+    interrupted: str | None = None  # e.g. "SIGINT during Trainer"
 
     @classmethod
     def without_results(
@@ -53,11 +55,17 @@ class RunSummary:
         log_file: str | None,
     ) -> RunSummary:
         """A summary with the run's outcome but no metrics, blessing or push yet."""
+        signum = received_signal()
+        interrupted = None
+        if signum is not None:  # whatever exception a library turned the interrupt into
+            where = next((c.id for c in components if c.status == "interrupted"), None)
+            interrupted = f"{signum.name} during {where}" if where else signum.name
+        error_text = f"{type(error).__name__}: {error}" if error else None
         return cls(
             pipeline=pipeline,
-            succeeded=error is None,
-            data_rejected=isinstance(error, DataRejectedError),
-            error=f"{type(error).__name__}: {error}" if error else None,
+            succeeded=error is None and interrupted is None,
+            data_rejected=isinstance(error, DataRejectedError) and interrupted is None,
+            error=f"interrupted by {interrupted}" if interrupted else error_text,
             components=components,
             metrics={},
             baseline_metrics=None,
@@ -67,6 +75,7 @@ class RunSummary:
             push_note="the run stopped before the Pusher",
             trainer=None,
             log_file=log_file,
+            interrupted=interrupted,
         )
 
     def to_json(self) -> str:
@@ -77,7 +86,13 @@ class RunSummary:
         lines = []
         if self.data_rejected:
             lines.append("DATA REJECTED: nothing was trained or pushed")
-        if self.error:
+        if self.interrupted:
+            lines.append(
+                f"INTERRUPTED by {self.interrupted}: the run stopped. The same command resumes "
+                "it: finished components come from the cache, the Trainer restarts at its last "
+                "finished epoch."
+            )
+        elif self.error:
             lines.append(f"FAILED: {self.error}")
         if self.trainer:
             lines.append(

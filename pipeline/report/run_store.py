@@ -13,6 +13,7 @@ import pathlib
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from pipeline.metadata_check import check_metadata_store
 from pipeline.run_record import RunRecord
 
 METADATA_FILE = "metadata.sqlite"
@@ -51,6 +52,7 @@ def open_latest_run(run_dir: pathlib.Path) -> StoredRun:
 
     Raises:
       RunNotFoundError: the folder has no metadata store or no run in it.
+      DamagedMetadataError: the store is damaged.
     """
     run_dir = pathlib.Path(run_dir).resolve()
     path = run_dir / METADATA_FILE
@@ -60,6 +62,7 @@ def open_latest_run(run_dir: pathlib.Path) -> StoredRun:
             f"no pipeline run in {run_dir}: {METADATA_FILE} is missing; pass a run folder "
             "such as output/tpu-pipeline-digits, or run `tpu-pipeline run` first"
         )
+    check_metadata_store(path)
     # Read-only: a report never changes the record the next run's caching relies on.
     connection = metadata_store_pb2.ConnectionConfig()
     connection.sqlite.filename_uri = str(path)

@@ -1,4 +1,8 @@
-"""Progress lines: one per component as LocalDagRunner reports it, epochs indented."""
+"""Progress lines: each component's start and end as LocalDagRunner reports them, epochs indented.
+
+The output here is not a terminal, so lines are plain (tests/pipeline/test_progress.py
+covers the live line).
+"""
 
 import io
 import logging
@@ -19,7 +23,7 @@ def log(handler, message, *args):
     handler.handle(logging.LogRecord("absl", logging.INFO, __file__, 1, message, args, None))
 
 
-def test_each_finished_component_prints_its_position_status_and_time():
+def test_each_component_prints_its_start_then_its_position_status_and_time():
     out = io.StringIO()
     progress = ComponentProgress(
         ["ExampleGen", "Trainer", "Pusher"],
@@ -33,21 +37,24 @@ def test_each_finished_component_prints_its_position_status_and_time():
     log(progress, "some other library line")
     log(progress, "Component %s is finished.", "Trainer")
     lines = out.getvalue().splitlines()
-    assert lines[0].startswith("[ 1/3] ExampleGen") and "cached" in lines[0]
-    assert lines[1] == "        epoch 1/2: loss=0.5"
-    assert lines[2].startswith("[ 2/3] Trainer") and "executed" in lines[2]
-    assert len(lines) == 3
+    assert lines[0].split() == ["[", "1/3]", "ExampleGen", "running"]
+    assert lines[1].startswith("[ 1/3] ExampleGen") and "cached" in lines[1]
+    assert lines[2].split() == ["[", "2/3]", "Trainer", "running"]
+    assert lines[3] == "        epoch 1/2: loss=0.5"
+    assert lines[4].startswith("[ 2/3] Trainer") and "executed" in lines[4]
+    assert len(lines) == 5
     statuses = [(r.id, r.status) for r in progress.all_results()]
     assert statuses == [("ExampleGen", "cached"), ("Trainer", "executed"), ("Pusher", "skipped")]
 
 
-def test_the_component_running_when_the_run_raised_is_marked_failed():
+def test_the_component_running_when_the_run_stopped_gets_the_runs_outcome():
     out = io.StringIO()
     progress = ComponentProgress(["DataGate", "Trainer"], FakeRecord({}), out)
     log(progress, "Component %s is running.", "DataGate")
-    progress.finish_failed()
+    progress.finish("interrupted")
+    progress.close()
     assert [(r.id, r.status) for r in progress.all_results()] == [
-        ("DataGate", "failed"),
+        ("DataGate", "interrupted"),
         ("Trainer", "skipped"),
     ]
-    assert "failed" in out.getvalue()
+    assert out.getvalue().splitlines()[-1].split()[:4] == ["[", "1/2]", "DataGate", "interrupted"]

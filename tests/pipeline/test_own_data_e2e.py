@@ -13,6 +13,7 @@ import pytest
 from cli.synthetic_data import write_synthetic
 from common.config import load_config
 from pipeline.local_runner import run_local
+from pipeline.report.collect import SAMPLES_SHOWN, collect_report
 from pipeline.schema_tools import infer_schema, write_schema
 from tests.pipeline.e2e_helpers import serving_accuracy
 
@@ -54,3 +55,13 @@ def test_numpy_archive_runs_end_to_end_after_bootstrapping_its_schema(tmp_path):
     assert serving_accuracy(second.pushed_model, config) == pytest.approx(
         second.metrics["accuracy"], abs=1e-6
     )
+
+    # The report reads its sample predictions from this format's ExampleGen too.
+    report = collect_report(config.run_dir, second, config)
+    samples = report.samples
+    assert samples is not None, "the report has no sample predictions for an npz run"
+    assert samples.examined == 120
+    assert len(samples.predicted) == len(samples.true_labels) == SAMPLES_SHOWN
+    assert samples.images.shape[1:] == (28, 28, 1)
+    shown_accuracy = 1 - samples.mistakes / samples.examined
+    assert shown_accuracy == pytest.approx(second.metrics["accuracy"], abs=1e-6)

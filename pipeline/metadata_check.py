@@ -1,0 +1,39 @@
+"""Checks a run folder's ML Metadata store before a run or a report opens it.
+
+A damaged SQLite file otherwise surfaces deep inside MLMD as a raw traceback
+("database disk image is malformed"), or only midway through a run. The store
+is the run history (cache, baseline model); the artifacts it points to live
+beside it, so moving it aside loses history, not models or data. We never
+move or delete it ourselves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+import sqlite3
+
+
+class DamagedMetadataError(RuntimeError):
+    """The ML Metadata store cannot be read."""
+
+
+def check_metadata_store(path: pathlib.Path) -> None:
+    """Raises `DamagedMetadataError` if the SQLite store at `path` exists but is damaged.
+
+    SQLite's own quick_check reads every page (milliseconds for a store of
+    hundreds of runs). A missing store is fine: the run creates it.
+    """
+    if not path.exists():
+        return
+    try:
+        with contextlib.closing(sqlite3.connect(path)) as connection:
+            problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+    except sqlite3.DatabaseError as error:
+        problems = [str(error)]
+    if problems != ["ok"]:
+        raise DamagedMetadataError(
+            f"{path} is damaged ({problems[0]}): move it aside "
+            f"(mv {path} {path}.damaged) and run again; the artifacts and pushed models "
+            "beside it stay, but the next run starts a new history (no cache, no baseline)"
+        )
