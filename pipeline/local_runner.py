@@ -38,11 +38,11 @@ class ComponentProgress(logging.Handler):
     training shows progress without Keras's per-step bars.
     """
 
-    def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO):
+    def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO, live: bool = True):
         super().__init__(level=logging.INFO)
         self._ids = component_ids
         self._record = record
-        self._status = LiveStatus(out)
+        self._status = LiveStatus(out, live)
         self._running: tuple[str, float] | None = None
         self.results: dict[str, ComponentResult] = {}
 
@@ -113,7 +113,10 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
             serving_dir=str(config.serving_dir),
             metadata_connection_config=connection_config,
         )
-        progress = ComponentProgress([c.id for c in tfx_pipeline.components], record, out)
+        # Without a log file the libraries write to the terminal too, and would tear a live line.
+        progress = ComponentProgress(
+            [c.id for c in tfx_pipeline.components], record, out, live=log_file is not None
+        )
         absl_logger.addHandler(progress)
         # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
         # not just the logger's level: TensorFlow resets the logger from that flag.

@@ -22,9 +22,10 @@ PLAIN_UPDATE_SECONDS = 10.0
 class LiveStatus:
     """One status line at a time, shown with its elapsed seconds while the work runs."""
 
-    def __init__(self, out: TextIO):
+    def __init__(self, out: TextIO, live: bool = True):
+        """Shows progress on `out`; live only if it is a terminal and `live` (no other writer)."""
         self._out = out
-        self._console = Console(file=out, highlight=False) if out.isatty() else None
+        self._console = Console(file=out, highlight=False) if live and out.isatty() else None
         self._live: Live | None = None
         self._text = ""
         self._started = self._last_plain = 0.0

@@ -41,3 +41,11 @@ def test_on_a_terminal_the_line_is_redrawn_with_its_elapsed_time_and_then_remove
     assert any(part.rstrip().endswith(" s") for part in redraws)
     assert "        epoch 1/6: loss=0.5\n" in shown
     assert shown.endswith("\x1b[?25h") or "\x1b[2K" in shown.rsplit("epoch", 1)[1]
+
+
+def test_a_terminal_shared_with_library_logs_gets_plain_lines():
+    out = Terminal()
+    status = LiveStatus(out, live=False)  # --verbose: the logs go to the same terminal
+    status.start("[ 1/2] Trainer  running")
+    status.stop()
+    assert out.getvalue() == "[ 1/2] Trainer  running\n"
