@@ -16,6 +16,7 @@ import datetime
 import os
 import pathlib
 import sys
+import tempfile
 
 from cli.config_flags import add_config_flags, config_from_args
 from cli.data_commands import add_data_commands, run_data_command
@@ -133,13 +134,21 @@ def _run_pipeline(config, out, log_file):
 
 
 def _schema_infer(args: argparse.Namespace) -> int:
-    from pipeline.schema_tools import infer_schema, write_schema
+    from cli.console import output_to_log_file, quiet_library_warnings
+    from pipeline.progress import LiveStatus
     from schemas import schema_path
 
     data = pathlib.Path(args.data)
     pattern = str(data / "*") if data.is_dir() else args.data
     output = args.output or schema_path(args.name)
-    write_schema(infer_schema(pattern), output, overwrite=args.force)
+    quiet_library_warnings()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-schema-infer-{stamp}.log"
+    # TensorFlow's, Beam's and TFDV's start-up lines and deprecation warnings go to the log.
+    with output_to_log_file(log_file) as terminal:
+        from pipeline.schema_tools import infer_schema, write_schema
+
+        write_schema(infer_schema(pattern, LiveStatus(terminal)), output, overwrite=args.force)
     print(f"wrote {output}: review value ranges, shapes and the label domain before relying on it")
     return EXIT_OK
 

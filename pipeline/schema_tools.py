@@ -13,6 +13,8 @@ import pathlib
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+from pipeline.progress import LiveStatus
+
 
 class SchemaExistsError(FileExistsError):
     """Refusing to overwrite a curated schema."""
@@ -27,13 +29,18 @@ def _observed_ranges(statistics: statistics_pb2.DatasetFeatureStatisticsList) ->
     return ranges
 
 
-def infer_schema(data_pattern: str) -> schema_pb2.Schema:
+def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_pb2.Schema:
     """Infers a schema from the TFRecord files of `tf.train.Example` matching `data_pattern`.
 
     Numeric features get the observed [min, max] as their domain; int features
-    with few distinct values (labels) become categorical.
+    with few distinct values (labels) become categorical. `status`, if given,
+    shows the work while it runs.
     """
+    if status:
+        status.start(f"computing statistics of {data_pattern} with TFDV")
     statistics = tfdv.generate_statistics_from_tfrecord(data_location=data_pattern)
+    if status:
+        status.stop()
     schema = tfdv.infer_schema(statistics, infer_feature_shape=True)
     ranges = _observed_ranges(statistics)
     for feature in schema.feature:

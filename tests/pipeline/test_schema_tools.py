@@ -1,5 +1,8 @@
 """Bootstrapping a schema from data with TFDV, for a person to curate."""
 
+import subprocess
+import sys
+
 import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
@@ -45,3 +48,21 @@ def test_schema_infer_command_writes_the_schema_once(mnist_tfrecord, tmp_path):
     features = {feature.name for feature in tfdv.load_schema_text(str(output)).feature}
     assert features == {"image_floats", "image_class"}
     assert main([*command, "--output", str(output)]) == 1  # no overwrite without --force
+
+
+@pytest.mark.slow
+def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp_path):
+    output = tmp_path / "schema.pbtxt"
+    result = subprocess.run(
+        [sys.executable, "-m", "cli.main", "schema", "infer", "--data", str(mnist_tfrecord)]
+        + ["--name", "letters", "--output", str(output)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    shown = result.stdout + result.stderr
+    assert "computing statistics of" in shown
+    assert f"wrote {output}" in result.stdout
+    for noise in ("deprecated", "WARNING", "Warning", "cuda"):
+        assert noise not in shown, shown
