@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 import pytest
 from tfx.components import FileBasedExampleGen, ImportExampleGen
 from tfx.proto import example_gen_pb2
@@ -12,6 +14,7 @@ from cli.synthetic_data import write_synthetic
 from common.config import ConfigError
 from components.example_gen.executor import SourceExampleGenExecutor
 from components.example_gen.factory import build_example_gen
+from pipeline import progress
 from tests.components.example_gen.conftest import make_dataset
 
 
@@ -66,3 +69,19 @@ def test_other_formats_get_their_executor_and_keep_the_span_pattern():
         component.exec_properties["input_config"], example_gen_pb2.Input()
     )
     assert kept == input_config
+
+
+def test_import_shows_its_progress_over_files_and_records(tmp_path, monkeypatch):
+    dataset = make_dataset("npz", data_dir=str(tmp_path / "data"), file_pattern="span-{SPAN}/*.npz")
+    source = tmp_path / "source"
+    source.mkdir()
+    for name, seed in (("a", 1), ("b", 2)):
+        folder = write_synthetic(tmp_path / name, "npz", 1200, "mnist", 200, seed=seed)
+        (folder / "data.npz").rename(source / f"{name}.npz")
+    monkeypatch.setattr(progress, "PLAIN_UPDATE_SECONDS", 0.0)  # every update, as a line
+    shown = io.StringIO()
+    _, count = import_span(dataset, source, progress=shown)
+    assert count == 2400
+    lines = shown.getvalue().splitlines()
+    assert lines[0] == f"checking {source}/*.npz"
+    assert any(line.startswith("checking file 2/2: 2,000 records read (") for line in lines)
