@@ -1,10 +1,13 @@
-"""Runs TFX's own MNIST example pipeline, with its own settings, on our mnist.tfrecord.
+"""Runs TFX's own MNIST example pipeline on our mnist.tfrecord, two ways.
 
 `tfx.examples.mnist.mnist_pipeline_native_keras` is installed with TFX; only
-its paths are replaced (its `__main__` reads ~/mnist). Prints its evaluation
-metrics as one JSON line, so the benchmark compares accuracy as well as time.
+its paths are replaced (its `__main__` reads ~/mnist). As shipped it runs on
+BeamDagRunner with Beam's multi-process direct runner; `--in-process` runs it
+the way ours runs, for a like-for-like comparison: LocalDagRunner, one process,
+no Beam flags. Prints its evaluation metrics as one JSON line, so the benchmark
+compares accuracy as well as time.
 
-    python -m benchmarks.peer WORKDIR
+    python -m benchmarks.peer WORKDIR [--in-process]
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from common.config import BUILTIN_DATA_DIR
 
 
-def main(workdir: pathlib.Path) -> None:
+def main(workdir: pathlib.Path, in_process: bool = False) -> None:
     from tfx.examples.mnist import mnist_pipeline_native_keras as peer
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
+    from common.tfx_api import LocalDagRunner
     from pipeline.evaluation_results import overall_metrics
 
     data_root = workdir / "data"
@@ -31,7 +35,8 @@ def main(workdir: pathlib.Path) -> None:
     # The .gz suffix tells its TFRecord reader the file is gzipped.
     shutil.copy(BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz", data_root / "mnist.tfrecord.gz")
     pipeline_root = workdir / "pipeline_root"
-    BeamDagRunner().run(
+    runner = LocalDagRunner() if in_process else BeamDagRunner()
+    runner.run(
         peer._create_pipeline(
             pipeline_name="mnist_native_keras",
             pipeline_root=str(pipeline_root),
@@ -39,7 +44,7 @@ def main(workdir: pathlib.Path) -> None:
             module_file=os.path.join(os.path.dirname(peer.__file__), "mnist_utils_native_keras.py"),
             serving_model_dir=str(workdir / "serving_model"),
             metadata_path=str(workdir / "metadata.db"),
-            beam_pipeline_args=peer._beam_pipeline_args,
+            beam_pipeline_args=[] if in_process else peer._beam_pipeline_args,
         )
     )
     evaluation = next(pipeline_root.glob("Evaluator.mnist/evaluation/*"))
@@ -48,4 +53,4 @@ def main(workdir: pathlib.Path) -> None:
 
 
 if __name__ == "__main__":
-    main(pathlib.Path(sys.argv[1]))
+    main(pathlib.Path(sys.argv[1]), in_process="--in-process" in sys.argv[2:])

@@ -55,7 +55,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
     run.add_argument("--train-steps", type=int, help="training steps")
-    run.add_argument("--model", help="mnist_cnn or cifar10_cnn")
+    run.add_argument(
+        "--model", help="a built-in (mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
+    )
     run.add_argument(
         "--verbose", action="store_true", help="show the full logs instead of progress lines"
     )
@@ -78,7 +80,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     add_config_flags(preflight)
     preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-    preflight.add_argument("--model", help="mnist_cnn or cifar10_cnn")
+    preflight.add_argument(
+        "--model", help="a built-in (mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
+    )
     preflight.add_argument(
         "--replicas", type=_positive_int, default=8, help="TPU cores (default: 8)"
     )

@@ -145,6 +145,9 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
 DEFAULT_DATASET = "digits"
 
 Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
+Optimizer = Literal["adam", "adamw", "sgd"]
+LearningRateScaling = Literal["linear", "sqrt", "none"]
+LearningRateDecay = Literal["cosine", "step", "constant"]
 Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
 
 
@@ -158,16 +161,39 @@ class TrainerConfig(_Section):
 
     model: str = Field(
         default="mnist_cnn",
-        pattern=r"^[a-z0-9_]+$",
-        description="a built-in model: a module of components/models/",
+        pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
+        description="a built-in model (a module of components/models/) or package.module:function",
     )
     per_replica_batch_size: int = Field(default=64, ge=1)
-    train_steps: int = Field(default=600, ge=1)
-    epochs: int = Field(default=6, ge=1, description="train_steps are split over epochs")
+    train_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="None: `epochs` passes over the training data; a number is split over epochs",
+    )
+    epochs: int = Field(default=15, ge=1)
     eval_steps: int | None = Field(
         default=None, ge=1, description="None evaluates every whole batch of the eval split"
     )
-    learning_rate: float = Field(default=2e-3, gt=0)
+    optimizer: Optimizer = "adam"
+    learning_rate: float = Field(
+        default=2e-3, gt=0, description="peak rate at a global batch of learning_rate_batch_size"
+    )
+    learning_rate_batch_size: int = Field(
+        default=64, ge=1, description="global batch the learning_rate is tuned for"
+    )
+    learning_rate_scaling: LearningRateScaling = Field(
+        default="sqrt",
+        description="peak rate x (global batch / learning_rate_batch_size), or its square root",
+    )
+    warmup_epochs: float = Field(
+        default=1.0, ge=0, description="linear warmup from zero to the peak rate"
+    )
+    learning_rate_decay: LearningRateDecay = Field(
+        default="cosine",
+        description="after warmup: cosine to zero, step (x0.1 at 50% and 75%), or constant",
+    )
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="sgd only")
+    weight_decay: float = Field(default=0.004, ge=0, description="adamw only (decoupled)")
     shuffle_buffer: int = Field(default=4096, ge=1)
     seed: int = 42
     accelerator: Accelerator = "auto"
@@ -180,6 +206,12 @@ class TrainerConfig(_Section):
     )
     jit_compile: bool | None = None
     precision: Precision | None = None
+    accelerator_memory_gib: float = Field(
+        default=16.0,
+        gt=0,
+        description="memory of one replica's accelerator that preflight checks the step "
+        "against; default one TPU v5e chip (16 GiB HBM)",
+    )
     profile_batches: tuple[int, int] | None = Field(
         default=None, description="first and last batch to trace with the profiler"
     )
@@ -189,7 +221,7 @@ class TrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _steps_cover_epochs(self) -> TrainerConfig:
-        if self.train_steps < self.epochs:
+        if self.train_steps is not None and self.train_steps < self.epochs:
             raise ValueError(
                 f"train_steps ({self.train_steps}) must be at least epochs ({self.epochs})"
             )

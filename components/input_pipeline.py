@@ -26,6 +26,16 @@ def _total_bytes(file_patterns: list[str]) -> int:
     return sum(tf.io.gfile.stat(path).length for path in paths)
 
 
+def count_examples(file_patterns: list[str]) -> int:
+    """Records in the gzipped TFRecord files: how many examples one epoch passes over."""
+    files = tf.data.Dataset.list_files(file_patterns, shuffle=False)
+    records = files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return int(records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
 def global_batch_size(per_replica_batch_size: int, num_replicas: int) -> int:
     """Each replica gets `per_replica_batch_size` examples of every global batch."""
     if per_replica_batch_size < 1 or num_replicas < 1:

@@ -11,6 +11,7 @@ named by check, layer and op.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from typing import Literal
@@ -20,10 +21,12 @@ import tensorflow_transform as tft
 import tf_keras
 from tensorflow.python.framework import kernels
 
-from common.config import DatasetConfig, TrainerConfig
+from common.config import ConfigError, DatasetConfig, TrainerConfig
+from components.accelerator_memory import GIB, describe, estimate_memory
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.input_pipeline import global_batch_size
+from components.learning_rate import make_optimizer
 from components.models import build_model, compile_model
 from components.preprocessing import IMAGE_KEY, LABEL_KEY
 
@@ -37,8 +40,17 @@ _XLA_DEVICES = frozenset({"XLA_CPU_JIT", "XLA_GPU_JIT"})
 # Graph plumbing that never reaches the compiled computation.
 _GRAPH_ONLY_OPS = frozenset({"Placeholder"})
 # Checks that need the traced step, and those that also need the model.
-STEP_CHECKS = ("static_shapes", "no_float64", "no_host_ops", "xla_compile")
-MODEL_CHECKS = ("float32_outputs", "train_step_traces", *STEP_CHECKS)
+STEP_CHECKS = (
+    "accelerator_memory",
+    "static_shapes",
+    "no_float64",
+    "no_host_ops",
+    "xla_compile",
+    "train_step_runs",
+)
+MODEL_CHECKS = ("model_builds", "float32_outputs", "train_step_traces", *STEP_CHECKS)
+# Above this share of the accelerator's memory the estimate warns (it errs high, but not by much).
+MEMORY_WARN_FRACTION = 0.8
 # At most this many offenders are named per check.
 _MAX_NAMED = 5
 
@@ -160,9 +172,35 @@ def check_float32_outputs(model: tf_keras.Model) -> CheckResult:
     return CheckResult("float32_outputs", "pass", f"{', '.join(model.output_names)}: float32")
 
 
+def check_memory(model: tf_keras.Model, batch: int, memory_gib: float) -> CheckResult:
+    """The step's estimated per-replica memory fits the accelerator, else the largest users."""
+    estimate = estimate_memory(model, batch)
+    budget = memory_gib * GIB
+    parts = (
+        f"parameters {describe(estimate.parameters)}, gradients {describe(estimate.gradients)}, "
+        f"optimizer slots {describe(estimate.optimizer_slots)}, "
+        f"activations {describe(estimate.activations)}"
+    )
+    largest = ", ".join(f"{name} {describe(size)}" for name, size in estimate.largest())
+    detail = (
+        f"estimated {describe(estimate.total)} of {memory_gib:g} GiB per replica ({parts}); "
+        f"largest: {largest}"
+    )
+    if estimate.total > budget:
+        return CheckResult(
+            "accelerator_memory",
+            "fail",
+            f"{detail}. Lower trainer.per_replica_batch_size or the model size, or set "
+            "trainer.accelerator_memory_gib to the memory of the accelerator you use",
+        )
+    status = "warn" if estimate.total > MEMORY_WARN_FRACTION * budget else "pass"
+    return CheckResult("accelerator_memory", status, detail)
+
+
 def _where(op: tf.Operation, layer_names: set[str]) -> str:
     """'layer X, op Y (Type)' for an op inside a Keras layer's name scope, else the op alone."""
-    layer = next((part for part in op.name.split("/") if part in layer_names), None)
+    # The innermost layer: a user's model sits inside ours as one layer.
+    layer = next((part for part in reversed(op.name.split("/")) if part in layer_names), None)
     where = f"op {op.name} ({op.type})"
     return f"layer {layer}, {where}" if layer else where
 
@@ -181,7 +219,9 @@ def _graph_check(name: str, findings: list[str], ok: str, advice: str) -> CheckR
 
 def check_graph(graph: tf.Graph, model: tf_keras.Model) -> list[CheckResult]:
     """Static shapes, no float64, and no host-only or string ops in the traced step."""
-    layer_names = {layer.name for layer in model.layers}
+    layer_names = {
+        module.name for module in model.submodules if isinstance(module, tf_keras.layers.Layer)
+    }
     ops = graph.get_operations()
     dynamic, wide, host = [], [], []
     for op in ops:
@@ -243,6 +283,40 @@ def check_xla_compile(
     )
 
 
+def check_step_runs(
+    step: tf.types.experimental.GenericFunction, specs: list[tf.TensorSpec], num_classes: int
+) -> CheckResult:
+    """One real training step runs, XLA-compiled, on this CPU and gives a finite loss.
+
+    Lowering proves the ops exist; running proves the compiled program executes
+    (kernels, buffer sizes, bfloat16 arithmetic), so runtime-only failures
+    surface here rather than on the TPU.
+    """
+    images_spec, labels_spec = specs
+    images = tf.random.stateless_uniform(images_spec.shape, seed=(0, 0), dtype=images_spec.dtype)
+    labels = tf.cast(tf.range(labels_spec.shape[0]) % num_classes, labels_spec.dtype)
+    started = time.perf_counter()
+    try:
+        loss = float(step(images, labels)["loss"])
+    except Exception as error:  # XLA reports runtime failures as many error types
+        return CheckResult("train_step_runs", "fail", _first_line(error))
+    seconds = time.perf_counter() - started
+    if not math.isfinite(loss):
+        return CheckResult(
+            "train_step_runs", "fail", f"loss is {loss} after one step; check the model's numerics"
+        )
+    return CheckResult(
+        "train_step_runs",
+        "pass",
+        f"one XLA step on CPU (compile + run) in {seconds:.1f} s, loss {loss:.3g}",
+    )
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
+
+
 def trace_train_step(
     model: tf_keras.Model, image_spec: tf.TensorSpec, label_spec: tf.TensorSpec
 ) -> tuple[tf.types.experimental.GenericFunction, tf.Graph]:
@@ -297,8 +371,14 @@ def run_preflight(
         )
 
     with tf.device("/CPU:0"):
-        model = builder(policy.precision)
-        compile_model(model, trainer.learning_rate, jit_compile=True, precision=policy.precision)
+        try:
+            model = builder(policy.precision)
+        except ConfigError as error:  # the user's model: cannot import, wrong output...
+            checks.append(CheckResult("model_builds", "fail", str(error)))
+            return PreflightReport(title, checks + _skipped(MODEL_CHECKS[1:], "no model"))
+        checks.append(CheckResult("model_builds", "pass", f"{model.count_params():,} parameters"))
+        optimizer = make_optimizer(trainer, global_batch_size(batch, replicas), 1, trainer.epochs)
+        compile_model(model, optimizer, jit_compile=True, precision=policy.precision)
         checks.append(check_float32_outputs(model))
         specs = [tensor_specs[IMAGE_KEY], tensor_specs[LABEL_KEY]]
         try:
@@ -308,8 +388,13 @@ def run_preflight(
             checks.append(CheckResult("train_step_traces", "fail", message))
             return PreflightReport(title, checks + _skipped(STEP_CHECKS, "the step did not trace"))
         checks.append(CheckResult("train_step_traces", "pass", "forward, loss, gradients, update"))
+        checks.append(check_memory(model, batch, trainer.accelerator_memory_gib))
         checks += check_graph(graph, model)
         checks.append(check_xla_compile(step, specs))
+        if checks[-1].status == "fail":
+            checks += _skipped(("train_step_runs",), "the step did not compile")
+        else:
+            checks.append(check_step_runs(step, specs, dataset.num_classes))
     return PreflightReport(title, checks)
 
 

@@ -18,7 +18,8 @@ from common.tfx_api import FnArgs
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import resolve_training_policy
 from components.export import export_serving_model, serving_copy
-from components.input_pipeline import global_batch_size, make_dataset
+from components.input_pipeline import count_examples, global_batch_size, make_dataset
+from components.learning_rate import make_optimizer, peak_learning_rate
 from components.models import build_model, compile_model
 from components.preflight import require_preflight
 from components.strategy import resolve_strategy
@@ -49,20 +50,33 @@ def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:
     return True
 
 
+def steps_per_epoch(
+    epochs: int, train_steps: int | None, train_files: list[str], batch_size: int
+) -> int:
+    """Batches per epoch: `train_steps` split over the epochs, else one pass over the data.
+
+    Without a step count, training length follows the data: `epochs` passes of
+    whole global batches (at least one batch per epoch), so the same
+    configuration suits 1,000 images and 100,000.
+    """
+    if train_steps is not None:
+        return max(1, train_steps // epochs)
+    return max(1, count_examples(train_files) // batch_size)
+
+
 def train(
     model: tf_keras.Model,
     train_dataset: tf.data.Dataset,
     eval_dataset: tf.data.Dataset,
     *,
     config: TrainerConfig,
-    train_steps: int,
+    steps_per_epoch: int,
     eval_steps: int | None,
     batch_size: int,
     log_dir: str,
     backup_dir: str,
 ) -> tf_keras.callbacks.History:
-    """Fits `model` for `train_steps` batches split over `config.epochs` epochs."""
-    steps_per_epoch = max(1, train_steps // config.epochs)
+    """Fits `model` for `config.epochs` epochs of `steps_per_epoch` batches."""
     return model.fit(
         train_dataset,
         epochs=config.epochs,
@@ -84,6 +98,9 @@ def run_fn(fn_args: FnArgs) -> None:
     choice = resolve_strategy(config)
     policy = resolve_training_policy(choice.device, choice.num_replicas, config)
     batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
+    epoch_steps = steps_per_epoch(
+        config.epochs, fn_args.train_steps, fn_args.train_files, batch_size
+    )
     training_info = {
         "device": choice.device,
         "strategy": choice.description,
@@ -92,7 +109,11 @@ def run_fn(fn_args: FnArgs) -> None:
         "precision": policy.precision,
         "global_batch_size": batch_size,
         "model": config.model,
-        "train_steps": fn_args.train_steps,
+        "train_steps": epoch_steps * config.epochs,
+        "epochs": config.epochs,
+        "optimizer": config.optimizer,
+        "peak_learning_rate": peak_learning_rate(config, batch_size),
+        "learning_rate_decay": config.learning_rate_decay,
         "tensorflow": tf.__version__,
     }
     logging.info("Trainer setup: %s", training_info)
@@ -116,7 +137,8 @@ def run_fn(fn_args: FnArgs) -> None:
         model = build_model(
             config.model, dataset.image_shape, dataset.num_classes, policy.precision
         )
-        compile_model(model, config.learning_rate, policy.jit_compile, policy.precision)
+        optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
+        compile_model(model, optimizer, policy.jit_compile, policy.precision)
         training_info["warm_started"] = bool(fn_args.base_model) and warm_start(
             model, fn_args.base_model
         )
@@ -134,7 +156,7 @@ def run_fn(fn_args: FnArgs) -> None:
         train_dataset,
         eval_dataset,
         config=config,
-        train_steps=fn_args.train_steps,
+        steps_per_epoch=epoch_steps,
         eval_steps=fn_args.eval_steps,
         batch_size=batch_size,
         log_dir=fn_args.model_run_dir,

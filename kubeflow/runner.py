@@ -86,7 +86,10 @@ def runtime_parameter_defaults(config: PipelineConfig) -> dict[str, str]:
     """Values of the runtime parameters a run uses unless the job sets its own."""
     return {
         DATA_ROOT_PARAMETER: require_vertex(config).data_root,
-        TRAIN_ARGS_PARAMETER: json.dumps({"num_steps": config.trainer.train_steps}),
+        # No num_steps: the Trainer runs `epochs` passes over the training data.
+        TRAIN_ARGS_PARAMETER: json.dumps(
+            {"num_steps": config.trainer.train_steps} if config.trainer.train_steps else {}
+        ),
     }
 
 

@@ -40,7 +40,7 @@ from common.tfx_api import (
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
-from components.models import get_model_builder
+from components.models import check_model, is_user_model, user_model_source
 from components.pusher import AtomicPusherExecutor
 from pipeline.eval_config import build_eval_config
 
@@ -105,22 +105,31 @@ def user_code_fingerprint(package_dir: pathlib.Path | None = None) -> str:
     """Hash of the code TFX calls by dotted path (default: the `components` package).
 
     TFX fingerprints a `module_file` but not a dotted path, so without this a
-    changed `run_fn` would be skipped as "cached" on the next run.
+    changed `run_fn` would be skipped as "cached" on the next run. A single
+    module file is hashed alone.
     """
     digest = hashlib.sha256()
     package_dir = package_dir or pathlib.Path(components.__file__).parent
-    for source in sorted(package_dir.rglob("*.py")):
-        digest.update(source.relative_to(package_dir).as_posix().encode())
+    sources = [package_dir] if package_dir.is_file() else sorted(package_dir.rglob("*.py"))
+    for source in sources:
+        digest.update(source.relative_to(package_dir.parent).as_posix().encode())
         digest.update(source.read_bytes())
     return digest.hexdigest()[:16]
 
 
 def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
-    """The config sections user code reads back (as plain JSON values), plus the code version."""
+    """The config sections user code reads back (as plain JSON values), plus the code version.
+
+    The code version covers the user's own model package too, so editing it
+    retrains instead of reusing a cached Trainer.
+    """
+    code_version = user_code_fingerprint()
+    if is_user_model(config.trainer.model):
+        code_version += "+" + user_code_fingerprint(user_model_source(config.trainer.model))
     return {
         "dataset": config.dataset.model_dump(mode="json"),
         "trainer": config.trainer.model_dump(mode="json"),
-        "code_version": user_code_fingerprint(),
+        "code_version": code_version,
     }
 
 
@@ -149,7 +158,7 @@ def create_pipeline(
     """
     dataset = config.dataset
     # Names resolved by the registries: a typo fails here, before any component runs.
-    get_model_builder(config.trainer.model)
+    check_model(config.trainer.model)
     source_format(dataset)
     custom_config = component_custom_config(config)
 

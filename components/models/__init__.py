@@ -1,7 +1,9 @@
 """The registry of built-in models: every public module of this package is one model.
 
 Adding a model is adding a module here (its name is the `trainer.model` value) with a
-`logits(inputs, num_classes, dtype)` function; nothing else changes. Layers use 'same'
+`logits(inputs, num_classes, dtype)` function; nothing else changes. A user's own
+model, `trainer.model: package.module:function`, is built through the same
+`build_model` (see `_user_model.py`). Layers use 'same'
 padding so the CNNs also fit small images (8x8 digits), and fixed names so TensorBoard
 tags and preflight messages name the same layer in every run. The final softmax always
 computes in float32, whatever the precision policy, so losses and served probabilities
@@ -17,7 +19,22 @@ from collections.abc import Callable
 import tf_keras
 
 from common.config import ConfigError
+from components.models._user_model import (
+    is_user_model,
+    load_user_model_fn,
+    user_logits,
+    user_model_source,
+)
 from components.preprocessing import IMAGE_KEY
+
+__all__ = [
+    "MODEL_BUILDERS",
+    "build_model",
+    "check_model",
+    "compile_model",
+    "is_user_model",
+    "user_model_source",
+]
 
 LogitsFn = Callable[
     [tf_keras.layers.Layer, int, tf_keras.mixed_precision.Policy], tf_keras.layers.Layer
@@ -35,8 +52,22 @@ def get_model_builder(name: str) -> LogitsFn:
     if name not in MODEL_BUILDERS:
         raise ConfigError(
             f"trainer.model: unknown model {name!r}; allowed: {', '.join(sorted(MODEL_BUILDERS))}"
+            " or package.module:function"
         )
     return MODEL_BUILDERS[name]
+
+
+def check_model(name: str) -> None:
+    """Fails fast, before any component runs, on a model that cannot be found or called.
+
+    Raises:
+      ConfigError: an unknown built-in, or a user model that cannot be imported
+        or does not take (image_shape, num_classes).
+    """
+    if is_user_model(name):
+        load_user_model_fn(name)
+    else:
+        get_model_builder(name)
 
 
 def build_model(
@@ -45,26 +76,39 @@ def build_model(
     """Builds the named model: images in, class probabilities (float32) out.
 
     Args:
-      name: a built-in model (a module of this package).
+      name: a built-in model (a module of this package) or the user's
+        `package.module:function`.
       image_shape: height, width, channels of one image.
       num_classes: size of the output layer.
       precision: Keras precision policy for the hidden layers, e.g.
         'mixed_bfloat16'. Variables stay float32 under every policy.
     """
-    logits_fn = get_model_builder(name)
     policy = tf_keras.mixed_precision.Policy(precision)
     inputs = tf_keras.Input(shape=image_shape, name=IMAGE_KEY)
+    if is_user_model(name):
+        logits = user_logits(name, inputs, num_classes, policy)
+    else:
+        logits = get_model_builder(name)(inputs, num_classes, policy)
     probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
-        logits_fn(inputs, num_classes, policy)
+        logits
     )
-    return tf_keras.Model(inputs, probabilities, name=name)
+    return tf_keras.Model(inputs, probabilities, name=name.rpartition(":")[2])
 
 
 def compile_model(
-    model: tf_keras.Model, learning_rate: float, jit_compile: bool, precision: str
+    model: tf_keras.Model,
+    optimizer: tf_keras.optimizers.Optimizer,
+    jit_compile: bool,
+    precision: str,
 ) -> None:
-    """Compiles with Adam and sparse cross-entropy; float16 gets dynamic loss scaling."""
-    optimizer = tf_keras.optimizers.Adam(learning_rate)
+    """Compiles with sparse cross-entropy; float16 gets dynamic loss scaling.
+
+    Args:
+      model: from `build_model`.
+      optimizer: the recipe's optimizer (`components.learning_rate.make_optimizer`).
+      jit_compile: compile the step with XLA.
+      precision: the Keras precision policy the model was built with.
+    """
     if precision == "mixed_float16":
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
     model.compile(

@@ -65,7 +65,7 @@ def test_every_bad_field_is_reported_at_once():
 
 
 def test_fewer_steps_than_epochs_is_rejected():
-    with pytest.raises(ConfigError, match=r"train_steps \(3\) must be at least epochs \(6\)"):
+    with pytest.raises(ConfigError, match=r"train_steps \(3\) must be at least epochs \(15\)"):
         load_config(None, {"trainer.train_steps": 3})
 
 

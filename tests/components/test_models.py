@@ -47,13 +47,15 @@ def test_mixed_precision_computes_low_but_keeps_float32_weights_and_outputs(prec
 
 def test_float16_training_gets_loss_scaling():
     model = build_model("mnist_cnn", (8, 8, 1), 10, precision="mixed_float16")
-    compile_model(model, learning_rate=1e-3, jit_compile=False, precision="mixed_float16")
+    compile_model(
+        model, tf_keras.optimizers.Adam(1e-3), jit_compile=False, precision="mixed_float16"
+    )
     assert isinstance(model.optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
 
 
 def test_xla_compiled_training_step_runs_on_cpu():
     model = build_model("cifar10_cnn", (8, 8, 3), 10)
-    compile_model(model, learning_rate=1e-3, jit_compile=True, precision="float32")
+    compile_model(model, tf_keras.optimizers.Adam(1e-3), jit_compile=True, precision="float32")
     images = np.random.default_rng(0).random((16, 8, 8, 3), dtype=np.float32)
     labels = np.arange(16) % 10
     history = model.fit(images, labels, batch_size=8, epochs=1, verbose=0)

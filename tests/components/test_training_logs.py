@@ -7,6 +7,7 @@ import tf_keras
 
 from common.config import TrainerConfig
 from components import training_logs
+from components.learning_rate import WarmupThenDecay, make_optimizer
 from components.models import build_model, compile_model
 from components.trainer import train
 from components.training_logs import backup_dir_for
@@ -19,6 +20,10 @@ def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_p
     other = backup_dir_for(str(tmp_path / "model_run" / "8"), {**inputs, "train_steps": 11})
     assert first == retry != other
     assert first.startswith(str(tmp_path / "model_run" / "backup"))
+
+
+def optimizer_schedule(config: TrainerConfig) -> dict:
+    return make_optimizer(config, 16, steps_per_epoch=4, total_steps=16)._learning_rate.get_config()
 
 
 class InterruptAfterEpoch(tf_keras.callbacks.Callback):
@@ -38,7 +43,7 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
     config = TrainerConfig(train_steps=16, epochs=4)
     arguments = dict(
         config=config,
-        train_steps=16,
+        steps_per_epoch=4,
         eval_steps=None,
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
@@ -47,7 +52,8 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
 
     def fresh_model():
         model = build_model("mnist_cnn", (8, 8, 1), 10)
-        compile_model(model, 1e-3, jit_compile=False, precision="float32")
+        optimizer = make_optimizer(config, 16, steps_per_epoch=4, total_steps=16)
+        compile_model(model, optimizer, jit_compile=False, precision="float32")
         return model
 
     real_callbacks = training_logs.training_callbacks
@@ -61,4 +67,9 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
 
     history = train(fresh_model(), dataset.repeat(), dataset, **arguments)
     assert history.epoch == [2, 3]
+    # The schedule resumed at the restored step: the rate logged per epoch keeps decaying.
+    schedule = WarmupThenDecay(**optimizer_schedule(config))
+    np.testing.assert_allclose(
+        history.history["learning_rate"], [float(schedule(11)), float(schedule(15))], rtol=1e-5
+    )
     assert not (tmp_path / "backup").exists() or not any((tmp_path / "backup").iterdir())

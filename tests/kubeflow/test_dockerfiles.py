@@ -55,3 +55,12 @@ def test_the_command_vertex_runs_in_the_image_exists():
     # The compiled spec runs `python -m <this>` in the pipeline image.
     module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
     assert importlib.util.find_spec(module) is not None
+
+
+def test_user_code_image_layers_a_teams_package_on_the_path_of_either_image():
+    dockerfile = KUBEFLOW / "user-code.Dockerfile"
+    assert _instructions(dockerfile, "FROM") == ["${BASE_IMAGE}"]
+    assert _instructions(dockerfile, "COPY") == [". /user_code"]
+    (path,) = _instructions(dockerfile, "ENV")
+    assert path.startswith("PYTHONPATH=/user_code")
+    assert "user-code.Dockerfile" in (REPO_ROOT / "README.md").read_text()

@@ -73,9 +73,9 @@ def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(co
     }
     defaults = spec["runtimeConfig"]["parameters"]
     assert defaults["data_root"]["stringValue"] == config.vertex.data_root
-    assert json.loads(defaults["train_args"]["stringValue"]) == {
-        "num_steps": config.trainer.train_steps
-    }
+    # Default train_steps (None): no num_steps, so the Trainer runs whole epochs over the data.
+    assert config.trainer.train_steps is None
+    assert json.loads(defaults["train_args"]["stringValue"]) == {}
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     example_gen = tasks["ExampleGen"]["inputs"]["parameters"]
     assert example_gen["input_base"] == {"componentInputParameter": "data_root"}

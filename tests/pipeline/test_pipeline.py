@@ -22,6 +22,22 @@ def test_component_config_carries_the_code_version_and_the_sections_user_code_re
     assert custom_config["trainer"]["model"] == "mnist_cnn"
 
 
+def test_editing_the_users_model_package_changes_the_code_version(tmp_path, monkeypatch):
+    package = tmp_path / "team_models"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "layers.py").write_text("WIDTH = 8\n")
+    (package / "cnn.py").write_text("def build(image_shape, num_classes):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    config = load_config(None, {"trainer.model": "team_models.cnn:build"})
+
+    before = component_custom_config(config)["code_version"]
+    assert before.startswith(user_code_fingerprint() + "+")
+    # Another module of the same package: the model may import it.
+    (package / "layers.py").write_text("WIDTH = 16\n")
+    assert component_custom_config(config)["code_version"] != before
+
+
 @pytest.mark.parametrize(
     "field, value",
     [("trainer.model", "no_such_model"), ("dataset.format", "no_such_format")],

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+import tf_keras
 
 from cli.main import main
 from components.models import build_model, compile_model
@@ -46,7 +47,7 @@ def test_profile_batches_write_a_profiler_trace(tmp_path):
     images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
     dataset = tf.data.Dataset.from_tensor_slices((images, np.arange(64) % 10)).batch(8)
     model = build_model("mnist_cnn", (8, 8, 1), 10)
-    compile_model(model, 1e-3, jit_compile=False, precision="float32")
+    compile_model(model, tf_keras.optimizers.Adam(1e-3), jit_compile=False, precision="float32")
     log_dir = tmp_path / "logs"
     write_run_summaries(str(log_dir), images[:4], {"device": "cpu"})
     callbacks = training_callbacks(str(log_dir), str(tmp_path / "backup"), 2, 64, (2, 3))
