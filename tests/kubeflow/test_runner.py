@@ -7,7 +7,12 @@ import json
 import pytest
 
 from common.config import REPO_ROOT, ConfigError, load_config
-from kubeflow.runner import CONTAINER_SOURCE_DIR, container_schema_file, require_vertex
+from kubeflow.runner import (
+    CONTAINER_SOURCE_DIR,
+    container_schema_file,
+    require_vertex,
+    runtime_parameter_defaults,
+)
 from tests.kubeflow.conftest import TPU_V3_8, executor, task_parameter, worker_pool
 
 BEAM_TASKS = ("ExampleGen", "StatisticsGen", "Transform", "Evaluator")
@@ -73,9 +78,14 @@ def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(co
     }
     defaults = spec["runtimeConfig"]["parameters"]
     assert defaults["data_root"]["stringValue"] == config.vertex.data_root
-    # Default train_steps (None): no num_steps, so the Trainer runs whole epochs over the data.
-    assert config.trainer.train_steps is None
-    assert json.loads(defaults["train_args"]["stringValue"]) == {}
+    assert json.loads(defaults["train_args"]["stringValue"]) == {
+        "num_steps": config.trainer.train_steps
+    }
+    # Without train_steps, no num_steps: the Trainer runs whole epochs over the data.
+    epochs_only = config.model_copy(
+        update={"trainer": config.trainer.model_copy(update={"train_steps": None})}
+    )
+    assert json.loads(runtime_parameter_defaults(epochs_only)["train_args"]) == {}
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     example_gen = tasks["ExampleGen"]["inputs"]["parameters"]
     assert example_gen["input_base"] == {"componentInputParameter": "data_root"}
