@@ -76,27 +76,37 @@ def run_report_command(args: argparse.Namespace) -> int:
     return _tensorboard(args)
 
 
-def trainer_log_dir(run_dir: pathlib.Path, all_runs: bool) -> pathlib.Path:
-    """The newest run's Trainer log folder, or the folder of every Trainer run.
+def tensorboard_log_dirs(
+    run_dir: pathlib.Path, all_runs: bool
+) -> tuple[pathlib.Path, pathlib.Path | None]:
+    """The newest run's Trainer log folder (or that of every Trainer run), and its trials.
+
+    The second is the newest run's Tuner trials folder, None without a Tuner or
+    with `all_runs`.
 
     Raises:
       RunNotFoundError: no run, or the newest run never reached the Trainer.
     """
     from pipeline.pipeline import NodeIds
     from pipeline.report.run_store import RunNotFoundError, open_latest_run
+    from pipeline.tuning_results import trials_dir
 
     stored = open_latest_run(run_dir)
     model_run = stored.first_output(NodeIds.TRAINER, "model_run")
     if model_run is None:
         raise RunNotFoundError(f"the newest run in {stored.run_dir} did not reach the Trainer")
     log_dir = pathlib.Path(model_run.uri)
-    return log_dir.parent if all_runs else log_dir
+    if all_runs:
+        return log_dir.parent, None
+    tuner_results = stored.first_output(NodeIds.TUNER, "tuner_results")
+    return log_dir, trials_dir(tuner_results) if tuner_results else None
 
 
 def _tensorboard(args: argparse.Namespace) -> int:
     from pipeline.report.tensorboard_logs import shell_line, tensorboard_command
 
-    command = tensorboard_command(trainer_log_dir(_run_dir(args), args.all_runs), args.port)
+    log_dir, trials = tensorboard_log_dirs(_run_dir(args), args.all_runs)
+    command = tensorboard_command(log_dir, args.port, trials_dir=trials)
     print(shell_line(command))
     if not args.start:
         return 0

@@ -24,6 +24,7 @@ _PATHS = {
     "Pusher": "tfx.components:Pusher",
     "StatisticsGen": "tfx.components:StatisticsGen",
     "Trainer": "tfx.components:Trainer",
+    "Tuner": "tfx.components.tuner.component:Tuner",
     "Transform": "tfx.components:Transform",
     "Resolver": "tfx.dsl.components.common.resolver:Resolver",
     "LatestBlessedModelStrategy": (
@@ -46,11 +47,14 @@ _PATHS = {
     ),
     "tfx_pusher_executor": "tfx.components.pusher.executor",
     "FnArgs": "tfx.components.trainer.fn_args_utils:FnArgs",
+    "TunerFnResult": "tfx.components.tuner.component:TunerFnResult",
+    "tfx_tuner_executor": "tfx.components.tuner.executor",
     # Protos.
     "example_gen_pb2": "tfx.proto.example_gen_pb2",
     "pusher_pb2": "tfx.proto.pusher_pb2",
     "range_config_pb2": "tfx.proto.range_config_pb2",
     "trainer_pb2": "tfx.proto.trainer_pb2",
+    "tuner_pb2": "tfx.proto.tuner_pb2",
     # Orchestration.
     "tfx_pipeline": "tfx.orchestration.pipeline",
     "data_types": "tfx.orchestration.data_types",
@@ -61,9 +65,12 @@ _PATHS = {
     "VertexTrainer": "tfx.extensions.google_cloud_ai_platform.trainer.component:Trainer",
     "ai_platform_constants": "tfx.extensions.google_cloud_ai_platform.constants",
     "ai_platform_trainer_executor": "tfx.extensions.google_cloud_ai_platform.trainer.executor",
+    "VertexTuner": "tfx.extensions.google_cloud_ai_platform.tuner.component:Tuner",
+    "ai_platform_tuner_executor": "tfx.extensions.google_cloud_ai_platform.tuner.executor",
     # Helpers.
     "fileio": "tfx.dsl.io.fileio",
     "io_utils": "tfx.utils.io_utils",
+    "json_utils": "tfx.utils.json_utils",
     "path_utils": "tfx.utils.path_utils",
     "proto_utils": "tfx.utils.proto_utils",
 }

@@ -1,11 +1,14 @@
 """The Trainer's `run_fn`: strategy -> datasets -> model -> fit -> export.
 
 Each step is a function of its own module, so a test can call any of them
-alone; `run_fn` only reads TFX's arguments and passes results along.
+alone; `run_fn` only reads TFX's arguments and passes results along. `fit` is
+the training itself, shared with the Tuner (`components.tuner`), whose trials
+train exactly as the Trainer will.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import tensorflow as tf
@@ -18,11 +21,12 @@ from common.tfx_api import FnArgs
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import resolve_training_policy
 from components.export import export_serving_model, serving_copy
+from components.hyperparameters import apply_hyperparameters, tuned_values
 from components.input_pipeline import count_examples, global_batch_size, make_dataset
 from components.learning_rate import make_optimizer, peak_learning_rate
 from components.models import build_model, compile_model
 from components.preflight import require_preflight
-from components.strategy import resolve_strategy
+from components.strategy import StrategyChoice, resolve_strategy
 from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
 
 
@@ -90,17 +94,65 @@ def train(
     )
 
 
-def run_fn(fn_args: FnArgs) -> None:
-    """Trains the configured CNN on the best device available and exports it for serving."""
-    skip_autograph_for_tf_keras()
-    dataset, config = parse_custom_config(fn_args.custom_config)
+@dataclasses.dataclass(frozen=True)
+class TrainingSetup:
+    """What every training of one Trainer or Tuner run shares: data, device, Transform graph.
+
+    Resolved once per process (a TPU is connected to once), whether it then
+    trains once (the Trainer) or once per trial (the Tuner).
+    """
+
+    dataset: DatasetConfig
+    choice: StrategyChoice
+    transform_output: tft.TFTransformOutput
+    train_files: list[str]
+    eval_files: list[str]
+    eval_steps: int | None
+
+
+def training_setup(fn_args: FnArgs, dataset: DatasetConfig, config: TrainerConfig) -> TrainingSetup:
+    """Resolves the device and reads the Transform graph from TFX's arguments."""
+    return TrainingSetup(
+        dataset=dataset,
+        choice=resolve_strategy(config),
+        transform_output=tft.TFTransformOutput(fn_args.transform_graph_path),
+        train_files=fn_args.train_files,
+        eval_files=fn_args.eval_files,
+        eval_steps=fn_args.eval_steps,
+    )
+
+
+def fit(
+    setup: TrainingSetup,
+    config: TrainerConfig,
+    *,
+    train_steps: int | None,
+    log_dir: str,
+    backup_dir: str,
+    base_model: str | None = None,
+) -> tuple[tf_keras.Model, tf_keras.callbacks.History, dict[str, Any]]:
+    """Builds the datasets and the model under the device's policy and trains them.
+
+    The one training path: `run_fn` calls it once, the Tuner once per trial.
+
+    Args:
+      setup: data, device and Transform graph, resolved once per process.
+      config: the Trainer settings (with a trial's or the best values applied).
+      train_steps: batches in all, split over `config.epochs`; None trains
+        `config.epochs` passes over the training data.
+      log_dir: TensorBoard run folder.
+      backup_dir: where BackupAndRestore keeps the last finished epoch.
+      base_model: a SavedModel to warm-start from.
+
+    Returns:
+      The trained model, its Keras history, and how it was trained (device,
+      strategy, replicas, XLA, precision, batch, ...).
+    """
     tf_keras.utils.set_random_seed(config.seed)  # same data + config -> same model
-    choice = resolve_strategy(config)
+    dataset, choice = setup.dataset, setup.choice
     policy = resolve_training_policy(choice.device, choice.num_replicas, config)
     batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
-    epoch_steps = steps_per_epoch(
-        config.epochs, fn_args.train_steps, fn_args.train_files, batch_size
-    )
+    epoch_steps = steps_per_epoch(config.epochs, train_steps, setup.train_files, batch_size)
     training_info = {
         "device": choice.device,
         "strategy": choice.description,
@@ -118,53 +170,75 @@ def run_fn(fn_args: FnArgs) -> None:
     }
     logging.info("Trainer setup: %s", training_info)
 
-    transform_output = tft.TFTransformOutput(fn_args.transform_output)
     if choice.device == "tpu" and config.tpu_preflight:
         # A step that cannot compile fails here in seconds, naming the layer, not on the TPU.
-        require_preflight(dataset, config, choice.num_replicas, transform_output)
-    make = dict(transform_output=transform_output, dataset=dataset, batch_size=batch_size)
+        require_preflight(dataset, config, choice.num_replicas, setup.transform_output)
+    make = dict(transform_output=setup.transform_output, dataset=dataset, batch_size=batch_size)
     train_dataset = make_dataset(
-        fn_args.train_files,
+        setup.train_files,
         **make,
         training=True,
         shuffle_buffer=config.shuffle_buffer,
         seed=config.seed,
     )
-    eval_dataset = make_dataset(fn_args.eval_files, **make, training=False)
-    write_run_summaries(fn_args.model_run_dir, next(iter(train_dataset))[0], training_info)
+    eval_dataset = make_dataset(setup.eval_files, **make, training=False)
+    write_run_summaries(log_dir, next(iter(train_dataset))[0], training_info)
 
     with choice.strategy.scope():
         model = build_model(
-            config.model, dataset.image_shape, dataset.num_classes, policy.precision
+            config.model, dataset.image_shape, dataset.num_classes, policy.precision, config.dropout
         )
         optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
         compile_model(model, optimizer, policy.jit_compile, policy.precision)
-        training_info["warm_started"] = bool(fn_args.base_model) and warm_start(
-            model, fn_args.base_model
-        )
-    backup_dir = backup_dir_for(
-        fn_args.model_run_dir,
-        {
-            "train_files": fn_args.train_files,
-            "transform": fn_args.transform_output,
-            "custom_config": fn_args.custom_config,
-            "train_steps": fn_args.train_steps,
-        },
-    )
-    train(
+        training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
+    history = train(
         model,
         train_dataset,
         eval_dataset,
         config=config,
         steps_per_epoch=epoch_steps,
-        eval_steps=fn_args.eval_steps,
+        eval_steps=setup.eval_steps,
         batch_size=batch_size,
-        log_dir=fn_args.model_run_dir,
+        log_dir=log_dir,
         backup_dir=backup_dir,
     )
+    return model, history, training_info
+
+
+def run_fn(fn_args: FnArgs) -> None:
+    """Trains the configured CNN on the best device available and exports it for serving.
+
+    With a Tuner upstream, `fn_args.hyperparameters` holds the best trial's values,
+    which replace their TrainerConfig fields.
+    """
+    skip_autograph_for_tf_keras()
+    dataset, config = parse_custom_config(fn_args.custom_config)
+    tuned = tuned_values(fn_args.hyperparameters["values"]) if fn_args.hyperparameters else {}
+    config = apply_hyperparameters(config, tuned)
+    setup = training_setup(fn_args, dataset, config)
+    backup_dir = backup_dir_for(
+        fn_args.model_run_dir,
+        {
+            "train_files": fn_args.train_files,
+            "transform": fn_args.transform_graph_path,
+            "custom_config": fn_args.custom_config,
+            "hyperparameters": tuned,
+            "train_steps": fn_args.train_steps,
+        },
+    )
+    model, _, training_info = fit(
+        setup,
+        config,
+        train_steps=fn_args.train_steps,
+        log_dir=fn_args.model_run_dir,
+        backup_dir=backup_dir,
+        base_model=fn_args.base_model,
+    )
+    if tuned:
+        training_info["hyperparameters"] = tuned
     export_serving_model(
         serving_copy(model, config.model, dataset),
-        transform_output,
+        setup.transform_output,
         dataset,
         fn_args.serving_model_dir,
         training_info,

@@ -52,20 +52,31 @@ def trainer_config_for_job(config: PipelineConfig) -> TrainerConfig:
     return config.trainer.model_copy(update=update)
 
 
-def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:
-    """Trainer custom_config entries that make TFX's Vertex Trainer start the custom job."""
-    from common.tfx_api import ai_platform_constants, ai_platform_trainer_executor
+def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, Any]:
+    """custom_config entries that make a TFX Vertex component start its custom job.
+
+    The Trainer and the Tuner both run `run_fn`'s training in the job; they name
+    the job's arguments under their own key (`job_args_key`).
+    """
+    from common.tfx_api import ai_platform_constants
 
     vertex = config.vertex
     job_spec: dict[str, Any] = {"worker_pool_specs": [worker_pool_spec(vertex)]}
     if vertex.service_account:
         job_spec["service_account"] = vertex.service_account
-    training_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec}
+    job_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec}
     if vertex.labels:
-        training_args["labels"] = dict(vertex.labels)
+        job_args["labels"] = dict(vertex.labels)
     return {
         "trainer": trainer_config_for_job(config).model_dump(mode="json"),
         ai_platform_constants.ENABLE_VERTEX_KEY: True,
         ai_platform_constants.VERTEX_REGION_KEY: vertex.region,
-        ai_platform_trainer_executor.TRAINING_ARGS_KEY: training_args,
+        job_args_key: job_args,
     }
+
+
+def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:
+    """Trainer custom_config entries that make TFX's Vertex Trainer start the custom job."""
+    from common.tfx_api import ai_platform_trainer_executor
+
+    return custom_job_config(config, ai_platform_trainer_executor.TRAINING_ARGS_KEY)

@@ -94,7 +94,11 @@ def runtime_parameter_defaults(config: PipelineConfig) -> dict[str, str]:
 
 
 def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
-    """Vertex's Trainer, Pusher and runtime-parameter train arguments for `create_pipeline`."""
+    """Vertex's Trainer, Tuner, Pusher and runtime-parameter train arguments for `create_pipeline`.
+
+    The Tuner always runs its trials as a custom job (on `vertex.trainer`'s machine
+    spec), so they can run in parallel, whichever way the Trainer runs.
+    """
     from common.tfx_api import data_types
     from pipeline.pipeline import ComponentOverrides
 
@@ -108,6 +112,12 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
 
         overrides["trainer_class"] = VertexTrainer
         overrides["trainer_custom_config"] = custom_job_trainer_config(config)
+    if config.tuner.enabled:
+        from kubeflow.tuner_job import RecordingVertexTuner, tune_args, tuner_job_custom_config
+
+        overrides["tuner_class"] = RecordingVertexTuner
+        overrides["tuner_custom_config"] = tuner_job_custom_config(config)
+        overrides["tune_args"] = tune_args(config)
     if vertex.model_registry:
         from kubeflow.model_registry import RegistryPusher, registry_custom_config
 

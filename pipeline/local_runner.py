@@ -20,7 +20,7 @@ from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.tfx_api import LocalDagRunner, metadata
 from pipeline.data_sources import prepare_data_root
-from pipeline.pipeline import create_pipeline
+from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
@@ -28,6 +28,8 @@ from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training_logs.EpochLogger's compact line, shown while the Trainer runs.
 _EPOCH_LINE = re.compile(r"^epoch \d+/\d+: ")
+# components.tuner's one line per finished trial; the trials' epoch lines are not shown.
+_TRIAL_LINE = re.compile(r"^trial \S+: ")
 
 
 class ComponentProgress(logging.Handler):
@@ -35,7 +37,8 @@ class ComponentProgress(logging.Handler):
 
     On a terminal the start line stays live with a running clock. The
     Trainer's one-line-per-epoch log is shown too, indented, so a long
-    training shows progress without Keras's per-step bars.
+    training shows progress without Keras's per-step bars; the Tuner shows one
+    line per trial instead.
     """
 
     def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO, live: bool = True):
@@ -48,7 +51,8 @@ class ComponentProgress(logging.Handler):
 
     def emit(self, log_record: logging.LogRecord) -> None:
         message = log_record.getMessage()
-        if _EPOCH_LINE.match(message):
+        tuning = self._running is not None and self._running[0] == NodeIds.TUNER
+        if _TRIAL_LINE.match(message) or (_EPOCH_LINE.match(message) and not tuning):
             self._status.print(f"        {message}")
             return
         match = _RUNNER_LINE.match(message)

@@ -18,6 +18,7 @@ from ml_metadata.proto import metadata_store_pb2
 import components
 from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import (
+    BaseComponent,
     Channel,
     Evaluator,
     ExampleValidator,
@@ -36,6 +37,7 @@ from common.tfx_api import (
     standard_artifacts,
     tfx_pipeline,
     trainer_pb2,
+    tuner_pb2,
 )
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
@@ -58,6 +60,7 @@ class NodeIds:
     EXAMPLE_VALIDATOR = "ExampleValidator"
     DATA_GATE = "DataGate"
     TRANSFORM = "Transform"
+    TUNER = "Tuner"
     TRAINER = "Trainer"
     BASELINE_RESOLVER = "latest_blessed_model_resolver"
     EVALUATOR = "Evaluator"
@@ -66,6 +69,7 @@ class NodeIds:
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn"
+TUNER_FN = "components.tuner.tuner_fn"
 
 
 class AtomicPusher(Pusher):
@@ -83,6 +87,9 @@ class ComponentOverrides:
       trainer_custom_config: entries merged over the Trainer's custom_config.
       pusher_class: the Pusher component; `pusher_custom_config` is its custom_config.
       train_args: replaces TrainArgs from config, e.g. with a runtime parameter.
+      tuner_class: the Tuner component (None: the local one, `components.tuner`).
+      tuner_custom_config: entries merged over the Tuner's custom_config.
+      tune_args: TuneArgs (parallel trials), for a Tuner that runs them.
     """
 
     trainer_class: type[Trainer] = Trainer
@@ -90,6 +97,9 @@ class ComponentOverrides:
     pusher_class: type[Pusher] = AtomicPusher
     pusher_custom_config: dict[str, Any] | None = None
     train_args: trainer_pb2.TrainArgs | data_types.RuntimeParameter | None = None
+    tuner_class: type[BaseComponent] | None = None
+    tuner_custom_config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tune_args: tuner_pb2.TuneArgs | None = None
 
 
 def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
@@ -131,6 +141,40 @@ def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
         "trainer": config.trainer.model_dump(mode="json"),
         "code_version": code_version,
     }
+
+
+def build_tuner(
+    config: PipelineConfig,
+    custom_config: dict[str, Any],
+    example_gen: BaseComponent,
+    schema_gen: BaseComponent,
+    transform: BaseComponent,
+    overrides: ComponentOverrides,
+) -> BaseComponent:
+    """The Tuner: `tuner.trial_steps` per trial on the Trainer's data and Transform graph.
+
+    Its custom_config holds what a trial reads (dataset, trainer, tuner sections and
+    the code version), so the same data, code and search space are not searched twice.
+    """
+    tuner_class = overrides.tuner_class
+    if tuner_class is None:
+        from components.tuner import RecordingTuner  # imports KerasTuner: only when tuning
+
+        tuner_class = RecordingTuner
+    return tuner_class(
+        tuner_fn=TUNER_FN,
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        schema=schema_gen.outputs["schema"],
+        train_args=trainer_pb2.TrainArgs(num_steps=config.tuner.trial_steps),
+        eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
+        tune_args=overrides.tune_args,
+        custom_config={
+            **custom_config,
+            "tuner": config.tuner.model_dump(mode="json"),
+            **overrides.tuner_custom_config,
+        },
+    ).with_id(NodeIds.TUNER)
 
 
 def create_pipeline(
@@ -212,6 +256,11 @@ def create_pipeline(
         model=Channel(type=standard_artifacts.Model),
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id(NodeIds.BASELINE_RESOLVER)
+    tuner = (
+        build_tuner(config, custom_config, example_gen, schema_gen, transform, overrides)
+        if config.tuner.enabled
+        else None
+    )
     trainer = overrides.trainer_class(
         run_fn=RUN_FN,
         examples=example_gen.outputs["examples"],
@@ -221,6 +270,7 @@ def create_pipeline(
         train_args=overrides.train_args
         or trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
+        hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         custom_config={**custom_config, **overrides.trainer_custom_config},
     ).with_id(NodeIds.TRAINER)
     evaluator = Evaluator(
@@ -248,6 +298,7 @@ def create_pipeline(
             example_validator,
             data_gate,
             transform,
+            *([tuner] if tuner else []),
             trainer,
             baseline_resolver,
             evaluator,

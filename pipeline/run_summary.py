@@ -16,6 +16,7 @@ from components.data_gate import DataRejectedError
 from pipeline.evaluation_results import blessing_reason, overall_metrics
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property
+from pipeline.tuning_results import TuningResult, read_tuning
 
 TRAINING_INFO_FILE = pathlib.Path("Format-Serving") / "assets.extra" / "training_info.json"
 
@@ -43,6 +44,7 @@ class RunSummary:
     pushed_model: str | None
     push_note: str
     trainer: dict[str, Any] | None
+    tuning: TuningResult | None
     log_file: str | None
     interrupted: str | None = None  # e.g. "SIGINT during Trainer"
 
@@ -74,6 +76,7 @@ class RunSummary:
             pushed_model=None,
             push_note="the run stopped before the Pusher",
             trainer=None,
+            tuning=None,
             log_file=log_file,
             interrupted=interrupted,
         )
@@ -99,6 +102,8 @@ class RunSummary:
                 "trainer: {strategy}, {num_replicas} replica(s), batch {global_batch_size}, "
                 "jit_compile={jit_compile}, precision={precision}".format(**self.trainer)
             )
+        if self.tuning:
+            lines.append(self.tuning.to_text())
         if self.metrics:
             shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(self.metrics.items()))
             lines.append(f"metrics: {shown}")
@@ -119,6 +124,9 @@ def summarize_run(
 ) -> RunSummary:
     """Collects statuses, metrics, the blessing and the push of the run just finished."""
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
+    tuner = record.node(NodeIds.TUNER).outputs
+    if tuner.get("tuner_results") and tuner.get("best_hyperparameters"):
+        summary.tuning = read_tuning(tuner["tuner_results"][0], tuner["best_hyperparameters"][0])
     trainer = record.node(NodeIds.TRAINER)
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         info_path = pathlib.Path(trainer.outputs["model"][0].uri) / TRAINING_INFO_FILE

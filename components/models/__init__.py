@@ -1,7 +1,8 @@
 """The registry of built-in models: every public module of this package is one model.
 
 Adding a model is adding a module here (its name is the `trainer.model` value) with a
-`logits(inputs, num_classes, dtype)` function; nothing else changes. A user's own
+`logits(inputs, num_classes, dtype)` function (plus a `dropout` keyword if it has dropout,
+so `trainer.dropout` can set and tune it); nothing else changes. A user's own
 model, `trainer.model: package.module:function`, is built through the same
 `build_model` (see `_user_model.py`). Layers use 'same'
 padding so the CNNs also fit small images (8x8 digits), and fixed names so TensorBoard
@@ -13,6 +14,7 @@ keep full precision.
 from __future__ import annotations
 
 import importlib
+import inspect
 import pkgutil
 from collections.abc import Callable
 
@@ -71,7 +73,11 @@ def check_model(name: str) -> None:
 
 
 def build_model(
-    name: str, image_shape: tuple[int, int, int], num_classes: int, precision: str = "float32"
+    name: str,
+    image_shape: tuple[int, int, int],
+    num_classes: int,
+    precision: str = "float32",
+    dropout: float | None = None,
 ) -> tf_keras.Model:
     """Builds the named model: images in, class probabilities (float32) out.
 
@@ -82,13 +88,25 @@ def build_model(
       num_classes: size of the output layer.
       precision: Keras precision policy for the hidden layers, e.g.
         'mixed_bfloat16'. Variables stay float32 under every policy.
+      dropout: the dropout rate of a model whose `logits` takes a `dropout`
+        keyword (None keeps the model's own); it changes no weights, so a
+        serving copy built without it is the same model.
+
+    Raises:
+      ConfigError: `dropout` is set for a model that has none.
     """
     policy = tf_keras.mixed_precision.Policy(precision)
     inputs = tf_keras.Input(shape=image_shape, name=IMAGE_KEY)
+    options = {}
+    if dropout is not None:
+        logits_fn = None if is_user_model(name) else get_model_builder(name)
+        if logits_fn is None or "dropout" not in inspect.signature(logits_fn).parameters:
+            raise ConfigError(f"trainer.dropout: model {name!r} has no dropout; leave it unset")
+        options["dropout"] = dropout
     if is_user_model(name):
         logits = user_logits(name, inputs, num_classes, policy)
     else:
-        logits = get_model_builder(name)(inputs, num_classes, policy)
+        logits = get_model_builder(name)(inputs, num_classes, policy, **options)
     probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
         logits
     )

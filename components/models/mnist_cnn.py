@@ -6,7 +6,11 @@ import tf_keras
 
 
 def logits(
-    inputs: tf_keras.layers.Layer, num_classes: int, dtype: tf_keras.mixed_precision.Policy
+    inputs: tf_keras.layers.Layer,
+    num_classes: int,
+    dtype: tf_keras.mixed_precision.Policy,
+    *,
+    dropout: float = 0.4,
 ) -> tf_keras.layers.Layer:
     """Class logits of `inputs` (float32 images), computing under the `dtype` policy."""
     layers = tf_keras.layers
@@ -15,6 +19,6 @@ def logits(
     x = layers.Conv2D(64, 3, padding="same", activation="relu", dtype=dtype, name="conv2")(x)
     x = layers.MaxPooling2D(dtype=dtype, name="pool2")(x)
     x = layers.Flatten(dtype=dtype, name="flatten")(x)
-    x = layers.Dropout(0.4, dtype=dtype, name="dropout")(x)
+    x = layers.Dropout(dropout, dtype=dtype, name="dropout")(x)
     x = layers.Dense(64, activation="relu", dtype=dtype, name="hidden")(x)
     return layers.Dense(num_classes, name="logits", dtype=dtype)(x)

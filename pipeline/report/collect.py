@@ -20,7 +20,7 @@ from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import path_utils
 from components.data_gate import DataRejectedError
 from components.trainer import parse_custom_config
-from pipeline import evaluation_results
+from pipeline import evaluation_results, tuning_results
 from pipeline.pipeline import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
@@ -148,12 +148,14 @@ def _collect_training(stored: StoredRun) -> TrainingFacts | None:
     if model_run is None:
         return None
     log_dir = pathlib.Path(model_run.uri)
+    tuner_results = stored.first_output(NodeIds.TUNER, "tuner_results")
+    command = tensorboard_logs.tensorboard_command(
+        log_dir, trials_dir=tuning_results.trials_dir(tuner_results) if tuner_results else None
+    )
     return TrainingFacts(
         scalars=tensorboard_logs.epoch_scalars(log_dir),
         log_dir=str(log_dir),
-        tensorboard_command=tensorboard_logs.shell_line(
-            tensorboard_logs.tensorboard_command(log_dir)
-        ),
+        tensorboard_command=tensorboard_logs.shell_line(command),
         summary_kinds=tensorboard_logs.summary_kinds(log_dir),
     )
 

@@ -13,7 +13,9 @@ import json
 import jinja2
 import markupsafe
 
+from components.hyperparameters import format_value
 from pipeline.report.collect import RunReport
+from pipeline.tuning_results import TuningResult
 
 TEMPLATE = "report.html.j2"
 # Per-epoch table: column title, split, TensorBoard metric, format.
@@ -58,6 +60,29 @@ def per_class_rows(per_class: dict[str, dict[int, float]]) -> list[list[str]]:
     ]
 
 
+def trial_table(tuning: TuningResult | None) -> dict[str, list]:
+    """Column titles and one row per trial: id, status, objective, seconds, then its values."""
+    if tuning is None:
+        return {"trial_columns": [], "trial_rows": []}
+    names = sorted({name for trial in tuning.trials for name in trial.hyperparameters})
+    rows = []
+    for trial in tuning.trials:
+        chosen = " (chosen)" if trial.trial_id == tuning.chosen_trial_id else ""
+        rows.append(
+            [
+                trial.trial_id + chosen,
+                trial.status,
+                "" if trial.value is None else f"{trial.value:.4f}",
+                f"{trial.seconds:.1f}",
+                *(format_value(trial.hyperparameters.get(name, "")) for name in names),
+            ]
+        )
+    return {
+        "trial_columns": ["trial", "status", tuning.objective, "seconds", *names],
+        "trial_rows": rows,
+    }
+
+
 def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
     """The report page, with `figures` (name -> PNG bytes) embedded where the template names them.
 
@@ -88,5 +113,6 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         epoch_rows=epoch_rows(report.training.scalars) if report.training else [],
         per_class_metrics=sorted(per_class),
         per_class_rows=per_class_rows(per_class),
+        **trial_table(report.summary.tuning),
         figure=figure,
     )

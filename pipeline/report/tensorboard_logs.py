@@ -71,9 +71,17 @@ def summary_kinds(log_dir: pathlib.Path) -> dict[str, list[str]]:
     return {kind: sorted(tags) for kind, tags in sorted(kinds.items())}
 
 
-def tensorboard_command(log_dir: pathlib.Path, port: int | None = None) -> list[str]:
-    """The `tensorboard --logdir ...` command line that shows `log_dir`."""
-    command = ["tensorboard", "--logdir", str(log_dir)]
+def tensorboard_command(
+    log_dir: pathlib.Path, port: int | None = None, trials_dir: pathlib.Path | None = None
+) -> list[str]:
+    """The `tensorboard` command line that shows `log_dir`, and a Tuner's trials if given.
+
+    With trials, runs are named `trainer/...` and `tuner/trial_<id>/...`: one per trial.
+    """
+    if trials_dir is None:
+        command = ["tensorboard", "--logdir", str(log_dir)]
+    else:
+        command = ["tensorboard", "--logdir_spec", f"trainer:{log_dir},tuner:{trials_dir}"]
     if port is not None:
         command += ["--port", str(port)]
     return command

@@ -1,10 +1,17 @@
 """Pipeline wiring details that decide caching."""
 
+import json
+
 import pytest
 
 from common.config import ConfigError, load_config
 from components.example_gen.formats import file_pattern
-from pipeline.pipeline import component_custom_config, create_pipeline, user_code_fingerprint
+from pipeline.pipeline import (
+    NodeIds,
+    component_custom_config,
+    create_pipeline,
+    user_code_fingerprint,
+)
 
 
 def test_changing_user_code_changes_its_fingerprint(tmp_path):
@@ -55,3 +62,32 @@ def test_each_format_reads_its_own_files_unless_the_dataset_names_a_pattern():
     npz = load_config(None, {"dataset.format": "npz"}).dataset
     assert file_pattern(npz) == "*.npz"
     assert file_pattern(npz.model_copy(update={"file_pattern": "x/*.npz"})) == "x/*.npz"
+
+
+def _pipeline(tmp_path, **overrides):
+    config = load_config(None, overrides)
+    root = str(tmp_path)
+    return config, create_pipeline(config, data_root=root, pipeline_root=root, serving_dir=root)
+
+
+def test_without_tuning_the_graph_has_no_tuner_and_the_trainer_no_hyperparameters(tmp_path):
+    _, pipeline = _pipeline(tmp_path)
+    ids = [c.id for c in pipeline.components]
+    assert NodeIds.TUNER not in ids
+    (trainer,) = [c for c in pipeline.components if c.id == NodeIds.TRAINER]
+    assert "hyperparameters" not in trainer.inputs
+
+
+def test_with_tuning_the_trainer_trains_with_the_tuners_best_values(tmp_path):
+    config, pipeline = _pipeline(tmp_path, **{"tuner.enabled": True, "tuner.trial_steps": 25})
+    by_id = {c.id: c for c in pipeline.components}
+    tuner, trainer = by_id[NodeIds.TUNER], by_id[NodeIds.TRAINER]
+    assert trainer.inputs["hyperparameters"] is tuner.outputs["best_hyperparameters"]
+    assert tuner.inputs["transform_graph"] is by_id[NodeIds.TRANSFORM].outputs["transform_graph"]
+    assert tuner.exec_properties["tuner_fn"] == "components.tuner.tuner_fn"
+    assert '"num_steps": 25' in tuner.exec_properties["train_args"]  # the per-trial budget
+    # What a trial reads, and the code version: the same data, code and search space are cached.
+    custom_config = json.loads(tuner.exec_properties["custom_config"])
+    assert custom_config["tuner"] == config.tuner.model_dump(mode="json")
+    assert custom_config["code_version"] == user_code_fingerprint()
+    assert custom_config["trainer"] == config.trainer.model_dump(mode="json")
