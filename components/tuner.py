@@ -191,7 +191,9 @@ class PipelineTuner(base_tuner.BaseTuner):
 
     def on_search_end(self) -> None:
         """Fails the search, with the reason, when no trial finished."""
-        if not self.oracle.get_best_trials(1):
+        # The oracle lists unfinished trials after the finished ones, never none at all.
+        best = self.oracle.get_best_trials(1)
+        if not best or best[0].status != trial_lib.TrialStatus.COMPLETED:
             raise RuntimeError(
                 f"no tuner trial finished; the last one failed with:\n{self._last_error}"
             )

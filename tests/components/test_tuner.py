@@ -7,10 +7,17 @@ import json
 import keras_tuner
 import pytest
 
+import components.tuner
 from common.config import load_config
-from common.tfx_api import json_utils, standard_artifacts
+from common.tfx_api import FnArgs, json_utils, standard_artifacts
 from components.hyperparameters import TRIALS_SUBDIR
-from components.tuner import TRIALS_DIR_KEY, build_oracle, search_space, with_trials_dir
+from components.tuner import (
+    TRIALS_DIR_KEY,
+    build_oracle,
+    search_space,
+    tuner_fn,
+    with_trials_dir,
+)
 
 
 def _tuner_config(**overrides):
@@ -70,3 +77,84 @@ def test_trials_write_into_the_tuner_results_output_and_custom_config_is_kept(tm
     assert custom_config["trainer"] == {"seed": 1} and updated["other"] == "x"
     assert custom_config[TRIALS_DIR_KEY] == f"{results.uri}/{TRIALS_SUBDIR}"
     assert TRIALS_DIR_KEY not in json.loads(properties["custom_config"])  # input left alone
+
+
+class _History:
+    def __init__(self, accuracy: float):
+        self.history = {"val_accuracy": [accuracy / 2, accuracy], "val_loss": [1.0, 0.5]}
+
+
+def _tuner_with_fake_training(tmp_path, monkeypatch, fake_fit, **tuner_overrides):
+    """A PipelineTuner whose trials call `fake_fit` instead of training (no device, no data)."""
+    config = load_config(
+        None,
+        {"trainer.epochs": 4, "trainer.train_steps": 40}
+        | {f"tuner.{k}": v for k, v in tuner_overrides.items()},
+    )
+    monkeypatch.setattr(components.tuner, "training_setup", lambda *args: "setup")
+    monkeypatch.setattr(components.tuner, "fit", fake_fit)
+    fn_args = FnArgs(
+        working_dir=str(tmp_path / "work"),
+        train_steps=20,  # the Tuner's TrainArgs: the per-trial budget
+        custom_config={
+            "dataset": config.dataset.model_dump(mode="json"),
+            "trainer": config.trainer.model_dump(mode="json"),
+            "tuner": config.tuner.model_dump(mode="json"),
+            TRIALS_DIR_KEY: str(tmp_path / "trials"),
+        },
+    )
+    return tuner_fn(fn_args)
+
+
+def test_trials_train_the_trial_values_for_the_budget_and_are_recorded(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_fit(setup, config, *, train_steps, log_dir, backup_dir):
+        calls.append((config, train_steps, log_dir))
+        return None, _History(accuracy=config.learning_rate * 10), {}
+
+    space = {"learning_rate": {"values": [0.01, 0.05, 0.09]}}
+    result = _tuner_with_fake_training(
+        tmp_path, monkeypatch, fake_fit, max_trials=3, search_space=space
+    )
+    result.tuner.search(**result.fit_kwargs)
+
+    assert sorted(c[0].learning_rate for c in calls) == [0.01, 0.05, 0.09]
+    assert {(c[0].epochs, c[1]) for c in calls} == {(4, 20)}  # 4 epochs of 5 steps
+    records = [
+        json.loads(p.read_text()) for p in sorted((tmp_path / "trials").glob("*/trial.json"))
+    ]
+    assert [r["status"] for r in records] == ["COMPLETED"] * 3
+    assert {r["hyperparameters"]["learning_rate"]: r["value"] for r in records} == pytest.approx(
+        {0.01: 0.1, 0.05: 0.5, 0.09: 0.9}
+    )
+    assert all(r["seconds"] >= 0 and r["objective"] == "val_accuracy" for r in records)
+    assert {c[2] for c in calls} == {
+        str(p.parent) for p in (tmp_path / "trials").glob("*/trial.json")
+    }
+    assert result.tuner.get_best_hyperparameters()[0].values["learning_rate"] == 0.09
+
+
+def test_hyperband_trials_train_the_epochs_it_gives_them(tmp_path, monkeypatch):
+    budgets = []
+
+    def fake_fit(setup, config, *, train_steps, log_dir, backup_dir):
+        budgets.append((config.epochs, train_steps))
+        return None, _History(accuracy=0.5), {}
+
+    result = _tuner_with_fake_training(tmp_path, monkeypatch, fake_fit, algorithm="hyperband")
+    result.tuner.search(**result.fit_kwargs)
+
+    assert {epochs for epochs, _ in budgets} > {4}  # shorter rungs, then the full 4 epochs
+    assert all(steps == epochs * 5 for epochs, steps in budgets)  # 20 steps / 4 epochs each
+
+
+def test_a_search_where_no_trial_finishes_fails_with_the_reason(tmp_path, monkeypatch):
+    def fake_fit(*args, **kwargs):
+        raise ValueError("trainer.model 'x' cannot compile")
+
+    result = _tuner_with_fake_training(tmp_path, monkeypatch, fake_fit, max_trials=1)
+    with pytest.raises(RuntimeError, match="no tuner trial finished(.|\n)*cannot compile"):
+        result.tuner.search(**result.fit_kwargs)
+    (record,) = [json.loads(p.read_text()) for p in (tmp_path / "trials").glob("*/trial.json")]
+    assert record["status"] != "COMPLETED" and "cannot compile" in record["error"]
