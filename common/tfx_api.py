@@ -19,7 +19,6 @@ _PATHS = {
     "Evaluator": "tfx.components:Evaluator",
     "ExampleValidator": "tfx.components:ExampleValidator",
     "FileBasedExampleGen": "tfx.components:FileBasedExampleGen",
-    "ImportExampleGen": "tfx.components:ImportExampleGen",
     "ImportSchemaGen": "tfx.components.schema_gen.import_schema_gen.component:ImportSchemaGen",
     "Pusher": "tfx.components:Pusher",
     "StatisticsGen": "tfx.components:StatisticsGen",

@@ -1,6 +1,6 @@
 """Finds (and for `digits`, writes) the raw TFRecord folder a run reads.
 
-ImportExampleGen fingerprints its input files, so the built-in digits are
+ExampleGen fingerprints its input files, so the built-in digits are
 written once and then left alone: a rerun sees the same files and is cached.
 """
 
@@ -60,7 +60,7 @@ def write_digits_tfrecord(path: pathlib.Path) -> int:
 
 
 def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
-    """Returns the folder ImportExampleGen reads, writing built-in digits on first use.
+    """Returns the folder ExampleGen reads, writing built-in digits on first use.
 
     Raises:
       DataSourceError: the folder does not exist or has no file matching the

@@ -50,8 +50,8 @@ from pipeline.eval_config import build_eval_config
 class NodeIds:
     """The id of every node: ML Metadata, the run summary and the report find them by these.
 
-    ExampleGen has one id whichever component reads the format (ImportExampleGen
-    or FileBasedExampleGen), so readers of a run need not know the format.
+    ExampleGen has one id whatever format it reads, so readers of a run need not
+    know the format.
     """
 
     EXAMPLE_GEN = "ExampleGen"
@@ -105,7 +105,7 @@ class ComponentOverrides:
 def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
     """Reads the `span_window` latest spans when the file pattern has `{SPAN}`."""
     if "{SPAN}" not in file_pattern(dataset) or dataset.span_window == 1:
-        return None  # ImportExampleGen reads the latest span (or all files) by itself
+        return None  # ExampleGen reads the latest span (or all files) by itself
     return range_config_pb2.RangeConfig(
         rolling_range=range_config_pb2.RollingRange(num_spans=dataset.span_window)
     )
@@ -190,7 +190,7 @@ def create_pipeline(
 
     Args:
       config: the run's configuration (dataset, trainer, evaluator, caching, Beam).
-      data_root: folder of raw TFRecord files ImportExampleGen reads.
+      data_root: folder of the raw files ExampleGen reads.
       pipeline_root: where TFX writes every artifact.
       serving_dir: base folder of the versioned, served models.
       metadata_connection_config: ML Metadata store; None lets the orchestrator

@@ -5,7 +5,9 @@ fingerprints for caching, hash splitting and writing sharded, gzipped
 TFRecords through Beam (to temporary files renamed into place when the
 pipeline succeeds; the launcher removes the output folder when it fails).
 We add the reading: `formats.py` turns each input file into checked examples, by the
-format named in the dataset section the component carries in its custom config.
+format named in the dataset section the component carries in its custom config;
+TFRecords already in the pipeline's layout are copied as they are. Every
+TFRecord file is read to its last byte or refused (`tfrecords.py`).
 A source with predefined train and test splits keeps them; any other source
 is hash-split by the output config.
 """
@@ -31,7 +33,9 @@ from components.example_gen.formats import (
     EVAL,
     TRAIN,
     has_predefined_splits,
+    imports_unchanged,
     list_inputs,
+    read_tfrecord_unchanged,
     source_format,
 )
 
@@ -64,11 +68,14 @@ class _ReadFile(beam.DoFn):
 
     def setup(self):
         dataset = DatasetConfig.model_validate_json(self._dataset_json)
-        self._read = source_format(dataset).read
-        self._builder = ExampleBuilder(dataset)
+        if imports_unchanged(dataset):
+            self._read = read_tfrecord_unchanged
+        else:
+            read, builder = source_format(dataset).read, ExampleBuilder(dataset)
+            self._read = lambda path: read(path, builder)
 
     def process(self, path: str):
-        yield from self._read(path, self._builder)
+        yield from self._read(path)
 
 
 @beam.ptransform_fn

@@ -1,30 +1,27 @@
-"""Picks the ExampleGen component for a dataset's format.
+"""Builds the ExampleGen component for a dataset's format.
 
-TFRecords already in the pipeline's layout (float pixels and an int label
-under the configured names, no source options) go through TFX's own
-ImportExampleGen, which copies records unchanged: today's behaviour and the
-fastest path. Every other source runs the validating executor, which reads
-the dataset's format, in a FileBasedExampleGen. Both keep the input and output configs that
-pipeline.py builds, so spans and splits behave the same for every format.
+One FileBasedExampleGen with our executor serves every format: TFRecords
+already in the pipeline's layout (float pixels and an int label under the
+configured names, no source options) are copied unchanged, every other source
+is converted and checked record by record. Either way each input file is read
+whole or refused with the file and byte named. TFX's ImportExampleGen does not
+promise that: it takes a gzip stream cut after a record for a whole file, and
+refuses a cut record header with a bare ValueError that names no file.
+It keeps the input and output configs that pipeline.py builds, so spans and
+splits behave the same for every format.
 """
 
 from __future__ import annotations
 
-from common.config import DatasetConfig, SourceConfig
+from common.config import DatasetConfig
 from common.tfx_api import (
     BaseComponent,
     FileBasedExampleGen,
-    ImportExampleGen,
     example_gen_pb2,
     executor_spec,
     range_config_pb2,
 )
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
-
-
-def imports_unchanged(dataset: DatasetConfig) -> bool:
-    """Whether the records need no conversion, so ImportExampleGen can copy them as they are."""
-    return dataset.format == "tfrecord" and dataset.source == SourceConfig()
 
 
 def build_example_gen(
@@ -45,13 +42,6 @@ def build_example_gen(
         train and test splits keeps those instead.
       range_config: which spans to read; None reads the latest.
     """
-    if imports_unchanged(dataset):
-        return ImportExampleGen(
-            input_base=data_root,
-            input_config=input_config,
-            output_config=output_config,
-            range_config=range_config,
-        )
     return FileBasedExampleGen(
         input_base=data_root,
         input_config=input_config,

@@ -21,15 +21,14 @@ import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
 
-from common.config import ConfigError, DatasetConfig
+from common.config import ConfigError, DatasetConfig, SourceConfig
 from components.example_gen.errors import (
-    PICKLE_REFUSAL,
     DataFormatError,
-    looks_like_pickle,
     open_source,
 )
 from components.example_gen.examples import ExampleBuilder
 from components.example_gen.images import decode_image
+from components.example_gen.tfrecords import read_records
 
 Record = tuple["str | None", tf.train.Example]
 TRAIN, EVAL = "train", "eval"
@@ -65,28 +64,39 @@ def _is_test_file(path: str) -> bool:
 
 
 def read_tfrecord(path: str, builder: ExampleBuilder) -> Iterator[Record]:
-    """Reads a TFRecord file (plain or gzipped) of `tf.train.Example`s."""
-    with open_source(path, refuse_pickles=False) as handle:
-        head = handle.read(2)
-    compression = "GZIP" if head == b"\x1f\x8b" else ""
-    records = tf.data.TFRecordDataset(path, compression_type=compression).as_numpy_iterator()
-    index = 0
-    while True:
-        try:
-            serialized = next(records)
-        except StopIteration:
-            break
-        except tf.errors.OpError as error:
-            if index == 0 and looks_like_pickle(head):
-                raise DataFormatError(f"{path}: {PICKLE_REFUSAL}") from None
-            problem = "is not a TFRecord file" if index == 0 else "is truncated or corrupted"
-            reason = error.message.splitlines()[0]
-            where = f"{path}: record {index}"
-            raise DataFormatError(f"{where}: the file {problem} ({reason})") from None
-        yield None, _example_from_record(serialized, builder, f"{path}: record {index}")
-        index += 1
-    if index == 0:
+    """Reads a TFRecord file (plain or gzipped) of `tf.train.Example`s, every record checked."""
+    split = _folder_split(path)
+    count = 0
+    for index, serialized in read_records(path):
+        yield split, _example_from_record(serialized, builder, f"{path}: record {index}")
+        count += 1
+    if not count:
         raise DataFormatError(f"{path}: holds no examples")
+
+
+def read_tfrecord_unchanged(path: str) -> Iterator[Record]:
+    """Reads the examples of a TFRecord file already in the pipeline's layout, as they are."""
+    split = _folder_split(path)
+    count = 0
+    for index, serialized in read_records(path):
+        try:
+            yield split, tf.train.Example.FromString(serialized)
+        except DecodeError:
+            raise DataFormatError(f"{path}: record {index}: not a tf.train.Example") from None
+        count += 1
+    if not count:
+        raise DataFormatError(f"{path}: holds no examples")
+
+
+def imports_unchanged(dataset: DatasetConfig) -> bool:
+    """Whether the records need no conversion, so ExampleGen can copy them as they are."""
+    return dataset.format == "tfrecord" and dataset.source == SourceConfig()
+
+
+def _folder_split(path: str) -> str | None:
+    """TFRecords in `train/` and `test/` (or `eval/`) folders keep that split."""
+    folder = posixpath.basename(posixpath.dirname(path))
+    return {"train": TRAIN, "test": EVAL, "eval": EVAL}.get(folder)
 
 
 def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str):
@@ -353,7 +363,12 @@ def _example_from_row(row, line, path, header, columns, builder):
 FORMATS: dict[str, SourceFormat] = {
     source.name: source
     for source in (
-        SourceFormat("tfrecord", read_tfrecord, "*.tfrecord*"),
+        SourceFormat(
+            "tfrecord",
+            read_tfrecord,
+            "*.tfrecord*",
+            splits_in=lambda path: {_folder_split(path)} - {None},
+        ),
         SourceFormat("npz", read_npz, "*.npz", splits_in=_npz_splits),
         SourceFormat(
             "idx",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pathlib
+import struct
 
 import pytest
 import tensorflow as tf
@@ -69,3 +70,14 @@ def read_split(folder: pathlib.Path) -> list[tf.train.Example]:
 @pytest.fixture
 def output_dir(tmp_path) -> pathlib.Path:
     return tmp_path / "examples"
+
+
+def record_ends(data: bytes) -> list[int]:
+    """The byte offset where each record of a plain TFRecord file ends (12-byte header,
+    payload, 4-byte CRC), read from the length fields."""
+    ends, offset = [], 0
+    while offset < len(data):
+        (length,) = struct.unpack_from("<Q", data, offset)
+        offset += 12 + length + 4
+        ends.append(offset)
+    return ends

@@ -7,6 +7,7 @@ the same way. Nothing may land in data_dir: no span, no temporary folder.
 
 from __future__ import annotations
 
+import gzip
 import os
 import pickle
 
@@ -18,6 +19,7 @@ from PIL import Image
 
 from cli.main import EXIT_DATA_REJECTED, main
 from cli.synthetic_data import write_synthetic
+from tests.components.example_gen.conftest import record_ends
 
 
 def _import(tmp_path, capsys, data_format, source, shape=(28, 28, 1), **source_options):
@@ -84,7 +86,49 @@ def test_truncated_tfrecord(tmp_path, capsys):
     data = (source / "data.tfrecord").read_bytes()
     (source / "data.tfrecord").write_bytes(data[:-10])
     result = _import(tmp_path, capsys, "tfrecord", source)
-    _assert_rejected(result, "data.tfrecord: record 4: the file is truncated or corrupted")
+    start = record_ends(data)[3]
+    _assert_rejected(
+        result, f"data.tfrecord: record 4 (byte {start}): the file is truncated or corrupted"
+    )
+
+
+def test_tfrecord_cut_inside_a_record_header(tmp_path, capsys):
+    # TensorFlow's reader takes this for a shorter, valid file: 100 of 200 records, no error.
+    source = tmp_path / "raw"
+    write_synthetic(source, "tfrecord", 200, "mnist", 0, seed=0)
+    data = (source / "data.tfrecord").read_bytes()
+    cut = record_ends(data)[99]
+    (source / "data.tfrecord").write_bytes(data[: cut + 5])
+    result = _import(tmp_path, capsys, "tfrecord", source)
+    _assert_rejected(
+        result,
+        f"data.tfrecord: byte {cut}: the file ends inside the header of record 100 "
+        "(5 of its 12 bytes); the file is truncated",
+    )
+
+
+@pytest.mark.parametrize(
+    "keep, fragment",
+    [
+        # Cut inside a record: TensorFlow notices, and the record is named.
+        (0.5, "the file is truncated or corrupted"),
+        # Only the gzip trailer is missing: every record is whole, so TensorFlow reads
+        # them all without a word; the stream never reached its end marker.
+        (-8, "the gzip stream ends without its end marker; the file is truncated"),
+    ],
+    ids=["inside-a-record", "end-marker"],
+)
+def test_truncated_gzip_tfrecord(tmp_path, capsys, keep, fragment):
+    source = tmp_path / "raw"
+    write_synthetic(source, "tfrecord", 200, "mnist", 0, seed=0)
+    compressed = gzip.compress((source / "data.tfrecord").read_bytes(), mtime=0)
+    (source / "data.tfrecord").unlink()
+    end = int(len(compressed) * keep) if keep > 0 else len(compressed) + keep
+    (source / "data.tfrecord.gz").write_bytes(compressed[:end])
+    result = _import(tmp_path, capsys, "tfrecord", source)
+    _assert_rejected(result, "data.tfrecord.gz: ", fragment)
+    if keep < 0:
+        assert f"byte {end}: " in result[1][0]
 
 
 def test_not_a_tfrecord(tmp_path, capsys):

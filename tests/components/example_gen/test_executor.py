@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from cli.synthetic_data import synthetic_images, write_synthetic
+from common.config import BUILTIN_DATASETS, DatasetConfig
 from components.example_gen.errors import DataFormatError
-from tests.components.example_gen.conftest import make_dataset, run_executor
+from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
 
 COUNT, EVAL_COUNT = 30, 10
 
@@ -80,4 +84,41 @@ def test_bad_record_fails_the_executor_with_one_line_and_no_output(tmp_path, out
 
     message = str(raised.value)
     assert message == f"{raw / 'data.npz'}: x_train[2]: pixel 5 is nan (1 non-finite values)"
+    assert not list(output_dir.rglob("*.gz"))
+
+
+@pytest.mark.parametrize("name", ["mnist.tfrecord.gz", "mnist.tfrecord"])
+def test_layout_ready_gzip_tfrecords_are_copied_unchanged_whatever_their_name(
+    tmp_path, output_dir, mnist_tfrecord, name
+):
+    # Gzip is told by the first bytes, not the name: the second case has no .gz suffix.
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    shutil.copy(mnist_tfrecord, raw / name)
+    dataset = DatasetConfig(
+        **{**BUILTIN_DATASETS["mnist"], "data_dir": str(raw), "file_pattern": name}
+    )
+
+    splits = run_executor(dataset, raw, output_dir)
+
+    copied = sorted(e.SerializeToString() for e in splits["train"] + splits["eval"])
+    source = tf.data.TFRecordDataset(str(mnist_tfrecord), compression_type="GZIP")
+    assert copied == sorted(record.numpy() for record in source)
+    assert len(copied) == 1000
+
+
+def test_layout_ready_tfrecord_cut_inside_a_record_header_fails_the_executor(tmp_path, output_dir):
+    raw = tmp_path / "raw"
+    write_synthetic(raw, "tfrecord", 40, "mnist", 0, seed=3)
+    data = (raw / "data.tfrecord").read_bytes()
+    cut = record_ends(data)[19]
+    (raw / "data.tfrecord").write_bytes(data[: cut + 7])
+
+    with pytest.raises(DataFormatError) as raised:
+        run_executor(make_dataset("tfrecord"), raw, output_dir)
+
+    assert str(raised.value) == (
+        f"{raw / 'data.tfrecord'}: byte {cut}: the file ends inside the header of record 20 "
+        "(7 of its 12 bytes); the file is truncated"
+    )
     assert not list(output_dir.rglob("*.gz"))
