@@ -26,12 +26,15 @@ def quiet_library_warnings() -> None:
 
 @contextlib.contextmanager
 def output_to_log_file(log_path: pathlib.Path) -> Iterator[TextIO]:
-    """Sends everything the process writes to `log_path`; yields a stream to the terminal."""
+    """Sends everything the process writes to `log_path`; yields a stream to the terminal's stderr.
+
+    Progress lines go there; results are printed on stdout once the block ends.
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
     saved = {fd: os.dup(fd) for fd in (1, 2)}
-    terminal = os.fdopen(os.dup(saved[1]), "w", buffering=1)
+    terminal = os.fdopen(os.dup(saved[2]), "w", buffering=1)
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         for fd in (1, 2):

@@ -21,11 +21,13 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
     data_commands = data.add_subparsers(dest="data_command", required=True)
 
     generate = data_commands.add_parser("generate", help="write synthetic images in any format")
-    generate.add_argument("--format", required=True, choices=FORMATS)
-    generate.add_argument("--shape", choices=sorted(SHAPES), default="mnist")
+    generate.add_argument("--format", required=True, choices=FORMATS, help="file format to write")
+    generate.add_argument(
+        "--shape", choices=sorted(SHAPES), default="mnist", help="image shape (default: mnist)"
+    )
     generate.add_argument("--count", type=int, default=1000, help="images in all")
     generate.add_argument("--eval-count", type=int, default=0, help="of them, the test split")
-    generate.add_argument("--seed", type=int, default=0)
+    generate.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     generate.add_argument("--output", type=pathlib.Path, required=True, help="new folder")
 
     imported = data_commands.add_parser(

@@ -4,15 +4,16 @@ Heavy libraries (TensorFlow, TFX, Beam) are imported inside the commands, after
 the environment and the log redirection are set up, so their start-up noise
 lands in the log file and `--help` answers at once.
 
-Exit codes: 0 success, 1 run failed, 2 bad configuration or arguments,
-3 data rejected (bad input files, or data that breaks the schema),
-130 / 143 stopped by SIGINT (Ctrl-C) / SIGTERM.
+Exit codes: see EXIT_CODES_HELP (also in `--help`). Progress and diagnostics
+(component lines, FAILED, DATA REJECTED) go to stderr; results a script reads
+(the summary lines, `--summary-json`) to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.metadata
 import os
 import pathlib
 import sys
@@ -34,6 +35,13 @@ from pipeline.metadata_check import DamagedMetadataError, check_metadata_store
 from pipeline.run_lock import RunInProgressError, exclusive_run
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
+EXIT_CODES_HELP = """exit codes:
+  0    success (a run that was not blessed too: read `blessed` in the summary)
+  1    the run or command failed
+  2    bad configuration or arguments
+  3    data rejected: bad input files, or data that breaks the schema or drifts,
+       whichever command finds it
+  130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
 
 def _positive_int(text: str) -> int:
@@ -44,7 +52,18 @@ def _positive_int(text: str) -> int:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tpu-pipeline", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="tpu-pipeline",
+        description=__doc__.split("\n")[0],
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"%(prog)s {importlib.metadata.version('tpu-pipeline')}",
+        help="print the installed version and exit",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the whole pipeline locally (LocalDagRunner)")
@@ -111,12 +130,20 @@ def _run(args: argparse.Namespace) -> int:
         quiet_library_warnings()
     with exclusive_run(config.run_dir):
         check_metadata_store(config.metadata_path)
-        print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", flush=True)
+        print(
+            f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}",
+            file=sys.stderr,
+            flush=True,
+        )
         if args.verbose:
-            summary = _run_pipeline(config, sys.stdout, None)
+            summary, report = _run_pipeline(config, sys.stderr, None)
         else:
             with output_to_log_file(log_file) as terminal:
-                summary = _run_pipeline(config, terminal, str(log_file))
+                summary, report = _run_pipeline(config, terminal, str(log_file))
+    if summary.problems():
+        print(summary.problems(), file=sys.stderr, flush=True)
+    if report:
+        print(report, flush=True)
     print(summary.to_text(), flush=True)
     if args.summary_json:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
@@ -128,13 +155,14 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.succeeded else EXIT_FAILED
 
 
-def _run_pipeline(config, out, log_file):
+def _run_pipeline(config, progress, log_file):
+    """Runs the pipeline with progress on `progress`; returns the summary and the report line."""
     from pipeline.local_runner import run_local
 
-    summary = run_local(config, out, log_file)
-    if not summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later
-        write_run_report(config, summary, out)
-    return summary
+    summary = run_local(config, progress, log_file)
+    if summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later
+        return summary, None
+    return summary, write_run_report(config, summary)
 
 
 def _schema_infer(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ import logging
 import pathlib
 import subprocess
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
 from common.config import BUILTIN_DATASETS, PipelineConfig, load_config
 
@@ -121,8 +121,8 @@ def _tensorboard(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, "-m", "tensorboard.main", *command[1:]])
 
 
-def write_run_report(config: PipelineConfig, summary: RunSummary, out: TextIO) -> None:
-    """Writes the report of the run just finished and names it on `out`.
+def write_run_report(config: PipelineConfig, summary: RunSummary) -> str:
+    """Writes the report of the run just finished; returns the line that names it.
 
     The run's result stands whatever happens here: a report that cannot be
     built is logged (with its traceback, in the run's log) and skipped.
@@ -133,6 +133,5 @@ def write_run_report(config: PipelineConfig, summary: RunSummary, out: TextIO) -
         files = write_report(config.run_dir, summary, config)
     except Exception:  # the report must never turn a finished run into a failed one
         logging.exception("Could not write the run report")
-        print("report: not written (the log says why)", file=out, flush=True)
-        return
-    print(f"report: {files.html}", file=out, flush=True)
+        return "report: not written (the log says why)"
+    return f"report: {files.html}"

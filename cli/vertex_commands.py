@@ -25,16 +25,26 @@ DEFAULT_SPEC = "pipeline.json"
 def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
     """Registers `compile`, `submit` and `schedule` on the `tpu-pipeline` parser."""
     compile_ = commands.add_parser("compile", help="compile the pipeline for Vertex AI / Kubeflow")
-    compile_.add_argument("--target", choices=["vertex"], default="vertex")
-    compile_.add_argument("--output", type=pathlib.Path, default=pathlib.Path(DEFAULT_SPEC))
+    compile_.add_argument(
+        "--target", choices=["vertex"], default="vertex", help="orchestrator to compile for"
+    )
+    compile_.add_argument(
+        "--output",
+        type=pathlib.Path,
+        default=pathlib.Path(DEFAULT_SPEC),
+        help=f"where to write the pipeline spec (default: {DEFAULT_SPEC})",
+    )
 
     submit = commands.add_parser("submit", help="run the compiled pipeline once on Vertex AI")
     schedule = commands.add_parser("schedule", help="manage the pipeline's Vertex AI schedule")
-    schedule.add_argument("action", choices=SCHEDULE_ACTIONS)
+    schedule.add_argument("action", choices=SCHEDULE_ACTIONS, help="what to do with the schedule")
     schedule.add_argument("--cron", help="cron expression (default: vertex.schedule.cron)")
     for command in (submit, schedule):
         command.add_argument(
-            "--pipeline-json", type=pathlib.Path, default=pathlib.Path(DEFAULT_SPEC)
+            "--pipeline-json",
+            type=pathlib.Path,
+            default=pathlib.Path(DEFAULT_SPEC),
+            help=f"the spec `compile` wrote (default: {DEFAULT_SPEC})",
         )
         command.add_argument(
             "--data-root", help="gs:// data folder for this run (default: compiled)"

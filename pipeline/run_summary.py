@@ -13,6 +13,7 @@ from typing import Any
 
 from common.interrupts import received_signal
 from components.data_gate import DataRejectedError
+from components.example_gen.errors import DataFormatError
 from pipeline.evaluation_results import blessing_reason, overall_metrics
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property
@@ -66,7 +67,8 @@ class RunSummary:
         return cls(
             pipeline=pipeline,
             succeeded=error is None and interrupted is None,
-            data_rejected=isinstance(error, DataRejectedError) and interrupted is None,
+            data_rejected=isinstance(error, (DataRejectedError, DataFormatError))
+            and interrupted is None,
             error=f"interrupted by {interrupted}" if interrupted else error_text,
             components=components,
             metrics={},
@@ -84,8 +86,8 @@ class RunSummary:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
-    def to_text(self) -> str:
-        """The few lines printed after the progress lines."""
+    def problems(self) -> str:
+        """What went wrong, for stderr: empty when the run succeeded."""
         lines = []
         if self.data_rejected:
             lines.append("DATA REJECTED: nothing was trained or pushed")
@@ -97,6 +99,11 @@ class RunSummary:
             )
         elif self.error:
             lines.append(f"FAILED: {self.error}")
+        return "\n".join(lines)
+
+    def to_text(self) -> str:
+        """The result lines printed on stdout after the progress lines."""
+        lines = []
         if self.trainer:
             lines.append(
                 "trainer: {strategy}, {num_replicas} replica(s), batch {global_batch_size}, "

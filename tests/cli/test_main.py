@@ -11,6 +11,9 @@ import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
 
+from pipeline.data_sources import write_digits_tfrecord
+from tests.components.example_gen.conftest import record_ends
+
 pytestmark = pytest.mark.slow
 
 
@@ -58,7 +61,6 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_p
         str(summary_path),
     )
     assert result.returncode == 3, result.stdout + result.stderr
-    assert "DATA REJECTED" in result.stdout
     summary = json.loads(summary_path.read_text())
     assert "label: Out-of-range values" in summary["error"]
     assert "pixels: Out-of-range values" in summary["error"]
@@ -67,9 +69,45 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_p
     assert statuses["Trainer"] == "skipped" and statuses["Pusher"] == "skipped"
     assert summary["blessed"] is False and summary["pushed_model"] is None
     assert not (tmp_path / "out" / "tpu-pipeline-digits" / "serving_model").exists()
-    # Quiet mode: progress lines, not the libraries' logs, reach the terminal.
-    assert len(result.stdout.splitlines()) < 20
-    assert "[ 1/10] ExampleGen" in result.stdout
+    # Quiet mode: progress lines, not the libraries' logs, reach the terminal, on stderr;
+    # stdout holds only the results a script reads.
+    assert len(result.stderr.splitlines()) < 20
+    assert "[ 1/10] ExampleGen" in result.stderr
+    assert "DATA REJECTED: nothing was trained or pushed" in result.stderr
+    assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
+        "report",
+        "pushed",
+        "logs",
+    ]
+
+
+def test_a_truncated_input_file_stops_the_run_as_a_data_rejection(tmp_path):
+    # Cut inside a record header: TensorFlow's reader would take it for a shorter, valid file.
+    data_dir = tmp_path / "cut"
+    write_digits_tfrecord(data_dir / "digits.tfrecord")
+    data = (data_dir / "digits.tfrecord").read_bytes()
+    cut = record_ends(data)[899]
+    (data_dir / "digits.tfrecord").write_bytes(data[: cut + 3])
+    summary_path = tmp_path / "summary.json"
+
+    result = run_cli(
+        "run",
+        "--data-dir",
+        str(data_dir),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--summary-json",
+        str(summary_path),
+    )
+
+    assert result.returncode == 3, result.stdout + result.stderr
+    message = f"{data_dir / 'digits.tfrecord'}: byte {cut}: the file ends inside the header"
+    assert message in result.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary["data_rejected"] is True and message in summary["error"]
+    statuses = {c["id"]: c["status"] for c in summary["components"]}
+    assert statuses["ExampleGen"] == "failed" and statuses["Trainer"] == "skipped"
+    assert not (tmp_path / "out" / "tpu-pipeline-digits" / "serving_model").exists()
 
 
 def test_bad_configuration_exits_2_naming_the_field(tmp_path):

@@ -1,5 +1,6 @@
 """Bootstrapping a schema from data with TFDV, for a person to curate."""
 
+import gzip
 import subprocess
 import sys
 
@@ -7,7 +8,7 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from cli.main import main
+from cli.main import EXIT_DATA_REJECTED, main
 from pipeline.schema_tools import SchemaExistsError, infer_schema, write_schema
 
 
@@ -66,3 +67,16 @@ def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp
     assert f"wrote {output}" in result.stdout
     for noise in ("deprecated", "WARNING", "Warning", "cuda"):
         assert noise not in shown, shown
+
+
+def test_schema_infer_refuses_a_cut_file_as_a_data_rejection(mnist_tfrecord, tmp_path, capsys):
+    # Cut right after the 100th record: TFDV's reader alone would infer from 100 examples.
+    data = gzip.decompress(mnist_tfrecord.read_bytes())
+    cut = tmp_path / "mnist.tfrecord"
+    cut.write_bytes(gzip.compress(data[: 100 * len(data) // 1000], mtime=0)[:-8])
+    command = ["schema", "infer", "--data", str(cut), "--name", "letters"]
+
+    assert main([*command, "--output", str(tmp_path / "schema.pbtxt")]) == EXIT_DATA_REJECTED
+
+    assert "the gzip stream ends without its end marker" in capsys.readouterr().err
+    assert not (tmp_path / "schema.pbtxt").exists()

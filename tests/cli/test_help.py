@@ -1,0 +1,57 @@
+"""What `tpu-pipeline` says about itself: version, exit codes, a help text for every option."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import re
+import subprocess
+import sys
+
+from cli.main import _build_parser
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _parsers(parser: argparse.ArgumentParser):
+    """`parser` and every subcommand's parser below it."""
+    yield parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                yield from _parsers(child)
+
+
+def test_version_prints_the_installed_version():
+    result = _cli("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"tpu-pipeline {importlib.metadata.version('tpu-pipeline')}"
+
+
+def test_help_lists_every_exit_code():
+    result = _cli("--help")
+    assert result.returncode == 0
+    codes = result.stdout.split("exit codes:")[1]
+    for code, meaning in [
+        ("0", "success"),
+        ("1", "the run or command failed"),
+        ("2", "bad configuration"),
+        ("3", "data rejected"),
+        ("130", "stopped by SIGINT"),
+    ]:
+        assert re.search(rf"^ +{code} +{meaning}", codes, re.MULTILINE), codes
+
+
+def test_every_option_and_argument_of_every_command_has_help_text():
+    missing = [
+        f"{parser.prog} {action.option_strings or action.dest}"
+        for parser in _parsers(_build_parser())
+        for action in parser._actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and not action.help
+    ]
+    assert not missing, missing
