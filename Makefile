@@ -18,13 +18,18 @@ FIND_PYTHON := for c in "$${PYTHON:-}" python3.10 $$HOME/.pyenv/versions/3.10.*/
 	  "$$c" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 10))' 2>/dev/null && { command -v "$$c"; exit 0; }; \
 	done; exit 1
 
-.PHONY: help run test lint bench lock clean
+TFJS_VENV := .tfjs-venv
+TFJS_SYNCED := $(TFJS_VENV)/.synced-lock
+TFJS_NODE := clients/tfjs/node_modules/.package-lock.json
+
+.PHONY: help run test lint bench lock tfjs clean
 
 help:
 	@echo "make run    run the pipeline on the built-in digits (ARGS=... for more flags)"
 	@echo "make test   lint and run the whole test suite"
 	@echo "make lock   re-resolve requirements.in into requirements.lock"
 	@echo "make bench  benchmarks vs peers and hardware (BENCH_ARGS=\"--quick --only trainer,xla\")"
+	@echo "make tfjs   convert the newest pushed model to TF.js and check it in Node (docs/serving/tfjs.md)"
 	@echo "make clean  remove the virtualenvs and outputs"
 
 $(UV):
@@ -53,9 +58,22 @@ test: lint
 bench: $(SYNCED)
 	$(PY) -m benchmarks.bench $(BENCH_ARGS)
 
+# The TF.js converter cannot share requirements.lock (docs/serving/tfjs.md): its own venv.
+$(TFJS_SYNCED): clients/tfjs/requirements.lock | $(UV)
+	@py=$$($(FIND_PYTHON)) || { echo "error: Python 3.10 not found; install it (pyenv install 3.10) or set PYTHON=/path/to/python3.10" >&2; exit 1; }; \
+	[ -x $(TFJS_VENV)/bin/python ] || { echo "Creating $(TFJS_VENV) with $$py"; "$$py" -m venv $(TFJS_VENV); }
+	$(UV) pip sync --quiet --python $(TFJS_VENV)/bin/python clients/tfjs/requirements.lock
+	@touch $@
+
+$(TFJS_NODE): clients/tfjs/package-lock.json
+	cd clients/tfjs && npm ci --no-audit --no-fund --silent
+
+tfjs: $(SYNCED) $(TFJS_SYNCED) $(TFJS_NODE)
+	TF_CPP_MIN_LOG_LEVEL=2 $(PY) clients/tfjs/export_and_check.py --converter $(TFJS_VENV)/bin/tensorflowjs_converter $(ARGS)
+
 lock: | $(UV)
 	$(UV) pip compile requirements.in --python-version 3.10 \
 	  --python-platform x86_64-manylinux_2_36 --quiet -o requirements.lock
 
 clean:
-	rm -rf $(VENV) $(TOOLS) output .pytest_cache
+	rm -rf $(VENV) $(TOOLS) $(TFJS_VENV) clients/tfjs/node_modules output .pytest_cache

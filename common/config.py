@@ -62,6 +62,20 @@ class SourceConfig(_Section):
     resize: bool = Field(
         default=False, description="resize images to image_shape; off, other sizes are errors"
     )
+    image_value_range: tuple[float, float] = Field(
+        default=(0.0, 255.0),
+        description="pixel values that 0 and 255 of an 8-bit encoded image become "
+        "(in ExampleGen and the `images` serving signature)",
+    )
+
+    @model_validator(mode="after")
+    def _increasing_value_range(self) -> SourceConfig:
+        low, high = self.image_value_range
+        if not low < high:
+            raise ValueError(
+                f"image_value_range must be (low, high) with low < high, got {low, high}"
+            )
+        return self
 
 
 class DatasetConfig(_Section):
@@ -130,6 +144,8 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
         pixel_feature="pixels",
         label_feature="label",
         num_classes=10,
+        # Pixels are 0-16: a PNG's 0-255 map onto that range when served as images.
+        source=dict(image_value_range=(0.0, 16.0)),
     ),
     # 1,000 real MNIST digits from the TFX repository, pixels scaled to [-0.5, 0.5].
     "mnist": dict(
@@ -140,6 +156,7 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
         pixel_feature="image_floats",
         label_feature="image_class",
         num_classes=10,
+        source=dict(image_value_range=(-0.5, 0.5)),
     ),
 }
 
@@ -445,6 +462,38 @@ class VertexConfig(_Section):
     schedule: ScheduleConfig = ScheduleConfig()
 
 
+TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8"]
+
+
+class ServingConfig(_Section):
+    """What is published beside each blessed SavedModel, and the accuracy it must keep.
+
+    Each TFLite variant is measured on the whole eval split against the
+    SavedModel and published with it only when its accuracy is at most
+    `max_accuracy_drop` lower (docs/serving/tflite.md).
+    """
+
+    tflite_variants: tuple[TFLiteVariant, ...] = Field(
+        default=("float32", "float16", "dynamic_int8", "int8"),
+        description="float32, float16 (weights), dynamic_int8 (weights), int8 (full integer)",
+    )
+    max_accuracy_drop: float = Field(
+        default=0.01, ge=0, le=1, description="largest eval accuracy drop against the SavedModel"
+    )
+    representative_examples: int = Field(
+        default=200, ge=1, description="training examples that calibrate the int8 variant"
+    )
+    latency_examples: int = Field(
+        default=200, ge=1, description="eval images each model classifies one at a time, timed"
+    )
+
+    @model_validator(mode="after")
+    def _distinct_variants(self) -> ServingConfig:
+        if len(set(self.tflite_variants)) != len(self.tflite_variants):
+            raise ValueError(f"tflite_variants lists a variant twice: {self.tflite_variants}")
+        return self
+
+
 class PipelineConfig(_Section):
     """A whole run: names, output folder, dataset, Trainer and Evaluator."""
 
@@ -456,6 +505,7 @@ class PipelineConfig(_Section):
     trainer: TrainerConfig = TrainerConfig()
     tuner: TunerConfig = TunerConfig()
     evaluator: EvaluatorConfig = EvaluatorConfig()
+    serving: ServingConfig = ServingConfig()
     enable_cache: bool = True
     beam_pipeline_args: list[str] = Field(
         default_factory=list,

@@ -1,10 +1,17 @@
-"""Exports the trained model as a SavedModel that serves raw `tf.Example`s.
+"""Exports the trained model as a SavedModel with a signature per kind of client.
 
-The serving signature parses serialized examples, applies the Transform graph
-and returns class probabilities, so clients send the same records the pipeline
-ingested. It runs a float32 copy of the model with no XLA: training choices
-(bfloat16, jit_compile, the strategy) belong to the training hardware, and a
-CPU model server should not inherit them.
+- `serving_default` takes serialized `tf.Example`s (`examples`): clients send
+  the same records the pipeline ingested.
+- `images` takes encoded PNG/JPEG bytes (`images`), decoded and resized in the
+  graph exactly as ExampleGen decodes images for training.
+- `pixels` takes float pixels [batch, height, width, channels] as ExampleGen
+  stores them; the TFLite and TF.js conversions start from it (neither can
+  parse examples or decode images).
+
+Each applies the Transform graph and returns class probabilities. It runs a
+float32 copy of the model with no XLA: training choices (bfloat16,
+jit_compile, the strategy) belong to the training hardware, and a CPU model
+server should not inherit them.
 """
 
 from __future__ import annotations
@@ -18,11 +25,15 @@ import tensorflow_transform as tft
 import tf_keras
 
 from common.config import DatasetConfig
+from components.encoded_images import decode_encoded_images
 from components.models import build_model
 from components.preprocessing import IMAGE_KEY
 
+SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"
 SERVING_OUTPUT_KEY = "probabilities"
+IMAGES_SIGNATURE = IMAGES_INPUT_KEY = "images"
+PIXELS_SIGNATURE = PIXELS_INPUT_KEY = "pixels"
 # TF Serving ignores assets.extra; it travels with every pushed copy of the model.
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
 
@@ -43,7 +54,7 @@ def export_serving_model(
     export_dir: str,
     training_info: dict[str, Any],
 ) -> None:
-    """Saves `model` with a `serving_default` signature over serialized examples.
+    """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
 
     Args:
       model: a float32 model taking transformed images.
@@ -57,13 +68,32 @@ def export_serving_model(
     feature_spec = transform_output.raw_feature_spec()
     feature_spec.pop(dataset.label_feature)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_KEY)])
-    def serve_examples(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
-        raw = tf.io.parse_example(serialized, feature_spec)
+    def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         images = model.tft_layer(raw)[IMAGE_KEY]
         return {SERVING_OUTPUT_KEY: model(images, training=False)}
 
-    model.save(export_dir, save_format="tf", signatures={"serving_default": serve_examples})
+    def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        # The flat pixel list of a tf.Example; the label and other features are not needed.
+        return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_KEY)])
+    def serve_examples(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict(tf.io.parse_example(serialized, feature_spec))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=IMAGES_INPUT_KEY)])
+    def serve_images(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict_pixels(decode_encoded_images(encoded, dataset))
+
+    pixel_spec = tf.TensorSpec([None, *dataset.image_shape], tf.float32, name=PIXELS_INPUT_KEY)
+
+    @tf.function(input_signature=[pixel_spec])
+    def serve_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict_pixels(pixels)
+
+    signatures = {SERVING_SIGNATURE: serve_examples, PIXELS_SIGNATURE: serve_pixels}
+    if dataset.image_shape[2] in (1, 3):  # encoded images decode to gray or RGB only
+        signatures[IMAGES_SIGNATURE] = serve_images
+    model.save(export_dir, save_format="tf", signatures=signatures)
     info_path = os.path.join(export_dir, TRAINING_INFO_PATH)
     tf.io.gfile.makedirs(os.path.dirname(info_path))
     with tf.io.gfile.GFile(info_path, "w") as handle:

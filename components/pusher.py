@@ -3,16 +3,19 @@
 TFX's own Pusher names each version by the clock, so a cached rerun (the same
 model, blessed again against itself) pushes a second copy. This executor
 recognises a model it already pushed by its SavedModel fingerprint (which
-covers the graph and the variables), and publishes a new one so that a model
-server never loads part of it: on a local disk it copies into a hidden staging
-folder and renames that into place; on an object store (gs://, s3://), where
-renaming a folder copies it object by object, it copies everything else first
-and saved_model.pb last, since servers load a version once that file is there.
+covers the graph and the variables) and its TFLite files, and publishes a new
+one so that a model server never loads part of it: on a local disk it copies
+into a hidden staging folder and renames that into place; on an object store
+(gs://, s3://), where renaming a folder copies it object by object, it copies
+everything else first and saved_model.pb last, since servers load a version
+once that file is there. The TFLite variants (`tflite/`) are part of the model
+folder, so they are published by the same copy, under the same version number.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import time
@@ -33,6 +36,7 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_pusher_executor,
 )
+from components.tflite_variants import TFLITE_DIR
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 _STAGING_PREFIX = ".staging-"
@@ -49,20 +53,32 @@ class PushResult:
     newly_pushed: bool
 
 
-def model_fingerprint(saved_model_dir: str) -> tuple[int, ...]:
-    """Identifies a SavedModel by its graph, signatures and variables.
+def model_fingerprint(saved_model_dir: str) -> tuple[Any, ...]:
+    """Identifies a model by its graph, signatures and variables, and its TFLite files.
 
     Read through `fileio`, like the copy itself, so it works wherever TFX can push.
+    The TFLite files count (their conversion is deterministic), so the same
+    SavedModel with another choice of variants is a new version; their
+    measurements (timings differ run to run) do not.
     """
     with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
         fingerprint = fingerprint_pb2.FingerprintDef.FromString(file.read())
+    tflite_dir = os.path.join(saved_model_dir, TFLITE_DIR)
+    names = fileio.listdir(tflite_dir) if fileio.exists(tflite_dir) else []
+    variants = sorted(os.path.join(tflite_dir, name) for name in names if name.endswith(".tflite"))
     return (
         fingerprint.saved_model_checksum,
         fingerprint.graph_def_program_hash,
         fingerprint.signature_def_hash,
         fingerprint.saved_object_graph_hash,
         fingerprint.checkpoint_hash,
+        tuple((os.path.basename(path), _file_digest(path)) for path in variants),
     )
+
+
+def _file_digest(path: str) -> str:
+    with fileio.open(path, "rb") as file:
+        return hashlib.sha256(file.read()).hexdigest()
 
 
 def _version_names(base_directory: str) -> list[str]:

@@ -16,7 +16,7 @@ import tensorflow_transform as tft
 import tf_keras
 from absl import logging
 
-from common.config import DatasetConfig, TrainerConfig
+from common.config import DatasetConfig, ServingConfig, TrainerConfig
 from common.tfx_api import FnArgs
 from components.autograph import skip_autograph_for_tf_keras
 from components.device_policy import resolve_training_policy
@@ -27,6 +27,7 @@ from components.learning_rate import make_optimizer, peak_learning_rate
 from components.models import build_model, compile_model
 from components.preflight import require_preflight
 from components.strategy import StrategyChoice, resolve_strategy
+from components.tflite_variants import export_tflite_variants
 from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
 
 
@@ -243,3 +244,13 @@ def run_fn(fn_args: FnArgs) -> None:
         fn_args.serving_model_dir,
         training_info,
     )
+    # Here, not in a later component: the variants are then part of the model
+    # artifact, and the Pusher's one copy publishes exactly what was measured.
+    for measured in export_tflite_variants(
+        fn_args.serving_model_dir,
+        fn_args.train_files,
+        fn_args.eval_files,
+        dataset,
+        ServingConfig.model_validate(fn_args.custom_config["serving"]),
+    ):
+        logging.info("Serving variant %s", measured)

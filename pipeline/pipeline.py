@@ -143,6 +143,14 @@ def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
     }
 
 
+def trainer_custom_config(config: PipelineConfig) -> dict[str, Any]:
+    """The Trainer's custom_config: also the `serving` section, which its export step reads.
+
+    Only the Trainer gets it, so changing the TFLite variants does not rerun Transform.
+    """
+    return {**component_custom_config(config), "serving": config.serving.model_dump(mode="json")}
+
+
 def build_tuner(
     config: PipelineConfig,
     custom_config: dict[str, Any],
@@ -271,7 +279,7 @@ def create_pipeline(
         or trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
         hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
-        custom_config={**custom_config, **overrides.trainer_custom_config},
+        custom_config={**trainer_custom_config(config), **overrides.trainer_custom_config},
     ).with_id(NodeIds.TRAINER)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],

@@ -14,12 +14,14 @@ from typing import Any
 from common.interrupts import received_signal
 from components.data_gate import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.tflite_variants import read_measurements
 from pipeline.evaluation_results import blessing_reason, overall_metrics
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
 
-TRAINING_INFO_FILE = pathlib.Path("Format-Serving") / "assets.extra" / "training_info.json"
+SERVING_MODEL_DIR = "Format-Serving"  # TFX's folder for the exported model in a Model artifact
+TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
 
 
 @dataclasses.dataclass
@@ -48,6 +50,10 @@ class RunSummary:
     tuning: TuningResult | None
     log_file: str | None
     interrupted: str | None = None  # e.g. "SIGINT during Trainer"
+    # The SavedModel, then each TFLite variant: name, path (where it is served, or
+    # null), published, reason (why held back), accuracy, accuracy_drop, size_bytes,
+    # latency_ms (median single-image, on the CPU that ran the Trainer).
+    serving_variants: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @classmethod
     def without_results(
@@ -117,9 +123,37 @@ class RunSummary:
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
+        lines.extend(describe_variants(self.serving_variants))
         if self.log_file:
             lines.append(f"logs: {self.log_file}")
         return "\n".join(lines)
+
+
+def describe_variants(variants: list[dict[str, Any]]) -> list[str]:
+    """A line per served model: eval accuracy, size, single-image latency, where or why not."""
+    if not variants:
+        return []
+    lines = ["served models (eval accuracy, size, single-image latency):"]
+    for v in variants:
+        where = v["path"] or (f"held back: {v['reason']}" if v["reason"] else "not pushed")
+        lines.append(
+            f"  {v['name']:<13} {v['accuracy']:.4f} {v['size_bytes'] / 1024:7.1f} KB "
+            f"{v['latency_ms']:8.3f} ms  {where}"
+        )
+    return lines
+
+
+def serving_variants(model_dir: str, pushed_dir: str | None) -> list[dict[str, Any]]:
+    """The measurements the exported model carries, with the served path of each file."""
+    measurements = read_measurements(model_dir)
+    if measurements is None:
+        return []
+    variants = []
+    for model in measurements["models"]:
+        file = model.pop("file")
+        served = pushed_dir and file is not None
+        variants.append({**model, "path": str(pathlib.Path(pushed_dir, file)) if served else None})
+    return variants
 
 
 def summarize_run(
@@ -161,4 +195,7 @@ def summarize_run(
             )
         else:
             summary.push_note = "not blessed"
+    if trainer.status != "skipped" and trainer.outputs.get("model"):
+        model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
+        summary.serving_variants = serving_variants(model_dir, summary.pushed_model)
     return summary

@@ -16,7 +16,7 @@ from common.config import REPO_ROOT
 # Top to bottom; see the README's "Architecture". `schemas` is data: it imports nothing.
 LAYERS = ["cli", "kubeflow", "pipeline", "components", "common", "schemas"]
 # Outside the product, free to use any layer (nothing in the product imports them).
-USERS = ["tests", "benchmarks"]
+USERS = ["tests", "benchmarks", "clients"]
 
 
 def imported_packages(package: str, root: pathlib.Path = REPO_ROOT) -> dict[str, set[str]]:

@@ -1,10 +1,12 @@
 """Decodes PNG/JPEG bytes into the configured image shape, for image folders and TFRecords.
 
 Images are decoded in ExampleGen, so the examples hold float pixels like every
-other format and the Transform graph, the Trainer and the serving signature
-stay unchanged (serving takes pixels, not encoded images). Grayscale and RGB
-convert into each other; an alpha channel is refused rather than silently
-dropped, and other sizes are errors unless `source.resize` is on.
+other format and the Transform graph and the Trainer stay unchanged. Grayscale
+and RGB convert into each other; an alpha channel is refused rather than
+silently dropped, and other sizes are errors unless `source.resize` is on. The
+`images` serving signature decodes the same way in TensorFlow ops
+(`components/encoded_images.py`) and shares the resize and the value scaling
+with this module, so a served image becomes the pixels training saw.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import numpy as np
 from PIL import Image
 
 from common.config import DatasetConfig
+from components.encoded_images import resize_pixels, scale_pixels
 from components.example_gen.errors import DataFormatError
 
 # 8-bit modes that hold gray or colour values only (P is a palette of colours).
@@ -24,6 +27,8 @@ _MODE_FOR_CHANNELS = {1: "L", 3: "RGB"}
 
 def decode_image(data: bytes, dataset: DatasetConfig, where: str) -> np.ndarray:
     """Returns the image as float32 [height, width, channels] of the configured shape.
+
+    8-bit values become `source.image_value_range` (0-255 unless configured).
 
     Raises:
       DataFormatError: the bytes are no decodable image, the image has an alpha
@@ -49,6 +54,8 @@ def decode_image(data: bytes, dataset: DatasetConfig, where: str) -> np.ndarray:
                 f"{where}: image is {image.width}x{image.height}, expected {width}x{height} "
                 "(set dataset.source.resize: true to resize images of other sizes)"
             )
-        image = image.resize((width, height), Image.Resampling.BILINEAR)
     converted = image.convert(_MODE_FOR_CHANNELS[channels])
-    return np.asarray(converted, dtype=np.float32).reshape(height, width, channels)
+    pixels = np.asarray(converted, dtype=np.float32).reshape(image.height, image.width, channels)
+    if image.size != (width, height):
+        pixels = resize_pixels(pixels, height, width).numpy()
+    return scale_pixels(pixels, dataset)

@@ -19,6 +19,7 @@ from typing import Any
 from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import path_utils
 from components.data_gate import DataRejectedError
+from components.export import SERVING_SIGNATURE
 from components.trainer import parse_custom_config
 from pipeline import evaluation_results, tuning_results
 from pipeline.pipeline import NodeIds
@@ -52,7 +53,7 @@ class TrainingFacts:
 @dataclasses.dataclass
 class DeploymentFacts:
     model_dir: str  # the pushed copy, else the Trainer's export
-    signature: dict[str, dict[str, str]]
+    signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
 
 
 @dataclasses.dataclass
@@ -167,8 +168,12 @@ def _collect_serving(
     if model is None:
         return None, None
     model_dir = summary.pushed_model or path_utils.serving_model_path(model.uri)
-    serve = serving_facts.load_serving_function(model_dir)
-    deployment = DeploymentFacts(model_dir, serving_facts.describe_signature(serve))
+    signatures = serving_facts.load_signatures(model_dir)
+    deployment = DeploymentFacts(
+        model_dir,
+        {name: serving_facts.describe_signature(serve) for name, serve in signatures.items()},
+    )
+    serve = signatures[SERVING_SIGNATURE]
     examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")
     samples = None
     if examples is not None:

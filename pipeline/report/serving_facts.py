@@ -19,7 +19,6 @@ from common.config import DatasetConfig
 from common.tfx_api import artifact_utils, standard_artifacts
 from components.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 
-SERVING_SIGNATURE = "serving_default"
 EVAL_SPLIT = "eval"
 
 
@@ -40,9 +39,9 @@ def _describe_spec(spec: tf.TensorSpec) -> str:
     return f"{spec.dtype.name} [{shape}]"
 
 
-def load_serving_function(model_dir: str) -> tf.types.experimental.ConcreteFunction:
-    """The SavedModel's `serving_default` signature, as a model server would call it."""
-    return tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
+def load_signatures(model_dir: str) -> dict[str, tf.types.experimental.ConcreteFunction]:
+    """The SavedModel's signatures by name, as a model server would call them."""
+    return dict(tf.saved_model.load(model_dir).signatures)
 
 
 def describe_signature(serve: tf.types.experimental.ConcreteFunction) -> dict[str, dict[str, str]]:

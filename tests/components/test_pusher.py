@@ -143,3 +143,51 @@ def test_a_copy_cut_short_on_an_object_store_is_removed_and_never_taken_for_the_
     assert pushed_versions("gs://bucket/serving") == []
     result = push_model_version(model, "gs://bucket/serving", clock=Clock(900))
     assert result.newly_pushed and result.version == "1001"
+
+
+def add_tflite(model_dir: str, files: dict[str, bytes]) -> None:
+    os.makedirs(os.path.join(model_dir, "tflite"), exist_ok=True)
+    for name, content in files.items():
+        with open(os.path.join(model_dir, "tflite", name), "wb") as handle:
+            handle.write(content)
+
+
+def test_tflite_variants_land_in_the_same_version_as_their_saved_model(tmp_path):
+    model = save_model(tmp_path / "model", 1.0)
+    add_tflite(model, {"int8.tflite": b"int8 model", "measurements.json": b"{}"})
+    result = push_model_version(model, str(tmp_path / "serving"), clock=Clock(1000))
+    with open(os.path.join(result.version_dir, "tflite", "int8.tflite"), "rb") as handle:
+        assert handle.read() == b"int8 model"
+    assert sorted(os.listdir(tmp_path / "serving")) == ["1000"]  # no staging folder left
+
+
+def test_new_measurements_alone_do_not_make_a_new_version(tmp_path):
+    serving = str(tmp_path / "serving")
+    first = save_model(tmp_path / "a", 1.0)
+    add_tflite(first, {"int8.tflite": b"int8 model", "measurements.json": b'{"ms": 1}'})
+    push_model_version(first, serving, clock=Clock(1000))
+    add_tflite(first, {"measurements.json": b'{"ms": 2}'})
+    assert not push_model_version(first, serving, clock=Clock(2000)).newly_pushed
+
+
+def test_the_same_saved_model_with_other_tflite_variants_is_a_new_version(tmp_path):
+    serving = str(tmp_path / "serving")
+    model = save_model(tmp_path / "a", 1.0)
+    add_tflite(model, {"float32.tflite": b"float32 model"})
+    push_model_version(model, serving, clock=Clock(1000))
+    add_tflite(model, {"int8.tflite": b"int8 model"})
+    second = push_model_version(model, serving, clock=Clock(2000))
+    assert second.newly_pushed and pushed_versions(serving) == ["1000", "2000"]
+
+
+def test_on_an_object_store_the_tflite_variants_are_there_before_saved_model_pb(
+    tmp_path, object_store
+):
+    model = save_model(tmp_path / "model", 1.0)
+    add_tflite(model, {"int8.tflite": b"int8 model"})
+    push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
+    for state in object_store.history:
+        for files in versions_with_saved_model(object_store, state).values():
+            assert files["tflite/int8.tflite"] == b"int8 model"
+    again = push_model_version(model, "gs://bucket/serving", clock=Clock(2000))
+    assert not again.newly_pushed

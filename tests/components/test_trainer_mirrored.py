@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from pipeline.pipeline import component_custom_config
+from common.config import ServingConfig
+from pipeline.pipeline import trainer_custom_config
 from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
@@ -42,7 +43,9 @@ def test_run_fn_trains_under_mirrored_strategy_on_two_cpu_devices(digits_run, tm
         "model_run_dir": str(tmp_path / "model_run" / "1"),
         "train_steps": config.trainer.train_steps,
         "eval_steps": None,
-        "custom_config": component_custom_config(config),
+        "custom_config": trainer_custom_config(
+            config.model_copy(update={"serving": ServingConfig(tflite_variants=())})
+        ),
     }
     result = subprocess.run(
         [sys.executable, "-c", RUN_FN_ON_TWO_CPUS, json.dumps(fn_args)],

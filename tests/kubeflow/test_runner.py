@@ -197,3 +197,15 @@ def test_schema_outside_the_image_is_rejected(tmp_path):
         container_schema_file(config)
     gcs = load_config(None, {"dataset.schema_file": "gs://b/schema.pbtxt"})
     assert container_schema_file(gcs) == "gs://b/schema.pbtxt"
+
+
+@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+def test_the_trainer_builds_the_same_tflite_variants_on_vertex(compile_spec, target):
+    config, spec, _ = compile_spec(target, **{"serving.tflite_variants": ("float16", "int8")})
+    # run_fn exports and measures the variants wherever it runs (pipeline step or custom
+    # job); they sit in the model folder the Pusher copies, as in a local run.
+    serving = task_parameter(spec, "Trainer", "custom_config")["serving"]
+    assert serving == config.serving.model_dump(mode="json")
+    assert serving["tflite_variants"] == ["float16", "int8"]
+    pusher_args = " ".join(executor(spec, "Pusher")["args"])
+    assert "AtomicPusherExecutor" in pusher_args or "RegistryPusherExecutor" in pusher_args

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import re
+from html import escape as html_escape
 
 import pytest
 import tensorflow_model_analysis as tfma
@@ -84,6 +85,16 @@ def test_report_names_the_trainer_device_and_the_blessing(digits_run, digits_rep
     assert "at least 0.9000" in html  # the accuracy threshold, in words
 
 
+def test_report_lists_every_served_model_with_its_figures(digits_run, digits_report):
+    _, summary = digits_run
+    _, html = digits_report
+    table = html[html.index('id="variants"') :]
+    for variant in summary.serving_variants:
+        assert f"<td>{variant['name']}</td>" in table
+        assert f"{variant['accuracy']:.4f}" in table
+        assert (variant["path"] or html_escape(variant["reason"])) in table
+
+
 def test_confusion_matrix_counts_every_eval_example_and_matches_accuracy(digits_run, digits_facts):
     _, summary = digits_run
     matrix = digits_facts.evaluation.confusion_matrix
@@ -102,9 +113,12 @@ def test_sample_predictions_come_from_the_served_model_and_agree_with_tfma(digit
     assert samples.mistakes == matrix.sum() - matrix.trace()
     shown_mistakes = int((samples.predicted != samples.true_labels).sum())
     assert shown_mistakes == min(samples.mistakes, len(samples.images) // 2)
-    signature = digits_facts.deployment.signature
-    assert signature["inputs"] == {"examples": "string [None]"}
-    assert signature["outputs"] == {"probabilities": "float32 [None, 10]"}
+    signatures = digits_facts.deployment.signatures
+    assert signatures["serving_default"]["inputs"] == {"examples": "string [None]"}
+    assert signatures["images"]["inputs"] == {"images": "string [None]"}
+    assert signatures["pixels"]["inputs"] == {"pixels": "float32 [None, 8, 8, 1]"}
+    for signature in signatures.values():
+        assert signature["outputs"] == {"probabilities": "float32 [None, 10]"}
 
 
 def test_training_section_has_one_row_per_epoch_with_throughput(digits_run, digits_facts):
