@@ -15,11 +15,18 @@ from common.config import PipelineConfig, load_config
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
-    """Turns `FIELD=VALUE` into `(field, value)`, the value read as YAML (numbers, lists...)."""
+    """Turns `FIELD=VALUE` into `(field, value)`, the value read as YAML (numbers, lists...).
+
+    A value YAML cannot read stays the string it is: `*/*.tfrecord` is a file
+    pattern, not a broken YAML alias.
+    """
     if "=" not in text:
         raise argparse.ArgumentTypeError(f"expected FIELD=VALUE, got {text!r}")
     key, value = text.split("=", 1)
-    return key.strip(), yaml.safe_load(value)
+    try:
+        return key.strip(), yaml.safe_load(value)
+    except yaml.YAMLError:
+        return key.strip(), value
 
 
 def add_config_flags(

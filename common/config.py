@@ -104,6 +104,13 @@ class DatasetConfig(_Section):
     span_window: int = Field(
         default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
     )
+    label_drift_threshold: float | None = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="with {SPAN} in file_pattern: largest L-infinity distance allowed between "
+        "this span's label distribution and the previous span's; null: no check",
+    )
     format: str = Field(
         default="tfrecord",
         pattern=r"^[a-z0-9_]+$",

@@ -1,19 +1,31 @@
-"""Stops the pipeline when ExampleValidator found anomalies.
+"""Stops the pipeline when ExampleValidator found anomalies, or the label mix drifted.
 
 ExampleValidator only records anomalies; Transform and the Trainer would go on
-and train on the bad data. This gate sits between them: with any anomaly it
-fails, naming every one, so nothing downstream runs and nothing is pushed.
+and train on the bad data. This gate sits between them: with any anomaly, or a
+label distribution that moved too far from the previous span's
+(components/label_drift.py), it fails, naming every problem, so nothing
+downstream runs and nothing is pushed.
 """
 
 import os
 
 from tensorflow_data_validation.utils import anomalies_util
 
-from common.tfx_api import Artifact, ExampleAnomalies, InputArtifact, artifact_utils, component
+from common.tfx_api import (
+    Artifact,
+    ExampleAnomalies,
+    ExampleStatistics,
+    InputArtifact,
+    Parameter,
+    Schema,
+    artifact_utils,
+    component,
+)
+from components.label_drift import label_drift
 
 
 class DataRejectedError(RuntimeError):
-    """The data breaks the curated schema."""
+    """The data breaks the curated schema, or its label mix drifted."""
 
 
 def describe_anomalies(anomalies: Artifact) -> list[str]:
@@ -31,11 +43,27 @@ def describe_anomalies(anomalies: Artifact) -> list[str]:
 
 
 @component
-def DataGate(anomalies: InputArtifact[ExampleAnomalies]) -> None:  # noqa: N802 (TFX names components in CamelCase)
-    """Fails with every anomaly listed when the data breaks the schema."""
+def DataGate(  # noqa: N802 (TFX names components in CamelCase)
+    anomalies: InputArtifact[ExampleAnomalies],
+    statistics: InputArtifact[ExampleStatistics],
+    schema: InputArtifact[Schema],
+    label_feature: Parameter[str],
+    label_drift_threshold: Parameter[float],
+    previous_statistics: InputArtifact[ExampleStatistics] = None,
+) -> None:
+    """Fails with every problem listed when the data breaks the schema or its labels drifted.
+
+    Drift is checked when there are `previous_statistics` (none for the first
+    span) and `label_drift_threshold` is above 0.
+    """
     problems = describe_anomalies(anomalies)
+    if previous_statistics is not None and label_drift_threshold > 0:
+        schema_file = os.path.join(schema.uri, "schema.pbtxt")
+        problems += label_drift(
+            statistics, previous_statistics, schema_file, label_feature, label_drift_threshold
+        )
     if problems:
         raise DataRejectedError(
-            f"data rejected: {len(problems)} schema anomal{'y' if len(problems) == 1 else 'ies'}: "
+            f"data rejected: {len(problems)} problem{'' if len(problems) == 1 else 's'}: "
             + "; ".join(problems)
         )

@@ -104,7 +104,9 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
 
     vertex = config.vertex
     overrides: dict[str, Any] = {
-        "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str)
+        "train_args": data_types.RuntimeParameter(name=TRAIN_ARGS_PARAMETER, ptype=str),
+        # Its resolver is a custom strategy; TFX 1.16's Vertex compiler runs only its own two.
+        "check_label_drift": False,
     }
     if vertex.trainer.runs_on == "custom_job":
         from common.tfx_api import VertexTrainer

@@ -42,6 +42,7 @@ from common.tfx_api import (
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
+from components.label_drift import PreviousSpanStatistics
 from components.models import check_model, is_user_model, user_model_source
 from components.pusher import AtomicPusherExecutor
 from pipeline.eval_config import build_eval_config
@@ -63,6 +64,7 @@ class NodeIds:
     TUNER = "Tuner"
     TRAINER = "Trainer"
     BASELINE_RESOLVER = "latest_blessed_model_resolver"
+    PREVIOUS_SPAN_STATISTICS = "previous_span_statistics_resolver"
     EVALUATOR = "Evaluator"
     PUSHER = "Pusher"
 
@@ -90,6 +92,8 @@ class ComponentOverrides:
       tuner_class: the Tuner component (None: the local one, `components.tuner`).
       tuner_custom_config: entries merged over the Tuner's custom_config.
       tune_args: TuneArgs (parallel trials), for a Tuner that runs them.
+      check_label_drift: False leaves out the label-drift check, whose resolver
+        (a custom strategy) TFX 1.16's Vertex AI compiler cannot compile.
     """
 
     trainer_class: type[Trainer] = Trainer
@@ -100,6 +104,7 @@ class ComponentOverrides:
     tuner_class: type[BaseComponent] | None = None
     tuner_custom_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     tune_args: tuner_pb2.TuneArgs | None = None
+    check_label_drift: bool = True
 
 
 def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
@@ -234,18 +239,36 @@ def create_pipeline(
             )
         ),
     ).with_id(NodeIds.EXAMPLE_GEN)
-    statistics_gen = StatisticsGen(examples=example_gen.outputs["examples"]).with_id(
-        NodeIds.STATISTICS_GEN
-    )
     schema_gen = ImportSchemaGen(schema_file=str(dataset.resolved_schema_file)).with_id(
         NodeIds.SCHEMA_GEN
     )
+    # With the schema, StatisticsGen counts categorical int labels per value, which the
+    # label-drift check compares.
+    statistics_gen = StatisticsGen(
+        examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"]
+    ).with_id(NodeIds.STATISTICS_GEN)
     example_validator = ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(NodeIds.EXAMPLE_VALIDATOR)
-    data_gate = DataGate(anomalies=example_validator.outputs["anomalies"]).with_id(
-        NodeIds.DATA_GATE
-    )
+    previous_statistics = None
+    checks_drift = "{SPAN}" in file_pattern(dataset) and dataset.label_drift_threshold
+    if checks_drift and overrides.check_label_drift:
+        previous_statistics = Resolver(
+            strategy_class=PreviousSpanStatistics,
+            examples=Channel(type=standard_artifacts.Examples),
+            statistics=Channel(type=standard_artifacts.ExampleStatistics),
+        ).with_id(NodeIds.PREVIOUS_SPAN_STATISTICS)
+        previous_statistics.add_upstream_node(statistics_gen)  # so this run's span is known
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        statistics=statistics_gen.outputs["statistics"],
+        schema=schema_gen.outputs["schema"],
+        label_feature=dataset.label_feature,
+        label_drift_threshold=dataset.label_drift_threshold or 0.0,
+        previous_statistics=previous_statistics.outputs["statistics"]
+        if previous_statistics
+        else None,
+    ).with_id(NodeIds.DATA_GATE)
 
     # The Trainer applies the transform graph in its tf.data pipeline, so
     # Transform only analyses the data and writes no transformed copy.
@@ -301,9 +324,10 @@ def create_pipeline(
         pipeline_root=pipeline_root,
         components=[
             example_gen,
-            statistics_gen,
             schema_gen,
+            statistics_gen,
             example_validator,
+            *([previous_statistics] if previous_statistics else []),
             data_gate,
             transform,
             *([tuner] if tuner else []),

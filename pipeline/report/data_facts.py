@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import numpy as np
 import tensorflow_data_validation as tfdv
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
@@ -52,6 +53,8 @@ class DataFacts:
 def _feature_summary(feature: statistics_pb2.FeatureNameStatistics) -> FeatureSummary:
     name = ".".join(feature.path.step) or feature.name
     type_name = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type)
+    if not feature.HasField("num_stats") and feature.string_stats.rank_histogram.buckets:
+        return _categorical_summary(name, type_name, feature.string_stats)
     numbers = feature.num_stats
     common = numbers.common_stats
     histogram = next(
@@ -70,6 +73,29 @@ def _feature_summary(feature: statistics_pb2.FeatureNameStatistics) -> FeatureSu
         histogram=[(b.low_value, b.high_value, b.sample_count) for b in histogram.buckets]
         if histogram
         else [],
+    )
+
+
+def _categorical_summary(
+    name: str, type_name: str, strings: statistics_pb2.StringStatistics
+) -> FeatureSummary:
+    """An int feature the schema marks categorical (the label): TFDV counts it per value."""
+    counts = {int(b.label): b.sample_count for b in strings.rank_histogram.buckets}
+    values = np.array(sorted(counts), dtype=float)
+    weights = np.array([counts[int(v)] for v in values])
+    mean = float(np.average(values, weights=weights))
+    common = strings.common_stats
+    return FeatureSummary(
+        name=name,
+        type=type_name,
+        present=int(common.num_non_missing),
+        values_per_example=common.avg_num_values,
+        minimum=float(values.min()),
+        mean=mean,
+        std_dev=float(np.sqrt(np.average((values - mean) ** 2, weights=weights))),
+        maximum=float(values.max()),
+        zeros_percent=100 * counts.get(0, 0) / max(common.tot_num_values, 1),
+        histogram=[(v - 0.5, v + 0.5, float(counts[int(v)])) for v in values],
     )
 
 

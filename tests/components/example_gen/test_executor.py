@@ -122,3 +122,22 @@ def test_layout_ready_tfrecord_cut_inside_a_record_header_fails_the_executor(tmp
         "(7 of its 12 bytes); the file is truncated"
     )
     assert not list(output_dir.rglob("*.gz"))
+
+
+@pytest.mark.parametrize("source", [{}, {"id_feature": "id"}], ids=["unchanged", "converted"])
+def test_tfrecords_in_train_and_test_folders_keep_that_split(tmp_path, output_dir, source):
+    raw = tmp_path / "raw"
+    write_synthetic(tmp_path / "train", "tfrecord", 20, "mnist", 0, seed=1)
+    write_synthetic(tmp_path / "test", "tfrecord", 10, "mnist", 0, seed=2)
+    for split in ("train", "test"):
+        (raw / split).mkdir(parents=True)
+        (tmp_path / split / "data.tfrecord").rename(raw / split / "data.tfrecord")
+    dataset = make_dataset("tfrecord", file_pattern="*/*.tfrecord*", source=source)
+
+    splits = run_executor(dataset, raw, output_dir)
+
+    assert (len(splits["train"]), len(splits["eval"])) == (20, 10)  # not hash-split 4:1
+    _, test_labels = synthetic_images(10, dataset.image_shape, seed=2)
+    assert sorted(e.features.feature["label"].int64_list.value[0] for e in splits["eval"]) == (
+        sorted(test_labels)
+    )
