@@ -50,6 +50,14 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The `tpu-pipeline` console command, run as its module: the same code, and no
 # dependency on the entry-point script being installed.
 TPU_PIPELINE = (sys.executable, "-m", "cli.main")
+# The image shape each built-in model is benchmarked on (CIFAR-shaped for any other).
+MODEL_SHAPES = {
+    "mnist_cnn": data.MNIST_SHAPED,
+    "cifar10_cnn": data.CIFAR_SHAPED,
+    "resnet20": data.CIFAR_SHAPED,
+}
+# steps_per_execution measured against 1 (the spe section).
+SPE_N = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,12 +112,22 @@ def _ratio_row(section, figure, rates, numerator, denominator, unit, target=None
 # --- Model helpers ------------------------------------------------------------------------
 
 
-def cpu_model(name: str, dataset: DatasetConfig, jit_compile: bool | None = None) -> tf_keras.Model:
-    """The named model, compiled as the Trainer compiles it on this CPU (or with XLA forced)."""
-    default_jit, precision = DEVICE_DEFAULTS["cpu"]
-    model = build_model(name, dataset.image_shape, dataset.num_classes, precision)
-    jit = default_jit if jit_compile is None else jit_compile
-    compile_model(model, tf_keras.optimizers.Adam(TrainerConfig().learning_rate), jit, precision)
+def cpu_model(
+    name: str,
+    dataset: DatasetConfig,
+    jit_compile: bool | None = None,
+    steps_per_execution: int | None = None,
+) -> tf_keras.Model:
+    """The named model, compiled as the Trainer compiles it on this CPU, or with overrides."""
+    cpu = DEVICE_DEFAULTS["cpu"]
+    model = build_model(name, dataset.image_shape, dataset.num_classes, cpu.precision)
+    compile_model(
+        model,
+        tf_keras.optimizers.Adam(TrainerConfig().learning_rate),
+        cpu.jit_compile if jit_compile is None else jit_compile,
+        cpu.precision,
+        steps_per_execution or cpu.steps_per_execution,
+    )
     return model
 
 
@@ -253,14 +271,9 @@ def bench_trainer(settings: Settings) -> list[Row]:
 def bench_xla(settings: Settings) -> list[Row]:
     """jit_compile on / off per built-in model, and whether the CPU default picks the faster."""
     rows = []
-    shapes = {
-        "mnist_cnn": data.MNIST_SHAPED,
-        "cifar10_cnn": data.CIFAR_SHAPED,
-        "resnet20": data.CIFAR_SHAPED,
-    }
-    default_jit = DEVICE_DEFAULTS["cpu"][0]
+    default_jit = DEVICE_DEFAULTS["cpu"].jit_compile
     for name in MODEL_BUILDERS:
-        dataset = shapes[name]
+        dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
         batches = in_memory_batches(dataset, settings.batch)
         work = {
             "xla": fit_steps(
@@ -293,6 +306,42 @@ def bench_xla(settings: Settings) -> list[Row]:
                 chosen / best,
                 ">= 0.98",
                 chosen / best >= 0.98,
+            )
+        )
+    return rows
+
+
+def bench_steps_per_execution(settings: Settings) -> list[Row]:
+    """Trainer examples/s with SPE_N training steps per tf.function call / one, per model.
+
+    Each model trains on the Trainer's own input path (make_dataset over records
+    of its image shape, with a real transform graph), as `run_fn` feeds it.
+    """
+    rows = []
+    steps = max(settings.steps, 2 * SPE_N) // SPE_N * SPE_N  # whole executions only
+    for name in MODEL_BUILDERS:
+        dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
+        batches = trainer_input(settings, dataset, settings.batch, max(4096, settings.batch * 8))
+        work = {
+            spe: fit_steps(
+                cpu_model(name, dataset, steps_per_execution=spe),
+                batches,
+                settings.batch * spe,  # one on_train_batch_end per execution
+                steps,
+            )
+            for spe in (SPE_N, 1)
+        }
+        for fn in work.values():
+            fn()
+        rates = interleaved_rates(work, settings.repeats)
+        rows.append(
+            _ratio_row(
+                "spe",
+                f"steps_per_execution {SPE_N} / 1, {name} batch {settings.batch}",
+                rates,
+                SPE_N,
+                1,
+                "ex/s",
             )
         )
     return rows
@@ -617,6 +666,7 @@ def bench_scale(settings: Settings) -> list[Row]:
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
+    "spe": bench_steps_per_execution,
     "efficiency": bench_efficiency,
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,

@@ -9,6 +9,7 @@ into a TPU job.
 
 from __future__ import annotations
 
+import math
 import pathlib
 import zoneinfo
 from typing import Annotated, Any, Literal
@@ -240,6 +241,12 @@ class TrainerConfig(_Section):
         description="memory of one replica's accelerator that preflight checks the step "
         "against; default one TPU v5e chip (16 GiB HBM)",
     )
+    steps_per_execution: int | None = Field(
+        default=None, ge=1, description="training steps per tf.function call; null: the device's"
+    )
+    loop: Literal["fit", "custom"] = Field(
+        default="fit", description="Keras fit, or the custom GradientTape loop"
+    )
     profile_batches: tuple[int, int] | None = Field(
         default=None, description="first and last batch to trace with the profiler"
     )
@@ -382,6 +389,11 @@ class VertexTrainerConfig(_Section):
     `cloud-tpu` with accelerator TPU_V2 / TPU_V3 x 8; TPU v5e is a machine type
     `ct5lp-hightpu-{1,4,8}t` (chips implied, optional `tpu_topology`); a GPU is
     an accelerator such as NVIDIA_TESLA_A100 with a count, on a matching machine.
+
+    More than one machine: `replica_count` GPU or CPU machines train data-parallel
+    (a chief and `replica_count - 1` workers, MultiWorkerMirroredStrategy); a TPU
+    slice larger than one host is one replica with a larger `tpu_topology` (v5e:
+    `ct5lp-hightpu-4t` hosts of 4 chips, e.g. 4x4 = 16 chips on 4 hosts).
     """
 
     runs_on: Literal["pipeline_step", "custom_job"] = "pipeline_step"
@@ -389,6 +401,9 @@ class VertexTrainerConfig(_Section):
     accelerator_type: str | None = Field(default=None, pattern=r"^(TPU_V[23]|NVIDIA_[A-Z0-9_]+)$")
     accelerator_count: int = Field(default=0, ge=0)
     tpu_topology: str | None = Field(default=None, pattern=r"^\d+x\d+(x\d+)?$")
+    replica_count: int = Field(
+        default=1, ge=1, description="machines training data-parallel: a chief and N-1 workers"
+    )
     image: str | None = Field(default=None, description="custom job image; default: pipeline_image")
 
     @model_validator(mode="after")
@@ -406,7 +421,40 @@ class VertexTrainerConfig(_Section):
             raise ValueError(f"{self.machine_type} has its TPU chips: leave accelerator_type unset")
         if self.tpu_topology and self.device != "tpu":
             raise ValueError("tpu_topology applies to TPU machine types only")
+        if self.device == "tpu" and self.replica_count > 1:
+            raise ValueError(
+                "replica_count: a TPU slice is one replica; for more hosts set a larger "
+                "tpu_topology (e.g. machine_type ct5lp-hightpu-4t, tpu_topology 4x4)"
+            )
+        if self.replica_count > 1 and self.runs_on != "custom_job":
+            raise ValueError("replica_count > 1 needs runs_on: custom_job")
+        if self.tpu_topology and self.chips_per_host:
+            chips = self.topology_chips
+            if chips % self.chips_per_host:
+                raise ValueError(
+                    f"tpu_topology {self.tpu_topology} ({chips} chips) is not a whole number "
+                    f"of {self.machine_type} hosts ({self.chips_per_host} chips each)"
+                )
         return self
+
+    @property
+    def chips_per_host(self) -> int:
+        """TPU v5e chips per machine, the 4 of ct5lp-hightpu-4t; 0 for other machines."""
+        if not self.machine_type.startswith(TPU_V5E_MACHINE_PREFIX):
+            return 0
+        return int(self.machine_type.removeprefix(TPU_V5E_MACHINE_PREFIX).removesuffix("t"))
+
+    @property
+    def topology_chips(self) -> int:
+        """Chips in `tpu_topology`: the product of its dimensions (4x4 -> 16)."""
+        return math.prod(int(side) for side in (self.tpu_topology or "1").split("x"))
+
+    @property
+    def hosts(self) -> int:
+        """Machines the Trainer runs on: the replicas, or the hosts of a multi-host TPU slice."""
+        if self.tpu_topology and self.chips_per_host:
+            return self.topology_chips // self.chips_per_host
+        return self.replica_count
 
     @property
     def device(self) -> Literal["tpu", "gpu", "cpu"]:

@@ -1,9 +1,12 @@
-"""XLA and mixed-precision choices per device, in one visible table.
+"""XLA, mixed precision and steps per execution per device, in one visible table.
 
 TPUs only run XLA and are fastest in bfloat16; GPUs usually gain from XLA and
 float16 (with loss scaling); on CPU, oneDNN beat XLA:CPU for these CNNs
-(docs/benchmarks.md) and float32 is the only fast type. The configuration can
-override either choice; combinations that cannot work fail here, by name.
+(docs/benchmarks.md) and float32 is the only fast type. An accelerator spends
+most of a small model's step waiting for the host to launch it, so TPUs and
+GPUs run many steps per `tf.function` call (`steps_per_execution`); a CPU
+is its own host and gains little. The configuration can override each choice;
+combinations that cannot work fail here, by name.
 """
 
 from __future__ import annotations
@@ -13,20 +16,22 @@ import dataclasses
 from common.config import TrainerConfig
 from components.strategy import Device
 
-# device -> (jit_compile, precision policy)
-DEVICE_DEFAULTS: dict[str, tuple[bool, str]] = {
-    "tpu": (True, "mixed_bfloat16"),
-    "gpu": (True, "mixed_float16"),
-    "cpu": (False, "float32"),
-}
-
 
 @dataclasses.dataclass(frozen=True)
 class TrainingPolicy:
-    """How the model computes: XLA compilation and the Keras precision policy."""
+    """How the model computes: XLA compilation, the Keras precision policy, steps per call."""
 
     jit_compile: bool
     precision: str
+    steps_per_execution: int = 1
+
+
+DEVICE_DEFAULTS: dict[str, TrainingPolicy] = {
+    # 50: the Cloud TPU guide's choice; any value up to steps_per_epoch helps there.
+    "tpu": TrainingPolicy(jit_compile=True, precision="mixed_bfloat16", steps_per_execution=50),
+    "gpu": TrainingPolicy(jit_compile=True, precision="mixed_float16", steps_per_execution=10),
+    "cpu": TrainingPolicy(jit_compile=False, precision="float32", steps_per_execution=1),
+}
 
 
 def resolve_training_policy(
@@ -37,9 +42,10 @@ def resolve_training_policy(
     Raises:
       ValueError: the override cannot work on this device, naming the field.
     """
-    default_jit, default_precision = DEVICE_DEFAULTS[device]
-    jit_compile = default_jit if config.jit_compile is None else config.jit_compile
-    precision = config.precision or default_precision
+    default = DEVICE_DEFAULTS[device]
+    jit_compile = default.jit_compile if config.jit_compile is None else config.jit_compile
+    precision = config.precision or default.precision
+    steps_per_execution = config.steps_per_execution or default.steps_per_execution
     if device == "cpu" and num_replicas > 1 and jit_compile:
         # XLA:CPU cannot reach variables mirrored on another logical CPU device.
         raise ValueError(
@@ -50,4 +56,4 @@ def resolve_training_policy(
         raise ValueError(
             "trainer.precision 'mixed_float16' is not supported on TPU; use 'mixed_bfloat16'"
         )
-    return TrainingPolicy(jit_compile=jit_compile, precision=precision)
+    return TrainingPolicy(jit_compile, precision, steps_per_execution)

@@ -21,9 +21,8 @@ from components.preprocessing import IMAGE_KEY, LABEL_KEY
 CACHE_MAX_GZIP_BYTES = 128 * 2**20
 
 
-def _total_bytes(file_patterns: list[str]) -> int:
-    paths = [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
-    return sum(tf.io.gfile.stat(path).length for path in paths)
+def _files(file_patterns: list[str]) -> list[str]:
+    return [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
 
 
 def count_examples(file_patterns: list[str]) -> int:
@@ -55,6 +54,7 @@ def make_dataset(
     training: bool,
     shuffle_buffer: int = 4096,
     seed: int | None = None,
+    shard: tuple[int, int] = (1, 0),
 ) -> tf.data.Dataset:
     """Yields `(images, labels)` batches of exactly `batch_size` examples.
 
@@ -67,15 +67,24 @@ def make_dataset(
         one pass in file order.
       shuffle_buffer: examples held for shuffling.
       seed: makes shuffling repeatable.
+      shard: (shards, index): this worker reads only its shard: whole files
+        when there are enough of them, else every `shards`-th record.
     """
+    paths = _files(file_patterns)
+    shards, index = shard
+    # The same seed on every worker lists the files in the same order: the shards are disjoint.
     files = tf.data.Dataset.list_files(file_patterns, shuffle=training, seed=seed)
+    if shards > 1 and len(paths) >= shards:
+        files = files.shard(shards, index)
     records = files.interleave(
         lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=not training,
     )
+    if shards > 1 and len(paths) < shards:
+        records = records.shard(shards, index)
     if training:
-        if _total_bytes(file_patterns) <= CACHE_MAX_GZIP_BYTES:
+        if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
             records = records.cache()
         records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
     raw_feature_spec = transform_output.raw_feature_spec()
@@ -88,8 +97,44 @@ def make_dataset(
         labels = tf.ensure_shape(transformed[LABEL_KEY], [batch_size])
         return images, labels
 
-    return (
+    batches = (
         records.batch(batch_size, drop_remainder=True)
         .map(parse_and_transform, num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
+    # Across workers, split each global batch (not files): every worker then runs the same
+    # number of evaluation steps, which their lock-step all-reduce needs.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return batches.with_options(options)
+
+
+def distributed_training_dataset(
+    strategy: tf.distribute.Strategy,
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    global_batch: int,
+    *,
+    shuffle_buffer: int,
+    seed: int,
+) -> tf.distribute.DistributedDataset | tf.data.Dataset:
+    """The training input, one pipeline per worker, each reading its own shard.
+
+    Every replica gets batches of `global_batch / replicas` examples. With one
+    worker and the default strategy this is the plain dataset.
+    """
+
+    def worker_dataset(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return make_dataset(
+            file_patterns,
+            transform_output,
+            dataset,
+            context.get_per_replica_batch_size(global_batch),
+            training=True,
+            shuffle_buffer=shuffle_buffer,
+            seed=seed,
+            shard=(context.num_input_pipelines, context.input_pipeline_id),
+        )
+
+    return strategy.distribute_datasets_from_function(worker_dataset)

@@ -24,6 +24,7 @@ from tensorflow.python.framework import kernels
 from common.config import ConfigError, DatasetConfig, TrainerConfig
 from components.accelerator_memory import GIB, describe, estimate_memory
 from components.autograph import skip_autograph_for_tf_keras
+from components.custom_loop import CustomLoop
 from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.input_pipeline import global_batch_size
 from components.learning_rate import make_optimizer
@@ -47,6 +48,7 @@ STEP_CHECKS = (
     "no_host_ops",
     "xla_compile",
     "train_step_runs",
+    "steps_per_execution",
 )
 MODEL_CHECKS = ("model_builds", "float32_outputs", "train_step_traces", *STEP_CHECKS)
 # Above this share of the accelerator's memory the estimate warns (it errs high, but not by much).
@@ -317,19 +319,71 @@ def _first_line(error: Exception) -> str:
     return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}".rstrip(": ")
 
 
+def replica_train_step(
+    model: tf_keras.Model, loop: str, batch: int
+) -> Callable[[tf.Tensor, tf.Tensor], object]:
+    """The step the configured loop runs on each replica: Keras's `train_step` or the custom one."""
+    if loop == "custom":
+        return CustomLoop(model, tf.distribute.get_strategy(), batch, jit_compile=True).train_step
+    return lambda images, labels: model.train_step((images, labels))
+
+
 def trace_train_step(
-    model: tf_keras.Model, image_spec: tf.TensorSpec, label_spec: tf.TensorSpec
+    model: tf_keras.Model,
+    image_spec: tf.TensorSpec,
+    label_spec: tf.TensorSpec,
+    loop: str = "fit",
 ) -> tuple[tf.types.experimental.GenericFunction, tf.Graph]:
-    """Traces Keras's `train_step` (forward, loss, gradients, update) under XLA."""
+    """Traces the loop's training step (forward, loss, gradients, update) under XLA."""
     skip_autograph_for_tf_keras()
     # Variables are created outside the traced step, as a TPU step requires.
     model.optimizer.build(model.trainable_variables)
+    replica_step = replica_train_step(model, loop, image_spec.shape[0])
 
     @tf.function(jit_compile=True)
-    def step(images: tf.Tensor, labels: tf.Tensor) -> dict[str, tf.Tensor]:
-        return model.train_step((images, labels))
+    def step(images: tf.Tensor, labels: tf.Tensor) -> object:
+        return replica_step(images, labels)
 
     return step, step.get_concrete_function(image_spec, label_spec).graph
+
+
+def check_steps_per_execution(
+    step: tf.types.experimental.GenericFunction,
+    specs: list[tf.TensorSpec],
+    steps_per_execution: int,
+    steps_per_epoch: int | None,
+) -> CheckResult:
+    """The loop of `steps_per_execution` steps lowers to one XLA program, as a TPU runs it.
+
+    `steps_per_epoch` is None when the epoch is one pass over data preflight does not read.
+    """
+    if steps_per_epoch is not None and steps_per_execution > steps_per_epoch:
+        return CheckResult(
+            "steps_per_execution",
+            "warn",
+            f"{steps_per_execution} steps per call but only {steps_per_epoch} per epoch: "
+            "each call stops at the epoch's end; lower trainer.steps_per_execution",
+        )
+
+    @tf.function(jit_compile=True)
+    def steps(images: tf.Tensor, labels: tf.Tensor) -> None:
+        for _ in tf.range(steps_per_execution):
+            step(images, labels)
+
+    args = [tf.zeros(spec.shape, spec.dtype) for spec in specs]
+    try:
+        steps.experimental_get_compiler_ir(*args)(stage="hlo")
+    except Exception as error:  # XLA reports unsupported ops and shapes as many error types
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return CheckResult("steps_per_execution", "fail", f"{type(error).__name__}: {first_line}")
+    detail = f"{steps_per_execution} steps per call compile to one program"
+    if steps_per_epoch is not None:
+        detail += f"; {-(-steps_per_epoch // steps_per_execution)} calls per epoch"
+    return CheckResult("steps_per_execution", "pass", detail)
+
+
+def _epoch_steps(trainer: TrainerConfig) -> int | None:
+    return None if trainer.train_steps is None else max(1, trainer.train_steps // trainer.epochs)
 
 
 def run_preflight(
@@ -359,7 +413,7 @@ def run_preflight(
     batch = trainer.per_replica_batch_size
     title = (
         f"TPU preflight: {trainer.model} on {dataset.name}, image {list(dataset.image_shape)}, "
-        f"{replicas} replicas x batch {batch}"
+        f"{replicas} replicas x batch {batch}, loop {trainer.loop}"
     )
     policy_result, policy = check_policy(trainer, replicas)
     batch_result = check_batch_split(global_batch_size(batch, replicas), replicas)
@@ -382,7 +436,7 @@ def run_preflight(
         checks.append(check_float32_outputs(model))
         specs = [tensor_specs[IMAGE_KEY], tensor_specs[LABEL_KEY]]
         try:
-            step, graph = trace_train_step(model, *specs)
+            step, graph = trace_train_step(model, *specs, loop=trainer.loop)
         except Exception as error:  # a model that does not trace cannot compile either
             message = f"{type(error).__name__}: {error}".splitlines()[0]
             checks.append(CheckResult("train_step_traces", "fail", message))
@@ -392,9 +446,14 @@ def run_preflight(
         checks += check_graph(graph, model)
         checks.append(check_xla_compile(step, specs))
         if checks[-1].status == "fail":
-            checks += _skipped(("train_step_runs",), "the step did not compile")
+            checks += _skipped(STEP_CHECKS[-2:], "the step did not compile")
         else:
             checks.append(check_step_runs(step, specs, dataset.num_classes))
+            checks.append(
+                check_steps_per_execution(
+                    step, specs, policy.steps_per_execution, _epoch_steps(trainer)
+                )
+            )
     return PreflightReport(title, checks)
 
 

@@ -23,6 +23,7 @@ from absl import logging
 
 from common.config import TrainerConfig
 from common.timeouts import call_with_timeout
+from components.multi_worker import connect_workers, multi_worker_cluster
 
 Device = Literal["tpu", "gpu", "cpu"]
 
@@ -54,6 +55,8 @@ class StrategyChoice:
     device: Device
     num_replicas: int
     description: str
+    num_workers: int = 1
+    is_chief: bool = True  # only the chief writes the model and logs
 
 
 def find_tpu_signals(
@@ -135,8 +138,21 @@ def _default_tpu_address(config: TrainerConfig, signals: list[str]) -> str | Non
     return None
 
 
+def join_workers(cluster: dict, wanted: str) -> StrategyChoice:
+    """MultiWorkerMirroredStrategy over the TF_CONFIG cluster, on each worker's GPUs or CPU."""
+    strategy, workers, is_chief = connect_workers(cluster)
+    device: Device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+    if wanted == "gpu" and device != "gpu":
+        raise NoAcceleratorError("trainer.accelerator is 'gpu' but this worker has no GPU")
+    replicas = strategy.num_replicas_in_sync
+    description = (
+        f"MultiWorkerMirroredStrategy on {workers} workers ({replicas} {device.upper()} replicas)"
+    )
+    return StrategyChoice(strategy, device, replicas, description, workers, is_chief)
+
+
 def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
-    """Picks TPU, else MirroredStrategy over >= 2 GPUs, else one GPU, else CPU.
+    """Picks TPU, else several workers (TF_CONFIG), else >= 2 GPUs, one GPU, or the CPU.
 
     Several logical CPU devices (configured before TensorFlow initialises) get
     a MirroredStrategy too: that is how the multi-replica code path is tested
@@ -168,6 +184,9 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
                     f"{error}. TPU expected because of {', '.join(signals) or 'accelerator=tpu'}; "
                     "set trainer.accelerator to 'gpu' or 'cpu' to train without it."
                 ) from error.__cause__
+    cluster = multi_worker_cluster()
+    if cluster:  # before anything else starts TensorFlow's runtime
+        return join_workers(cluster, wanted)
     if wanted in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if len(gpus) >= 2:

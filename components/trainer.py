@@ -1,4 +1,4 @@
-"""The Trainer's `run_fn`: strategy -> datasets -> model -> fit -> export.
+"""The Trainer's `run_fn`: strategy -> datasets -> model -> fit or custom loop -> export.
 
 Each step is a function of its own module, so a test can call any of them
 alone; `run_fn` only reads TFX's arguments and passes results along. `fit` is
@@ -19,12 +19,19 @@ from absl import logging
 from common.config import DatasetConfig, ServingConfig, TrainerConfig
 from common.tfx_api import FnArgs
 from components.autograph import skip_autograph_for_tf_keras
-from components.device_policy import resolve_training_policy
+from components.custom_loop import train_custom_loop
+from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.export import export_serving_model, serving_copy
 from components.hyperparameters import apply_hyperparameters, tuned_values
-from components.input_pipeline import count_examples, global_batch_size, make_dataset
+from components.input_pipeline import (
+    count_examples,
+    distributed_training_dataset,
+    global_batch_size,
+    make_dataset,
+)
 from components.learning_rate import make_optimizer, peak_learning_rate
 from components.models import build_model, compile_model
+from components.multi_worker import lost_worker_is_an_error, wait_for_all_workers, worker_output_dir
 from components.preflight import require_preflight
 from components.strategy import StrategyChoice, resolve_strategy
 from components.tflite_variants import export_tflite_variants
@@ -71,9 +78,11 @@ def steps_per_epoch(
 
 def train(
     model: tf_keras.Model,
-    train_dataset: tf.data.Dataset,
+    train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
     eval_dataset: tf.data.Dataset,
     *,
+    strategy: tf.distribute.Strategy,
+    policy: TrainingPolicy,
     config: TrainerConfig,
     steps_per_epoch: int,
     eval_steps: int | None,
@@ -81,16 +90,36 @@ def train(
     log_dir: str,
     backup_dir: str,
 ) -> tf_keras.callbacks.History:
-    """Fits `model` for `config.epochs` epochs of `steps_per_epoch` batches."""
+    """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches.
+
+    `config.loop` picks Keras's `fit` or the custom loop; both use the same
+    callbacks (backups, TensorBoard, epoch lines) and report the same metrics.
+    """
+    callbacks = training_callbacks(
+        log_dir, backup_dir, config.epochs, steps_per_epoch * batch_size, config.profile_batches
+    )
+    if config.loop == "custom":
+        if eval_steps:
+            eval_dataset = eval_dataset.take(eval_steps)
+        return train_custom_loop(
+            model,
+            strategy,
+            train_dataset,
+            strategy.experimental_distribute_dataset(eval_dataset),
+            epochs=config.epochs,
+            steps_per_epoch=steps_per_epoch,
+            steps_per_execution=policy.steps_per_execution,
+            global_batch_size=batch_size,
+            jit_compile=policy.jit_compile,
+            callbacks=callbacks,
+        )
     return model.fit(
         train_dataset,
         epochs=config.epochs,
         steps_per_epoch=steps_per_epoch,
         validation_data=eval_dataset,
         validation_steps=eval_steps,
-        callbacks=training_callbacks(
-            log_dir, backup_dir, config.epochs, steps_per_epoch * batch_size, config.profile_batches
-        ),
+        callbacks=callbacks,
         verbose=0,
     )
 
@@ -158,8 +187,11 @@ def fit(
         "device": choice.device,
         "strategy": choice.description,
         "num_replicas": choice.num_replicas,
+        "num_workers": choice.num_workers,
         "jit_compile": policy.jit_compile,
         "precision": policy.precision,
+        "steps_per_execution": policy.steps_per_execution,
+        "loop": config.loop,
         "global_batch_size": batch_size,
         "model": config.model,
         "train_steps": epoch_steps * config.epochs,
@@ -174,35 +206,43 @@ def fit(
     if choice.device == "tpu" and config.tpu_preflight:
         # A step that cannot compile fails here in seconds, naming the layer, not on the TPU.
         require_preflight(dataset, config, choice.num_replicas, setup.transform_output)
-    make = dict(transform_output=setup.transform_output, dataset=dataset, batch_size=batch_size)
-    train_dataset = make_dataset(
+    train_dataset = distributed_training_dataset(
+        choice.strategy,
         setup.train_files,
-        **make,
-        training=True,
+        setup.transform_output,
+        dataset,
+        batch_size,
         shuffle_buffer=config.shuffle_buffer,
         seed=config.seed,
     )
-    eval_dataset = make_dataset(setup.eval_files, **make, training=False)
-    write_run_summaries(log_dir, next(iter(train_dataset))[0], training_info)
+    eval_dataset = make_dataset(
+        setup.eval_files, setup.transform_output, dataset, batch_size, training=False
+    )
+    write_run_summaries(log_dir, next(iter(eval_dataset))[0], training_info)
 
     with choice.strategy.scope():
         model = build_model(
             config.model, dataset.image_shape, dataset.num_classes, policy.precision, config.dropout
         )
         optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
-        compile_model(model, optimizer, policy.jit_compile, policy.precision)
+        compile_model(
+            model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
+        )
         training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
-    history = train(
-        model,
-        train_dataset,
-        eval_dataset,
-        config=config,
-        steps_per_epoch=epoch_steps,
-        eval_steps=setup.eval_steps,
-        batch_size=batch_size,
-        log_dir=log_dir,
-        backup_dir=backup_dir,
-    )
+    with lost_worker_is_an_error(choice.num_workers, backup_dir):
+        history = train(
+            model,
+            train_dataset,
+            eval_dataset,
+            strategy=choice.strategy,
+            policy=policy,
+            config=config,
+            steps_per_epoch=epoch_steps,
+            eval_steps=setup.eval_steps,
+            batch_size=batch_size,
+            log_dir=log_dir,
+            backup_dir=backup_dir,
+        )
     return model, history, training_info
 
 
@@ -227,14 +267,21 @@ def run_fn(fn_args: FnArgs) -> None:
             "train_steps": fn_args.train_steps,
         },
     )
-    model, _, training_info = fit(
-        setup,
-        config,
-        train_steps=fn_args.train_steps,
-        log_dir=fn_args.model_run_dir,
-        backup_dir=backup_dir,
-        base_model=fn_args.base_model,
-    )
+    choice = setup.choice
+    # Only the chief's logs are kept; other workers log into a scratch folder.
+    with worker_output_dir(fn_args.model_run_dir, choice.is_chief) as log_dir:
+        model, _, training_info = fit(
+            setup,
+            config,
+            train_steps=fn_args.train_steps,
+            log_dir=log_dir,
+            backup_dir=backup_dir,
+            base_model=fn_args.base_model,
+        )
+    if not choice.is_chief:
+        # TFX checks on every worker that the model exists: return after the chief exported it.
+        wait_for_all_workers(choice.strategy)
+        return
     if tuned:
         training_info["hyperparameters"] = tuned
     export_serving_model(
@@ -254,3 +301,5 @@ def run_fn(fn_args: FnArgs) -> None:
         ServingConfig.model_validate(fn_args.custom_config["serving"]),
     ):
         logging.info("Serving variant %s", measured)
+    if choice.num_workers > 1:
+        wait_for_all_workers(choice.strategy)  # the other workers wait for this export

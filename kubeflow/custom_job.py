@@ -13,12 +13,16 @@ from typing import Any
 from common.config import PipelineConfig, TrainerConfig, VertexConfig
 
 
-def worker_pool_spec(vertex: VertexConfig) -> dict[str, Any]:
-    """The one worker pool of the custom job: machine, accelerator and image.
+def worker_pool_specs(vertex: VertexConfig) -> list[dict[str, Any]]:
+    """The custom job's worker pools: machine, accelerator, image and replicas.
 
     Vertex AI's MachineSpec: `cloud-tpu` + TPU_V2/TPU_V3 x 8 for TPU v2-8/v3-8,
-    a `ct5lp-hightpu-*` machine type for TPU v5e, an NVIDIA accelerator with a
-    count for GPUs, or a plain machine type for CPU.
+    a `ct5lp-hightpu-*` machine type for TPU v5e (with `tpu_topology`, a slice of
+    one or several hosts), an NVIDIA accelerator with a count for GPUs, or a
+    plain machine type for CPU. With `replica_count` > 1 the first pool is the
+    chief and a second pool holds the other workers, on identical machines:
+    Vertex AI then sets TF_CONFIG in each, and `run_fn` trains with
+    MultiWorkerMirroredStrategy.
     """
     target = vertex.trainer
     machine_spec: dict[str, Any] = {"machine_type": target.machine_type}
@@ -27,7 +31,7 @@ def worker_pool_spec(vertex: VertexConfig) -> dict[str, Any]:
         machine_spec["accelerator_count"] = target.accelerator_count
     if target.tpu_topology:
         machine_spec["tpu_topology"] = target.tpu_topology
-    return {
+    pool = {
         "machine_spec": machine_spec,
         "replica_count": 1,
         "container_spec": {
@@ -36,18 +40,23 @@ def worker_pool_spec(vertex: VertexConfig) -> dict[str, Any]:
             "env": [{"name": "TF_USE_LEGACY_KERAS", "value": "1"}],
         },
     }
+    if target.replica_count == 1:
+        return [pool]
+    return [pool, {**pool, "replica_count": target.replica_count - 1}]
 
 
 def trainer_config_for_job(config: PipelineConfig) -> TrainerConfig:
     """The Trainer settings `run_fn` gets inside the job: the device is known, not guessed.
 
-    On a TPU VM the chips are local to the job's host (`tpu_name: local`), so
-    `run_fn` connects to them at once instead of probing; asking for a GPU makes
-    a job that landed without one fail instead of training on its CPU.
+    On a single-host TPU VM the chips are local to the job's host (`tpu_name:
+    local`), so `run_fn` connects to them at once instead of probing; a slice of
+    several hosts is found through the TPU environment Vertex AI sets. Asking
+    for a GPU makes a job that landed without one fail instead of training on
+    its CPU.
     """
     device = config.vertex.trainer.device
     update: dict[str, Any] = {"accelerator": device}
-    if device == "tpu":
+    if device == "tpu" and config.vertex.trainer.hosts == 1:
         update["tpu_name"] = "local"
     return config.trainer.model_copy(update=update)
 
@@ -61,7 +70,7 @@ def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, An
     from common.tfx_api import ai_platform_constants
 
     vertex = config.vertex
-    job_spec: dict[str, Any] = {"worker_pool_specs": [worker_pool_spec(vertex)]}
+    job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(vertex)}
     if vertex.service_account:
         job_spec["service_account"] = vertex.service_account
     job_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec}

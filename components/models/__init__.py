@@ -118,6 +118,7 @@ def compile_model(
     optimizer: tf_keras.optimizers.Optimizer,
     jit_compile: bool,
     precision: str,
+    steps_per_execution: int = 1,
 ) -> None:
     """Compiles with sparse cross-entropy; float16 gets dynamic loss scaling.
 
@@ -126,6 +127,8 @@ def compile_model(
       optimizer: the recipe's optimizer (`components.learning_rate.make_optimizer`).
       jit_compile: compile the step with XLA.
       precision: the Keras precision policy the model was built with.
+      steps_per_execution: training steps per `tf.function` call, so an
+        accelerator is not left idle waiting for the host between steps.
     """
     if precision == "mixed_float16":
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
@@ -134,4 +137,5 @@ def compile_model(
         loss=tf_keras.losses.SparseCategoricalCrossentropy(),
         metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
+        steps_per_execution=steps_per_execution,
     )

@@ -1,4 +1,4 @@
-"""XLA and precision follow the device unless the configuration overrides them."""
+"""XLA, precision and steps per call follow the device unless the configuration overrides them."""
 
 import pytest
 
@@ -9,9 +9,9 @@ from components.device_policy import TrainingPolicy, resolve_training_policy
 @pytest.mark.parametrize(
     "device, expected",
     [
-        ("tpu", TrainingPolicy(jit_compile=True, precision="mixed_bfloat16")),
-        ("gpu", TrainingPolicy(jit_compile=True, precision="mixed_float16")),
-        ("cpu", TrainingPolicy(jit_compile=False, precision="float32")),
+        ("tpu", TrainingPolicy(True, "mixed_bfloat16", steps_per_execution=50)),
+        ("gpu", TrainingPolicy(True, "mixed_float16", steps_per_execution=10)),
+        ("cpu", TrainingPolicy(False, "float32", steps_per_execution=1)),
     ],
 )
 def test_each_device_gets_its_defaults(device, expected):
@@ -19,8 +19,9 @@ def test_each_device_gets_its_defaults(device, expected):
 
 
 def test_configuration_overrides_the_device_defaults():
-    config = TrainerConfig(jit_compile=True, precision="mixed_bfloat16")
-    assert resolve_training_policy("cpu", 1, config) == TrainingPolicy(True, "mixed_bfloat16")
+    config = TrainerConfig(jit_compile=True, precision="mixed_bfloat16", steps_per_execution=4)
+    assert resolve_training_policy("cpu", 1, config) == TrainingPolicy(True, "mixed_bfloat16", 4)
+    assert resolve_training_policy("tpu", 8, config).steps_per_execution == 4
     assert resolve_training_policy("gpu", 2, TrainerConfig(jit_compile=False)).jit_compile is False
 
 

@@ -56,7 +56,26 @@ def test_small_clean_model_passes_every_check():
     assert {c.status for c in report.checks} == {"pass"}
 
 
-CIFAR_SHAPED = {**BUILTIN_DATASETS["digits"], "name": "cifar10", "image_shape": (32, 32, 3)}
+def test_custom_loop_step_passes_every_check_with_the_tpu_steps_per_execution():
+    report = _preflight(_small_model(), TrainerConfig(per_replica_batch_size=16, loop="custom"))
+
+    assert report.passed, report.to_text()
+    assert {c.status for c in report.checks} == {"pass"}
+    assert "loop custom" in report.title
+    assert report.check("steps_per_execution").detail == "50 steps per call compile to one program"
+
+
+def test_more_steps_per_execution_than_an_epoch_has_is_a_warning():
+    trainer = TrainerConfig(
+        per_replica_batch_size=16, train_steps=60, epochs=6, steps_per_execution=20
+    )
+
+    report = _preflight(_small_model(), trainer)
+
+    assert report.passed
+    check = report.check("steps_per_execution")
+    assert check.status == "warn"
+    assert "20 steps per call but only 10 per epoch" in check.detail
 
 
 # XLA:CPU compiles ResNet-20's bfloat16 training step for minutes on a loaded 2-core machine.
@@ -115,12 +134,13 @@ def test_a_model_too_big_for_the_accelerator_fails_naming_the_largest_layers():
     assert "trainer.accelerator_memory_gib" in check.detail
 
 
-def test_float64_inside_a_layer_is_named():
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_float64_inside_a_layer_is_named(loop):
     widen = tf_keras.layers.Lambda(
         lambda x: tf.cast(tf.cast(x, tf.float64) * 2.0, x.dtype), name="widen"
     )
 
-    report = _preflight(_small_model(widen))
+    report = _preflight(_small_model(widen), TrainerConfig(per_replica_batch_size=16, loop=loop))
 
     assert not report.passed
     assert report.check("no_float64").status == "fail"

@@ -7,6 +7,7 @@ import tf_keras
 
 from common.config import TrainerConfig
 from components import training_logs
+from components.device_policy import DEVICE_DEFAULTS
 from components.learning_rate import WarmupThenDecay, make_optimizer
 from components.models import build_model, compile_model
 from components.trainer import train
@@ -36,12 +37,15 @@ class InterruptAfterEpoch(tf_keras.callbacks.Callback):
             raise KeyboardInterrupt("preempted")
 
 
-def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, monkeypatch):
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, monkeypatch, loop):
     images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
     labels = np.arange(64) % 10
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16, drop_remainder=True)
-    config = TrainerConfig(train_steps=16, epochs=4)
+    config = TrainerConfig(train_steps=16, epochs=4, loop=loop)
     arguments = dict(
+        strategy=tf.distribute.get_strategy(),
+        policy=DEVICE_DEFAULTS["cpu"],
         config=config,
         steps_per_epoch=4,
         eval_steps=None,

@@ -8,8 +8,9 @@ import pytest
 
 from common.config import REPO_ROOT, load_config
 
+DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost")
 DEPLOYMENT_CONFIGS = {
-    target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in ("cpu", "gpu", "tpu")
+    target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in DEPLOYMENT_TARGETS
 }
 # Over vertex-cpu.yaml: the Trainer as a custom job on a TPU v3-8 (TPU VM via `cloud-tpu`).
 TPU_V3_8 = {
@@ -53,8 +54,13 @@ def executor(spec: dict, task: str) -> dict:
     return spec["pipelineSpec"]["deploymentSpec"]["executors"][f"{task}_executor"]["container"]
 
 
-def worker_pool(spec: dict) -> dict:
-    """The custom job's one worker pool spec, from the Trainer's custom_config."""
+def worker_pools(spec: dict) -> list[dict]:
+    """The custom job's worker pool specs, from the Trainer's custom_config."""
     training_args = task_parameter(spec, "Trainer", "custom_config")["ai_platform_training_args"]
-    (pool,) = training_args["job_spec"]["worker_pool_specs"]
+    return training_args["job_spec"]["worker_pool_specs"]
+
+
+def worker_pool(spec: dict) -> dict:
+    """The custom job's one worker pool spec."""
+    (pool,) = worker_pools(spec)
     return pool

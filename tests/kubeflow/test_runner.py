@@ -13,12 +13,19 @@ from kubeflow.runner import (
     require_vertex,
     runtime_parameter_defaults,
 )
-from tests.kubeflow.conftest import TPU_V3_8, executor, task_parameter, worker_pool
+from tests.kubeflow.conftest import (
+    DEPLOYMENT_TARGETS,
+    TPU_V3_8,
+    executor,
+    task_parameter,
+    worker_pool,
+    worker_pools,
+)
 
 BEAM_TASKS = ("ExampleGen", "StatisticsGen", "Transform", "Evaluator")
 
 
-@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+@pytest.mark.parametrize("target", DEPLOYMENT_TARGETS)
 def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, target):
     config, spec, _ = compile_spec(target)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
@@ -44,7 +51,7 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
     assert spec["runtimeConfig"]["gcsOutputDirectory"] == config.vertex.pipeline_root
 
 
-@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+@pytest.mark.parametrize("target", DEPLOYMENT_TARGETS)
 def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec, target):
     config, spec, _ = compile_spec(target)
     executors = spec["pipelineSpec"]["deploymentSpec"]["executors"]
@@ -60,7 +67,7 @@ def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec
     assert (REPO_ROOT / schema_file.removeprefix(CONTAINER_SOURCE_DIR + "/")).is_file()
 
 
-@pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
+@pytest.mark.parametrize("target", DEPLOYMENT_TARGETS)
 def test_spec_holds_no_local_paths_or_credentials(compile_spec, target):
     _, _, path = compile_spec(target)
     text = path.read_text()
@@ -151,6 +158,39 @@ def test_gpu_custom_job_asks_for_the_a100_count_and_requires_a_gpu(compile_spec)
     assert custom_config["trainer"]["accelerator"] == "gpu"
     job_spec = custom_config["ai_platform_training_args"]["job_spec"]
     assert job_spec["service_account"] == config.vertex.service_account
+
+
+def test_multi_worker_gpu_job_has_a_chief_pool_and_a_pool_of_identical_workers(compile_spec):
+    config, spec, _ = compile_spec("gpu-multiworker")
+    chief, workers = worker_pools(spec)
+    assert chief["replica_count"] == 1  # Vertex AI makes the first pool's replica the chief
+    assert workers["replica_count"] == config.vertex.trainer.replica_count - 1 == 3
+    assert (
+        chief["machine_spec"]
+        == workers["machine_spec"]
+        == {
+            "machine_type": "a2-highgpu-2g",
+            "accelerator_type": "NVIDIA_TESLA_A100",
+            "accelerator_count": 2,
+        }
+    )
+    assert chief["container_spec"] == workers["container_spec"]
+    assert chief["container_spec"]["image_uri"] == config.vertex.pipeline_image
+    # Every replica runs the same run_fn; TF_CONFIG (set by Vertex AI) makes them one cluster.
+    assert task_parameter(spec, "Trainer", "custom_config")["trainer"]["accelerator"] == "gpu"
+    assert task_parameter(spec, "Trainer", "run_fn") == "components.trainer.run_fn"
+
+
+def test_multi_host_tpu_slice_is_one_replica_with_a_topology_over_several_hosts(compile_spec):
+    config, spec, _ = compile_spec("tpu-multihost")
+    pool = worker_pool(spec)
+    assert pool["machine_spec"] == {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4"}
+    assert pool["replica_count"] == 1
+    assert pool["container_spec"]["image_uri"] == config.vertex.trainer.image
+    assert config.vertex.trainer.hosts == 4  # 16 chips, 4 per host
+    trainer = task_parameter(spec, "Trainer", "custom_config")["trainer"]
+    # Not "local": that would see one host's 4 chips, not the slice's 16.
+    assert trainer["accelerator"] == "tpu" and trainer["tpu_name"] is None
 
 
 def test_beam_components_run_on_dataflow_in_our_image_when_configured(compile_spec):

@@ -55,12 +55,35 @@ def test_machine_spec_decides_the_device_the_trainer_is_told(fields, device):
         ),
         ({"tpu_topology": "2x2"}, "tpu_topology applies to TPU machine types only"),
         ({"accelerator_count": 2}, "accelerator_count is set but accelerator_type is not"),
+        (
+            {"runs_on": "custom_job", "machine_type": "ct5lp-hightpu-4t", "replica_count": 4},
+            "a TPU slice is one replica; for more hosts set a larger tpu_topology",
+        ),
+        (
+            {"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "1x2"},
+            "tpu_topology 1x2 (2 chips) is not a whole number of ct5lp-hightpu-4t hosts",
+        ),
+        ({"replica_count": 2}, "replica_count > 1 needs runs_on: custom_job"),
     ],
 )
 def test_impossible_machine_specs_fail_naming_vertex_trainer(fields, message):
     with pytest.raises(ConfigError, match="vertex.trainer") as raised:
         _trainer(**fields)
     assert message in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("fields", "hosts"),
+    [
+        ({}, 1),
+        ({"runs_on": "custom_job", "replica_count": 3}, 3),
+        ({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "2x2"}, 1),
+        ({"machine_type": "ct5lp-hightpu-4t", "tpu_topology": "8x8"}, 16),
+        ({"machine_type": "ct5lp-hightpu-8t", "tpu_topology": "2x4"}, 1),
+    ],
+)
+def test_hosts_count_replicas_or_the_hosts_of_a_tpu_slice(fields, hosts):
+    assert _trainer(**fields).hosts == hosts
 
 
 def test_roots_must_be_gcs_uris_and_time_zone_known():

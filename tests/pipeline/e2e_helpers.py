@@ -19,6 +19,30 @@ def split_files(config: PipelineConfig, split: str) -> list[str]:
     return sorted(str(path) for path in (examples / f"Split-{split}").iterdir())
 
 
+def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
+    """FnArgs fields (as JSON-able values) for training `config` again on a finished run's data.
+
+    The model goes to `run_dir/serving`, logs to `run_dir/model_run/1`.
+    """
+    from common.config import ServingConfig
+    from pipeline.pipeline import trainer_custom_config
+
+    transform_dir = sorted((config.pipeline_root / "Transform" / "transform_graph").iterdir())[-1]
+    return {
+        "train_files": split_files(config, "train"),
+        "eval_files": split_files(config, "eval"),
+        "transform_output": str(transform_dir),
+        "serving_model_dir": str(run_dir / "serving"),
+        "model_run_dir": str(run_dir / "model_run" / "1"),
+        "train_steps": config.trainer.train_steps,
+        "eval_steps": None,
+        # No TFLite variants: these tests are about training.
+        "custom_config": trainer_custom_config(
+            config.model_copy(update={"serving": ServingConfig(tflite_variants=())})
+        ),
+    }
+
+
 def serving_accuracy(saved_model_dir: str | pathlib.Path, config: PipelineConfig) -> float:
     """Accuracy of a SavedModel's serving signature on the eval split's serialized examples."""
     records = [
