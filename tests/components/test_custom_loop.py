@@ -9,10 +9,12 @@ import pytest
 import tensorflow as tf
 import tf_keras
 
+from common.config import TrainerConfig
 from common.tfx_api import FnArgs
 from components.custom_loop import train_custom_loop
+from components.device_policy import TrainingPolicy
 from components.models import build_model, compile_model
-from components.trainer import run_fn
+from components.trainer import run_fn, train
 from pipeline.report.tensorboard_logs import epoch_scalars
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
@@ -24,11 +26,12 @@ def _dataset(steps: int, batch: int) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch, drop_remainder=True)
 
 
-def _model():
+def _model(steps_per_execution: int = 1):
     # cifar10_cnn has no dropout: both loops must then compute exactly the same steps.
     tf.keras.utils.set_random_seed(1)
     model = build_model("cifar10_cnn", (8, 8, 1), 10)
-    compile_model(model, tf_keras.optimizers.Adam(1e-3), jit_compile=False, precision="float32")
+    optimizer = tf_keras.optimizers.Adam(1e-3)
+    compile_model(model, optimizer, False, "float32", steps_per_execution)
     return model
 
 
@@ -58,6 +61,29 @@ def test_custom_loop_makes_the_same_updates_and_metrics_as_fit(steps_per_executi
     assert set(loop_history.history) == set(fit_history.history)
     for name, values in fit_history.history.items():
         np.testing.assert_allclose(loop_history.history[name], values, rtol=1e-4, err_msg=name)
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_steps_per_execution_runs_every_step_of_every_epoch(tmp_path, loop):
+    model = _model(steps_per_execution=4)  # 6 steps per epoch: calls of 4 and 2
+    data = _dataset(steps=6, batch=16)
+    history = train(
+        model,
+        data.repeat(),
+        data,
+        strategy=tf.distribute.get_strategy(),
+        policy=TrainingPolicy(jit_compile=False, precision="float32", steps_per_execution=4),
+        config=TrainerConfig(epochs=3, loop=loop),
+        steps_per_epoch=6,
+        eval_steps=None,
+        batch_size=16,
+        log_dir=str(tmp_path / "logs"),
+        backup_dir=str(tmp_path / "backup"),
+    )
+    assert history.epoch == [0, 1, 2]
+    assert int(model.optimizer.iterations) == 18  # no step lost to the uneven last call
+    # The epoch lines' throughput counts every example of the epoch.
+    assert all(rate > 0 for rate in history.history["examples_per_second"])
 
 
 @pytest.mark.slow
