@@ -114,4 +114,3 @@ def test_bad_configuration_exits_2_naming_the_field(tmp_path):
     result = run_cli("run", "--output-dir", str(tmp_path), "--set", "trainer.epochs=0", timeout=120)
     assert result.returncode == 2
     assert "trainer.epochs" in result.stderr
-
