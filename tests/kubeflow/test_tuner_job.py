@@ -8,7 +8,7 @@ from common.config import load_config
 from common.tfx_api import ai_platform_tuner_executor, json_utils, standard_artifacts
 from components.hyperparameters import TRIALS_SUBDIR
 from components.tuner import TRIALS_DIR_KEY
-from kubeflow.custom_job import worker_pool_spec
+from kubeflow.custom_job import worker_pool_specs
 from kubeflow.tuner_job import VertexTrialRecordingExecutor, tuner_job_custom_config
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
@@ -26,7 +26,7 @@ def test_compiled_tuner_runs_trials_as_a_vertex_job_on_the_trainers_tpu(compile_
     custom_config = task_parameter(spec, "Tuner", "custom_config")
     job = custom_config[ai_platform_tuner_executor.TUNING_ARGS_KEY]
     (pool,) = job["job_spec"]["worker_pool_specs"]
-    assert pool == worker_pool_spec(config.vertex)  # the Trainer's machine, image and TPU
+    assert [pool] == worker_pool_specs(config.vertex)  # the Trainer's machine, image and TPU
     assert pool["machine_spec"]["machine_type"].startswith("ct5lp-hightpu-")
     assert custom_config["ai_platform_enable_vertex"] is True
     assert custom_config["trainer"]["accelerator"] == "tpu"  # trials train on the job's TPU
