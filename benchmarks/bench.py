@@ -191,7 +191,7 @@ def trainer_input(
     else:
         transform_output = data.build_transform_graph(str(records), dataset, graph_dir)
     pipeline_ds = make_dataset(
-        [str(records)], transform_output, dataset, batch, training=True, seed=TrainerConfig().seed
+        [str(records)], transform_output, dataset, batch, seed=TrainerConfig().seed
     )
     drain(pipeline_ds, batch, count // batch + 2)()
     return pipeline_ds

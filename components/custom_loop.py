@@ -21,9 +21,15 @@ class _Metrics:
         self.loss = tf_keras.metrics.Mean(f"{prefix}loss")
         self.accuracy = tf_keras.metrics.SparseCategoricalAccuracy(f"{prefix}accuracy")
 
-    def update(self, per_example_loss: tf.Tensor, labels: tf.Tensor, probabilities: tf.Tensor):
-        self.loss.update_state(per_example_loss)
-        self.accuracy.update_state(labels, probabilities)
+    def update(
+        self,
+        per_example_loss: tf.Tensor,
+        labels: tf.Tensor,
+        probabilities: tf.Tensor,
+        weights: tf.Tensor | None = None,
+    ):
+        self.loss.update_state(per_example_loss, sample_weight=weights)
+        self.accuracy.update_state(labels, probabilities, sample_weight=weights)
 
     def reset(self) -> None:
         self.loss.reset_state()
@@ -88,9 +94,10 @@ class CustomLoop:
         self.train_metrics.update(per_example_loss, labels, probabilities)
         return {"loss": loss}
 
-    def _eval_step(self, images: tf.Tensor, labels: tf.Tensor) -> None:
+    def _eval_step(self, images: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor) -> None:
+        # Weighted: the zero-weight examples that fill the last eval batch must not count.
         probabilities = self.model(images, training=False)
-        self.eval_metrics.update(self._loss(labels, probabilities), labels, probabilities)
+        self.eval_metrics.update(self._loss(labels, probabilities), labels, probabilities, weights)
 
     @tf.function
     def train_steps(self, iterator: tf.distribute.DistributedIterator, steps: tf.Tensor) -> None:
@@ -100,9 +107,9 @@ class CustomLoop:
 
     @tf.function
     def evaluate(self, dataset: tf.distribute.DistributedDataset) -> None:
-        """One pass over the (distributed) evaluation dataset."""
-        for images, labels in dataset:
-            self.strategy.run(self._replica_eval_step, args=(images, labels))
+        """One pass over the (distributed) evaluation dataset of weighted examples."""
+        for images, labels, weights in dataset:
+            self.strategy.run(self._replica_eval_step, args=(images, labels, weights))
 
 
 def train_custom_loop(

@@ -3,11 +3,15 @@
 The transform graph runs here, on the host, so the accelerator receives dense
 float images of a static shape only. Batching comes before parsing so that
 parsing and the transform run once per batch, vectorised, rather than once per
-example; `drop_remainder=True` keeps every batch the same size, which TPUs
-(and XLA in general) need to compile the step once.
+example. Every batch has the same size, which TPUs (and XLA in general) need to
+compile the step once: training drops the remainder of each pass (it repeats
+anyway); evaluation fills its last batch with examples weighted 0, so it sees
+every eval example once, even when the split is smaller than one batch.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -27,11 +31,7 @@ def _files(file_patterns: list[str]) -> list[str]:
 
 def count_examples(file_patterns: list[str]) -> int:
     """Records in the gzipped TFRecord files: how many examples one epoch passes over."""
-    files = tf.data.Dataset.list_files(file_patterns, shuffle=False)
-    records = files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
-        num_parallel_calls=tf.data.AUTOTUNE,
-    )
+    records = _interleave(tf.data.Dataset.list_files(file_patterns, shuffle=False), True)
     return int(records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
 
 
@@ -51,20 +51,17 @@ def make_dataset(
     dataset: DatasetConfig,
     batch_size: int,
     *,
-    training: bool,
     shuffle_buffer: int = 4096,
     seed: int | None = None,
     shard: tuple[int, int] = (1, 0),
 ) -> tf.data.Dataset:
-    """Yields `(images, labels)` batches of exactly `batch_size` examples.
+    """Training input: `(images, labels)` batches of exactly `batch_size`, shuffled, forever.
 
     Args:
       file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
       transform_output: the Transform component's graph.
       dataset: shapes and feature names.
       batch_size: the global batch size.
-      training: shuffle and repeat forever (for `steps_per_epoch`); otherwise
-        one pass in file order.
       shuffle_buffer: examples held for shuffling.
       seed: makes shuffling repeatable.
       shard: (shards, index): this worker reads only its shard: whole files
@@ -73,40 +70,109 @@ def make_dataset(
     paths = _files(file_patterns)
     shards, index = shard
     # The same seed on every worker lists the files in the same order: the shards are disjoint.
-    files = tf.data.Dataset.list_files(file_patterns, shuffle=training, seed=seed)
+    files = tf.data.Dataset.list_files(file_patterns, shuffle=True, seed=seed)
     if shards > 1 and len(paths) >= shards:
         files = files.shard(shards, index)
-    records = files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=not training,
-    )
+    records = _interleave(files, False)
     if shards > 1 and len(paths) < shards:
         records = records.shard(shards, index)
-    if training:
-        if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
-            records = records.cache()
-        records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    raw_feature_spec = transform_output.raw_feature_spec()
-    image_shape = [batch_size, *dataset.image_shape]
-
-    def parse_and_transform(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-        raw = tf.io.parse_example(serialized, raw_feature_spec)
-        transformed = transform_output.transform_raw_features(raw, drop_unused_features=True)
-        images = tf.ensure_shape(transformed[IMAGE_KEY], image_shape)
-        labels = tf.ensure_shape(transformed[LABEL_KEY], [batch_size])
-        return images, labels
-
-    batches = (
+    if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
+        records = records.cache()
+    records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    return (
         records.batch(batch_size, drop_remainder=True)
-        .map(parse_and_transform, num_parallel_calls=tf.data.AUTOTUNE)
+        .map(_parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalInput:
+    """The eval split as the Trainer validates on it.
+
+    Attributes:
+      dataset: `(images, labels, weights)` batches, or None when the split is empty.
+      examples: how many eval examples it holds (the ones with a weight).
+    """
+
+    dataset: tf.data.Dataset | None
+    examples: int
+
+
+def make_eval_dataset(
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    batch_size: int,
+    *,
+    max_batches: int | None = None,
+) -> EvalInput:
+    """Every eval example once, in file order, in batches of exactly `batch_size`.
+
+    Dropping the partial last batch skipped validation altogether on a split smaller
+    than one global batch, and a smaller last batch would make XLA compile the step
+    again (and cannot be split across TPU cores). So the last batch is filled with
+    copies of the first example weighted 0. The real examples weigh padded/real, not
+    1: Keras averages the loss over every example of a batch, filler included, and
+    this weight makes `val_loss` (and the weighted accuracy) the mean over the real
+    examples exactly.
+
+    Args:
+      file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
+      transform_output: the Transform component's graph.
+      dataset: shapes and feature names.
+      batch_size: the global batch size.
+      max_batches: validate on at most this many batches (TFX's eval steps).
+    """
+    records = _interleave(tf.data.Dataset.list_files(file_patterns, shuffle=False), True)
+    examples = count_examples(file_patterns)
+    if max_batches:
+        examples = min(examples, max_batches * batch_size)
+        records = records.take(examples)
+    if not examples:
+        return EvalInput(None, 0)
+    padded = -(-examples // batch_size) * batch_size
+    weight = tf.constant(padded / examples, tf.float32)
+    filler = records.take(1).map(lambda record: (record, tf.constant(0.0)))
+    weighted = records.map(lambda record: (record, weight)).concatenate(
+        filler.repeat(padded - examples)
+    )
+    parse = _parse_and_transform(transform_output, dataset, batch_size)
+    batches = (
+        weighted.batch(batch_size, drop_remainder=True)
+        .map(lambda serialized, weights: (*parse(serialized), weights), tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
     # Across workers, split each global batch (not files): every worker then runs the same
     # number of evaluation steps, which their lock-step all-reduce needs.
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return batches.with_options(options)
+    return EvalInput(batches.with_options(options), examples)
+
+
+def _interleave(files: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
+    return files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
+
+
+def _parse_and_transform(
+    transform_output: tft.TFTransformOutput, dataset: DatasetConfig, batch_size: int
+):
+    """Parses a batch of serialized examples and applies the Transform graph, static shapes."""
+    raw_feature_spec = transform_output.raw_feature_spec()
+    image_shape = [batch_size, *dataset.image_shape]
+
+    def parse(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        raw = tf.io.parse_example(serialized, raw_feature_spec)
+        transformed = transform_output.transform_raw_features(raw, drop_unused_features=True)
+        images = tf.ensure_shape(transformed[IMAGE_KEY], image_shape)
+        labels = tf.ensure_shape(transformed[LABEL_KEY], [batch_size])
+        return images, labels
+
+    return parse
 
 
 def distributed_training_dataset(
@@ -131,7 +197,6 @@ def distributed_training_dataset(
             transform_output,
             dataset,
             context.get_per_replica_batch_size(global_batch),
-            training=True,
             shuffle_buffer=shuffle_buffer,
             seed=seed,
             shard=(context.num_input_pipelines, context.input_pipeline_id),

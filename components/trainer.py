@@ -24,10 +24,11 @@ from components.device_policy import TrainingPolicy, resolve_training_policy
 from components.export import export_serving_model, serving_copy
 from components.hyperparameters import apply_hyperparameters, tuned_values
 from components.input_pipeline import (
+    EvalInput,
     count_examples,
     distributed_training_dataset,
     global_batch_size,
-    make_dataset,
+    make_eval_dataset,
 )
 from components.learning_rate import make_optimizer, peak_learning_rate
 from components.models import build_model, compile_model
@@ -79,13 +80,12 @@ def steps_per_epoch(
 def train(
     model: tf_keras.Model,
     train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
-    eval_dataset: tf.data.Dataset,
+    eval_input: EvalInput,
     *,
     strategy: tf.distribute.Strategy,
     policy: TrainingPolicy,
     config: TrainerConfig,
     steps_per_epoch: int,
-    eval_steps: int | None,
     batch_size: int,
     log_dir: str,
     backup_dir: str,
@@ -93,19 +93,23 @@ def train(
     """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches.
 
     `config.loop` picks Keras's `fit` or the custom loop; both use the same
-    callbacks (backups, TensorBoard, epoch lines) and report the same metrics.
+    callbacks (backups, TensorBoard, epoch lines) and report the same metrics. Each
+    epoch validates on every example of `eval_input`.
     """
     callbacks = training_callbacks(
-        log_dir, backup_dir, config.epochs, steps_per_epoch * batch_size, config.profile_batches
+        log_dir,
+        backup_dir,
+        config.epochs,
+        steps_per_epoch * batch_size,
+        config.profile_batches,
+        eval_input.examples,
     )
     if config.loop == "custom":
-        if eval_steps:
-            eval_dataset = eval_dataset.take(eval_steps)
         return train_custom_loop(
             model,
             strategy,
             train_dataset,
-            strategy.experimental_distribute_dataset(eval_dataset),
+            strategy.experimental_distribute_dataset(eval_input.dataset),
             epochs=config.epochs,
             steps_per_epoch=steps_per_epoch,
             steps_per_execution=policy.steps_per_execution,
@@ -117,8 +121,7 @@ def train(
         train_dataset,
         epochs=config.epochs,
         steps_per_epoch=steps_per_epoch,
-        validation_data=eval_dataset,
-        validation_steps=eval_steps,
+        validation_data=eval_input.dataset,
         callbacks=callbacks,
         verbose=0,
     )
@@ -215,10 +218,16 @@ def fit(
         shuffle_buffer=config.shuffle_buffer,
         seed=config.seed,
     )
-    eval_dataset = make_dataset(
-        setup.eval_files, setup.transform_output, dataset, batch_size, training=False
+    eval_input = make_eval_dataset(
+        setup.eval_files,
+        setup.transform_output,
+        dataset,
+        batch_size,
+        max_batches=setup.eval_steps,
     )
-    write_run_summaries(log_dir, next(iter(eval_dataset))[0], training_info)
+    if eval_input.dataset is None:
+        raise ValueError(f"the eval split is empty ({setup.eval_files}): nothing to validate on")
+    write_run_summaries(log_dir, next(iter(eval_input.dataset))[0], training_info)
 
     with choice.strategy.scope():
         model = build_model(
@@ -233,12 +242,11 @@ def fit(
         history = train(
             model,
             train_dataset,
-            eval_dataset,
+            eval_input,
             strategy=choice.strategy,
             policy=policy,
             config=config,
             steps_per_epoch=epoch_steps,
-            eval_steps=setup.eval_steps,
             batch_size=batch_size,
             log_dir=log_dir,
             backup_dir=backup_dir,

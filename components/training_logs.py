@@ -34,13 +34,17 @@ class EpochLogger(tf_keras.callbacks.Callback):
     It also adds the epoch's time and training throughput to the epoch logs, so
     the TensorBoard callback after it records them as `epoch_seconds` and
     `epoch_examples_per_second`: the numbers that show whether a TPU was fed.
-    Throughput counts training time only (until validation starts).
+    Throughput counts training time only (until validation starts). The line
+    says how many eval examples the val_ metrics cover: every one of the split.
     """
 
-    def __init__(self, epochs: int, examples_per_epoch: int):
+    def __init__(self, epochs: int, examples_per_epoch: int, eval_examples: int):
         super().__init__()
         self._epochs = epochs
         self._examples_per_epoch = examples_per_epoch
+        self._validated = (
+            f"val on all {eval_examples} eval examples" if eval_examples else "no eval examples"
+        )
         self._started = 0.0
         self._training_seconds: float | None = None
 
@@ -58,12 +62,13 @@ class EpochLogger(tf_keras.callbacks.Callback):
         examples_per_second = self._examples_per_epoch / max(training_seconds, 1e-9)
         metrics = " ".join(f"{name}={value:.4g}" for name, value in sorted((logs or {}).items()))
         logging.info(
-            "epoch %d/%d: %s (%.1f s, %.0f examples/s)",
+            "epoch %d/%d: %s (%.1f s, %.0f examples/s, %s)",
             epoch + 1,
             self._epochs,
             metrics,
             seconds,
             examples_per_second,
+            self._validated,
         )
         if logs is not None:
             logs["seconds"] = seconds
@@ -125,6 +130,7 @@ def training_callbacks(
     epochs: int,
     examples_per_epoch: int,
     profile_batches: tuple[int, int] | None,
+    eval_examples: int,
 ) -> list[tf_keras.callbacks.Callback]:
     """The callbacks every training run uses, in the order they must run.
 
@@ -135,7 +141,7 @@ def training_callbacks(
         tf_keras.callbacks.BackupAndRestore(backup_dir),
         ModelSummaryLogger(log_dir),
         LearningRateLogger(),
-        EpochLogger(epochs, examples_per_epoch),
+        EpochLogger(epochs, examples_per_epoch, eval_examples),
         tf_keras.callbacks.TensorBoard(
             log_dir=log_dir,
             histogram_freq=1,

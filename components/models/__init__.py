@@ -135,7 +135,8 @@ def compile_model(
     model.compile(
         optimizer=optimizer,
         loss=tf_keras.losses.SparseCategoricalCrossentropy(),
-        metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        # Weighted: the zero-weight examples that fill the last eval batch must not count.
+        weighted_metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,
         steps_per_execution=steps_per_execution,
     )

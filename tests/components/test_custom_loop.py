@@ -13,6 +13,7 @@ from common.config import TrainerConfig
 from common.tfx_api import FnArgs
 from components.custom_loop import train_custom_loop
 from components.device_policy import TrainingPolicy
+from components.input_pipeline import EvalInput
 from components.models import build_model, compile_model
 from components.trainer import run_fn, train
 from pipeline.report.tensorboard_logs import epoch_scalars
@@ -24,6 +25,11 @@ def _dataset(steps: int, batch: int) -> tf.data.Dataset:
     images = rng.random((steps * batch, 8, 8, 1), dtype=np.float32)
     labels = rng.integers(0, 10, steps * batch)
     return tf.data.Dataset.from_tensor_slices((images, labels)).batch(batch, drop_remainder=True)
+
+
+def _weighted(data: tf.data.Dataset) -> tf.data.Dataset:
+    """Eval batches as the Trainer makes them: every example weighted (here all 1)."""
+    return data.map(lambda images, labels: (images, labels, tf.ones_like(labels, tf.float32)))
 
 
 def _model(steps_per_execution: int = 1):
@@ -42,12 +48,12 @@ def test_custom_loop_makes_the_same_updates_and_metrics_as_fit(steps_per_executi
     for fit_start, loop_start in zip(by_fit.get_weights(), by_loop.get_weights(), strict=True):
         np.testing.assert_array_equal(fit_start, loop_start)
 
-    fit_history = by_fit.fit(data, epochs=2, validation_data=data, verbose=0)
+    fit_history = by_fit.fit(data, epochs=2, validation_data=_weighted(data), verbose=0)
     loop_history = train_custom_loop(
         by_loop,
         tf.distribute.get_strategy(),
         data.repeat(),
-        data,
+        _weighted(data),
         epochs=2,
         steps_per_epoch=6,
         steps_per_execution=steps_per_execution,
@@ -70,12 +76,11 @@ def test_steps_per_execution_runs_every_step_of_every_epoch(tmp_path, loop):
     history = train(
         model,
         data.repeat(),
-        data,
+        EvalInput(_weighted(data), 96),
         strategy=tf.distribute.get_strategy(),
         policy=TrainingPolicy(jit_compile=False, precision="float32", steps_per_execution=4),
         config=TrainerConfig(epochs=3, loop=loop),
         steps_per_epoch=6,
-        eval_steps=None,
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
         backup_dir=str(tmp_path / "backup"),

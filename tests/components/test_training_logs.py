@@ -8,6 +8,7 @@ import tf_keras
 from common.config import TrainerConfig
 from components import training_logs
 from components.device_policy import DEVICE_DEFAULTS
+from components.input_pipeline import EvalInput
 from components.learning_rate import WarmupThenDecay, make_optimizer
 from components.models import build_model, compile_model
 from components.trainer import train
@@ -42,13 +43,15 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
     images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
     labels = np.arange(64) % 10
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16, drop_remainder=True)
+    weights = tf.ones(64, tf.float32)
+    eval_batches = tf.data.Dataset.from_tensor_slices((images, labels, weights)).batch(16)
+    eval_input = EvalInput(eval_batches, 64)
     config = TrainerConfig(train_steps=16, epochs=4, loop=loop)
     arguments = dict(
         strategy=tf.distribute.get_strategy(),
         policy=DEVICE_DEFAULTS["cpu"],
         config=config,
         steps_per_epoch=4,
-        eval_steps=None,
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
         backup_dir=str(tmp_path / "backup"),
@@ -66,10 +69,10 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
         lambda *args: [*real_callbacks(*args), InterruptAfterEpoch(1)],
     )
     with pytest.raises(KeyboardInterrupt):
-        train(fresh_model(), dataset.repeat(), dataset, **arguments)
+        train(fresh_model(), dataset.repeat(), eval_input, **arguments)
     monkeypatch.setattr("components.trainer.training_callbacks", real_callbacks)
 
-    history = train(fresh_model(), dataset.repeat(), dataset, **arguments)
+    history = train(fresh_model(), dataset.repeat(), eval_input, **arguments)
     assert history.epoch == [2, 3]
     # The schedule resumed at the restored step: the rate logged per epoch keeps decaying.
     schedule = WarmupThenDecay(**optimizer_schedule(config))

@@ -50,7 +50,7 @@ def test_profile_batches_write_a_profiler_trace(tmp_path):
     compile_model(model, tf_keras.optimizers.Adam(1e-3), jit_compile=False, precision="float32")
     log_dir = tmp_path / "logs"
     write_run_summaries(str(log_dir), images[:4], {"device": "cpu"})
-    callbacks = training_callbacks(str(log_dir), str(tmp_path / "backup"), 2, 64, (2, 3))
+    callbacks = training_callbacks(str(log_dir), str(tmp_path / "backup"), 2, 64, (2, 3), 64)
     model.fit(dataset, epochs=2, callbacks=callbacks, verbose=0)
     kinds = summary_kinds(log_dir)
     assert kinds["profile"]
