@@ -85,7 +85,7 @@ def test_an_eval_split_smaller_than_one_batch_validates_on_every_example(
     optimizer = make_optimizer(trainer_config, 64, steps_per_epoch=5, total_steps=10)
     compile_model(model, optimizer, jit_compile=False, precision="float32")
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         history = train(
             model,
             train_dataset,

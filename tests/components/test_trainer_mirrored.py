@@ -38,7 +38,7 @@ def test_run_fn_trains_under_mirrored_strategy_on_two_cpu_devices(digits_run, tm
     fn_args = {
         "train_files": split_files(config, "train"),
         "eval_files": split_files(config, "eval"),
-        "transform_output": str(transform_dir),
+        "transform_graph_path": str(transform_dir),
         "serving_model_dir": str(serving_dir),
         "model_run_dir": str(tmp_path / "model_run" / "1"),
         "train_steps": config.trainer.train_steps,

@@ -31,7 +31,7 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
     return {
         "train_files": split_files(config, "train"),
         "eval_files": split_files(config, "eval"),
-        "transform_output": str(transform_dir),
+        "transform_graph_path": str(transform_dir),
         "serving_model_dir": str(run_dir / "serving"),
         "model_run_dir": str(run_dir / "model_run" / "1"),
         "train_steps": config.trainer.train_steps,
