@@ -89,8 +89,15 @@ def read_tfrecord_unchanged(path: str) -> Iterator[Record]:
 
 
 def imports_unchanged(dataset: DatasetConfig) -> bool:
-    """Whether the records need no conversion, so ExampleGen can copy them as they are."""
-    return dataset.format == "tfrecord" and dataset.source == SourceConfig()
+    """Whether the records need no conversion, so ExampleGen can copy them as they are.
+
+    `image_value_range` is left out: it scales decoded images, and float pixels are
+    never decoded (it still tells the serving signature how to scale image bytes).
+    """
+    reading_options = dataset.source.model_copy(
+        update={"image_value_range": SourceConfig().image_value_range}
+    )
+    return dataset.format == "tfrecord" and reading_options == SourceConfig()
 
 
 def _folder_split(path: str) -> str | None:

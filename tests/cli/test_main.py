@@ -28,18 +28,16 @@ def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
 
 
 def write_bad_digits(path) -> None:
-    """Real digits with two faults: some labels are 42 (outside 0-9), and some images
-    drifted to a 0-256 pixel scale (outside the schema's 0-16), which only shows in
-    the statistics."""
+    """Real digits of which some images drifted to a 0-256 pixel scale (outside the schema's
+    0-16): each record is well formed, so only the statistics show it. (A label outside
+    the classes is refused earlier, by ExampleGen, naming the record.)"""
     digits = load_digits()
     with tf.io.TFRecordWriter(str(path)) as writer:
         for index, (pixels, label) in enumerate(zip(digits.data, digits.target, strict=True)):
             scale = 16 if index % 10 == 5 else 1
             features = {
                 "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels * scale)),
-                "label": tf.train.Feature(
-                    int64_list=tf.train.Int64List(value=[42 if index % 10 == 0 else int(label)])
-                ),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
             }
             writer.write(
                 tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
@@ -62,7 +60,6 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(tmp_p
     )
     assert result.returncode == 3, result.stdout + result.stderr
     summary = json.loads(summary_path.read_text())
-    assert "label: Out-of-range values" in summary["error"]
     assert "pixels: Out-of-range values" in summary["error"]
     statuses = {c["id"]: c["status"] for c in summary["components"]}
     assert statuses["DataGate"] == "failed"
