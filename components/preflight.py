@@ -219,6 +219,24 @@ def _graph_check(name: str, findings: list[str], ok: str, advice: str) -> CheckR
     return CheckResult(name, "pass", ok)
 
 
+def _is_workspace(tensor: tf.Tensor) -> bool:
+    """A fused batch norm `reserve_space_*` output (or zeros like one, in its gradient).
+
+    These are kernel workspaces: traced on a CPU their size is unknown, and XLA
+    sizes them itself when it lowers the op. They hold no data a program must know.
+    """
+    op = tensor.op
+    if op.type == "ZerosLike":
+        return _is_workspace(op.inputs[0])
+    names = [arg.name for arg in op.op_def.output_arg] if op.op_def else []
+    return tensor.value_index < len(names) and names[tensor.value_index].startswith("reserve_space")
+
+
+def _data_outputs(op: tf.Operation) -> list[tf.Tensor]:
+    """The op's outputs whose shapes a TPU program must know: no handles, no workspaces."""
+    return [t for t in op.outputs if t.dtype != tf.resource and not _is_workspace(t)]
+
+
 def check_graph(graph: tf.Graph, model: tf_keras.Model) -> list[CheckResult]:
     """Static shapes, no float64, and no host-only or string ops in the traced step."""
     layer_names = {
@@ -228,7 +246,7 @@ def check_graph(graph: tf.Graph, model: tf_keras.Model) -> list[CheckResult]:
     dynamic, wide, host = [], [], []
     for op in ops:
         tensors = [*op.inputs, *op.outputs]
-        if any(not t.shape.is_fully_defined() for t in op.outputs if t.dtype != tf.resource):
+        if any(not t.shape.is_fully_defined() for t in _data_outputs(op)):
             shapes = ", ".join(str(t.shape) for t in op.outputs)
             dynamic.append(f"{_where(op, layer_names)} -> {shapes}")
         if any(t.dtype == tf.float64 for t in tensors):
