@@ -13,18 +13,20 @@ from pipeline.run_summary import RunSummary
 PIXELS = 64
 
 
-def _write_digits_with_a_bad_label(path) -> None:
-    """Digits-shaped examples, one labelled 42: the curated schema allows 0-9."""
+def _write_digits_with_a_bad_pixel(path) -> None:
+    """Well-formed digits-shaped examples, one with pixels of 99: the curated schema allows 0-16."""
     with tf.io.TFRecordWriter(str(path)) as writer:
         for index in range(50):
-            label = 42 if index == 0 else index % 10
+            pixel = 99.0 if index == 0 else float(index % 17)
             example = tf.train.Example(
                 features=tf.train.Features(
                     feature={
                         "pixels": tf.train.Feature(
-                            float_list=tf.train.FloatList(value=[float(index % 17)] * PIXELS)
+                            float_list=tf.train.FloatList(value=[pixel] * PIXELS)
                         ),
-                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+                        "label": tf.train.Feature(
+                            int64_list=tf.train.Int64List(value=[index % 10])
+                        ),
                     }
                 )
             )
@@ -33,9 +35,9 @@ def _write_digits_with_a_bad_label(path) -> None:
 
 @pytest.fixture(scope="module")
 def rejected_run(tmp_path_factory):
-    """`tpu-pipeline run` on data with an out-of-range label; returns (exit code, run dir)."""
+    """`tpu-pipeline run` on data with out-of-range pixels; returns (exit code, run dir)."""
     data_dir = tmp_path_factory.mktemp("bad-data")
-    _write_digits_with_a_bad_label(data_dir / "digits.tfrecord")
+    _write_digits_with_a_bad_pixel(data_dir / "digits.tfrecord")
     output_dir = tmp_path_factory.mktemp("rejected")
     code = main(
         ["run", "--dataset", "digits", "--data-dir", str(data_dir), "--output-dir", str(output_dir)]
@@ -49,7 +51,7 @@ def test_a_rejected_run_gets_a_report_naming_the_anomaly(rejected_run):
     assert code == EXIT_DATA_REJECTED
     html = (run_dir / "report" / "report.html").read_text(encoding="utf-8")
     assert "Data rejected" in html
-    assert "label: Out-of-range values" in html
+    assert "pixels: Out-of-range values" in html
     assert "The Trainer did not run." in html
     assert "Pushed: nothing" in html
 
@@ -62,7 +64,7 @@ def test_report_of_a_rejected_run_rebuilt_later_says_why(rejected_run, tmp_path,
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert "Data rejected" in html
     assert "DataGate</td><td>failed" in html
-    assert "Unexpectedly large value: 42" in html
+    assert "pixels: Out-of-range values" in html
 
 
 def test_a_run_that_failed_before_any_component_gets_a_report_with_the_error(tmp_path):
