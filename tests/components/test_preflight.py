@@ -262,14 +262,16 @@ def test_real_transform_output_gives_the_model_static_float_images(digits_run):
 
 
 @pytest.mark.slow
-def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch):
+def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch, tmp_path):
     config, _ = digits_run
     fake_tpu = StrategyChoice(tf.distribute.get_strategy(), "tpu", 8, "fake TPU")
     monkeypatch.setattr(trainer, "resolve_strategy", lambda _: fake_tpu)
     monkeypatch.setattr(preflight, "build_model", _float64_builtin_model)
     fn_args = FnArgs(
         custom_config=component_custom_config(config),
-        transform_output=_transform_graph_dir(config),
+        transform_graph_path=_transform_graph_dir(config),
+        model_run_dir=str(tmp_path / "model_run" / "1"),
+        serving_model_dir=str(tmp_path / "serving"),
         train_steps=1,
     )
 

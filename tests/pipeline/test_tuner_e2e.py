@@ -50,7 +50,8 @@ def tuned_runs(tmp_path_factory, digits_run):
             "--summary-json", str(summary_json),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
-        runs.append((result.stdout, json.loads(summary_json.read_text())))
+        # Trial lines are progress, which the CLI writes to stderr.
+        runs.append((result.stderr, json.loads(summary_json.read_text())))
     return untuned, runs, out / f"{untuned_config.pipeline_name}-digits"
 
 
@@ -59,7 +60,7 @@ def _status(summary: dict, node: str) -> str:
 
 
 def test_search_records_every_trial_and_the_trainer_trains_with_the_best(tuned_runs):
-    _, [(stdout, summary), _], _ = tuned_runs
+    _, [(progress, summary), _], _ = tuned_runs
     tuning = summary["tuning"]
     assert _status(summary, "Tuner") == "executed" and tuning["objective"] == "val_accuracy"
     assert len(tuning["trials"]) == 3
@@ -69,7 +70,7 @@ def test_search_records_every_trial_and_the_trainer_trains_with_the_best(tuned_r
         # One TensorBoard run per trial: Keras's train/validation scalars.
         for split in ("train", "validation"):
             assert list((pathlib.Path(trial["log_dir"]) / split).glob("events.out.tfevents.*"))
-        assert f"trial {trial['trial_id']}: val_accuracy=" in stdout
+        assert f"trial {trial['trial_id']}: val_accuracy=" in progress
     best = max(tuning["trials"], key=lambda t: t["value"])
     assert tuning["chosen_trial_id"] == best["trial_id"]
     assert tuning["chosen_hyperparameters"] == best["hyperparameters"]
@@ -77,7 +78,7 @@ def test_search_records_every_trial_and_the_trainer_trains_with_the_best(tuned_r
     assert summary["trainer"]["hyperparameters"] == best["hyperparameters"]
     batch = best["hyperparameters"]["per_replica_batch_size"]
     assert summary["trainer"]["global_batch_size"] == batch
-    assert f"chose trial {best['trial_id']}" in stdout
+    assert f"chose trial {best['trial_id']}" in progress
 
 
 def test_tuned_model_is_blessed_and_at_least_as_accurate_as_the_untuned_default(tuned_runs):
@@ -87,9 +88,9 @@ def test_tuned_model_is_blessed_and_at_least_as_accurate_as_the_untuned_default(
 
 
 def test_a_rerun_with_the_same_data_code_and_search_space_does_not_search_again(tuned_runs):
-    _, [(_, first), (stdout, second)], _ = tuned_runs
+    _, [(_, first), (progress, second)], _ = tuned_runs
     assert _status(second, "Tuner") == "cached" and _status(second, "Trainer") == "cached"
-    assert not re.search(r"^\s+trial \S+: ", stdout, re.MULTILINE)  # no trial ran
+    assert not re.search(r"^\s+trial \S+: ", progress, re.MULTILINE)  # no trial ran
     assert second["tuning"] == first["tuning"]  # the cached search is still reported
 
 
