@@ -50,8 +50,8 @@ def tuned_runs(tmp_path_factory, digits_run):
             "--summary-json", str(summary_json),
         )  # fmt: skip
         assert result.returncode == 0, result.stdout + result.stderr
-        # Trial lines are progress, which the CLI writes to stderr.
-        runs.append((result.stderr, json.loads(summary_json.read_text())))
+        # Trial lines are progress (stderr); the tuning line is a result (stdout).
+        runs.append((result.stderr + result.stdout, json.loads(summary_json.read_text())))
     return untuned, runs, out / f"{untuned_config.pipeline_name}-digits"
 
 
