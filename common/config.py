@@ -230,6 +230,11 @@ class TrainerConfig(_Section):
         default=None, description="TPU name or grpc:// address; default: TPU_NAME or local"
     )
     tpu_connect_timeout_s: float = Field(default=60.0, gt=0)
+    worker_join_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="multi-worker (TF_CONFIG): how long each task waits for all to join",
+    )
     tpu_preflight: bool = Field(
         default=True, description="on a TPU, check the step compiles (on CPU) before training"
     )
@@ -278,6 +283,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "accelerator",
         "tpu_name",
         "tpu_connect_timeout_s",
+        "worker_join_timeout_s",
         "tpu_preflight",
         "profile_batches",
         "warm_start",

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 
 import tensorflow as tf
 
+from components.join_watchdog import killed_unless_joined
+
 # Jobs of a TF_CONFIG cluster that train; parameter servers and evaluators do not.
 TRAINING_JOBS = ("chief", "worker")
 
@@ -56,14 +58,26 @@ def multi_worker_cluster(environ: Mapping[str, str] = os.environ) -> dict | None
     return cluster if tasks > 1 else None
 
 
-def connect_workers(cluster: dict) -> tuple[tf.distribute.Strategy, int, bool]:
+def this_task(environ: Mapping[str, str] = os.environ) -> str:
+    """This process's task in TF_CONFIG, as `job:index` (e.g. `worker:0`)."""
+    task = json.loads(environ["TF_CONFIG"]).get("task") or {}
+    return f"{task.get('type', 'worker')}:{task.get('index', 0)}"
+
+
+def connect_workers(
+    cluster: dict, join_timeout_s: float
+) -> tuple[tf.distribute.Strategy, int, bool]:
     """Joins the cluster: returns the strategy, the number of workers, and whether this is chief.
 
-    Must run before anything else initialises TensorFlow's runtime; it blocks
-    until every worker has joined.
+    Must run before anything else initialises TensorFlow's runtime. It blocks
+    until every worker has joined; a task still missing after `join_timeout_s`
+    stops this process with a message naming it (`components/join_watchdog.py`)
+    instead of leaving it in a wait that TensorFlow does not let Python bound.
     """
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    workers = sum(len(cluster.get(job, [])) for job in TRAINING_JOBS)
+    training = {job: cluster[job] for job in TRAINING_JOBS if cluster.get(job)}
+    with killed_unless_joined(training, this_task(), join_timeout_s):
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    workers = sum(len(addresses) for addresses in training.values())
     return strategy, workers, strategy.extended.should_checkpoint
 
 

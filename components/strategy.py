@@ -138,9 +138,9 @@ def _default_tpu_address(config: TrainerConfig, signals: list[str]) -> str | Non
     return None
 
 
-def join_workers(cluster: dict, wanted: str) -> StrategyChoice:
+def join_workers(cluster: dict, wanted: str, join_timeout_s: float) -> StrategyChoice:
     """MultiWorkerMirroredStrategy over the TF_CONFIG cluster, on each worker's GPUs or CPU."""
-    strategy, workers, is_chief = connect_workers(cluster)
+    strategy, workers, is_chief = connect_workers(cluster, join_timeout_s)
     device: Device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
     if wanted == "gpu" and device != "gpu":
         raise NoAcceleratorError("trainer.accelerator is 'gpu' but this worker has no GPU")
@@ -186,7 +186,7 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
                 ) from error.__cause__
     cluster = multi_worker_cluster()
     if cluster:  # before anything else starts TensorFlow's runtime
-        return join_workers(cluster, wanted)
+        return join_workers(cluster, wanted, config.worker_join_timeout_s)
     if wanted in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if len(gpus) >= 2:

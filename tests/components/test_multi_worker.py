@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
+import socket
+import subprocess
+import sys
 
 import pytest
 import tensorflow as tf
 
+from components.join_watchdog import killed_unless_joined
 from components.multi_worker import (
     WorkerLostError,
     lost_worker_is_an_error,
@@ -75,3 +80,45 @@ def test_an_aborted_all_reduce_names_the_lost_worker_and_the_backup():
     with pytest.raises(tf.errors.UnavailableError):  # one worker: nothing to blame on a peer
         with lost_worker_is_an_error(1, "backup"):
             raise aborted
+
+
+def _listening_socket() -> socket.socket:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    return server
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_the_join_watchdog_names_the_silent_task_and_kills_the_waiting_one():
+    with _listening_socket() as present:
+        cluster = {
+            "chief": [f"127.0.0.1:{_closed_port()}"],  # this task: it is not probed
+            "worker": [f"127.0.0.1:{present.getsockname()[1]}", f"127.0.0.1:{_closed_port()}"],
+        }
+        waiting = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        watchdog = subprocess.Popen(
+            [sys.executable, "-m", "components.join_watchdog", str(waiting.pid), "0.5", "chief:0"]
+            + [json.dumps(cluster)],
+            stdin=subprocess.PIPE,  # left open: the task never joins
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert watchdog.wait(timeout=30) == 1
+    assert waiting.wait(timeout=10) == -signal.SIGKILL
+    message = watchdog.stderr.read()
+    assert f"not answering: worker:1 ({cluster['worker'][1]})." in message
+    assert "worker:0" not in message.split("Cluster:")[0]  # it answered
+    assert "task chief:0 waited 0.5 s for all 3 tasks" in message
+    assert json.dumps(cluster) in message
+    assert "trainer.worker_join_timeout_s" in message
+
+
+def test_a_task_that_joins_in_time_is_left_alone():
+    with killed_unless_joined({"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}, "chief:0", 30):
+        pass  # joined: the watchdog exits without killing this process

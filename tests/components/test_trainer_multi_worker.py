@@ -128,3 +128,31 @@ def test_multi_worker_training_survives_a_lost_worker_and_matches_one_worker(dig
     two_workers = serving_accuracy(serving_dir, config)
     print(f"accuracy: two workers {two_workers:.4f}, one worker {one_worker:.4f}")
     assert two_workers == pytest.approx(one_worker, abs=0.02)
+
+
+LONE_TASK = """
+import components  # Keras 2 before TensorFlow loads
+from common.config import TrainerConfig
+from components.strategy import resolve_strategy
+resolve_strategy(TrainerConfig(worker_join_timeout_s=3))
+"""
+
+
+def test_multi_worker_task_started_alone_stops_naming_the_missing_one():
+    """The worker of a chief + worker cluster, started without its chief, must not hang."""
+    chief_port, worker_port = _free_ports(2)
+    cluster = {"chief": [f"127.0.0.1:{chief_port}"], "worker": [f"127.0.0.1:{worker_port}"]}
+    tf_config = {"cluster": cluster, "task": {"type": "worker", "index": 0}}
+    started = time.monotonic()
+    lone = subprocess.run(
+        [sys.executable, "-c", LONE_TASK],
+        env={**os.environ, "TF_CONFIG": json.dumps(tf_config)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    print(f"lone worker stopped {time.monotonic() - started:.1f} s after it started")
+    assert lone.returncode == -9, lone.stderr[-3000:]
+    assert "task worker:0 waited 3 s for all 2 tasks" in lone.stderr
+    assert f"not answering: chief:0 (127.0.0.1:{chief_port})" in lone.stderr
+    assert json.dumps(cluster) in lone.stderr
