@@ -25,6 +25,11 @@ RUN pip install -r requirements.lock \
        "${TPU_ARTIFACTS}/tensorflow/tf-${TF_VERSION}/tensorflow-${TF_VERSION}-cp310-cp310-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
 # TensorFlow finds libtpu in /lib on a TPU VM.
 RUN curl -fsSL -o /lib/libtpu.so "${TPU_ARTIFACTS}/libtpu/${LIBTPU_VERSION}/libtpu.so"
+# TensorFlow trains on TPU v5e only through the PJRT runtime, which these two variables
+# turn on (Vertex AI "Training with TPU accelerators", custom container; Cloud TPU
+# "TPU software versions", PJRT support). v2/v3 images were not checked with them.
+ENV NEXT_PLUGGABLE_DEVICE_USE_C_API=true \
+    TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
 
 COPY cli/ cli/
 COPY common/ common/

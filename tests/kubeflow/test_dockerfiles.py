@@ -51,6 +51,12 @@ def test_tpu_image_tensorflow_matches_the_locked_minor_version():
     assert "/lib/libtpu.so" in text
 
 
+def test_tpu_image_turns_on_the_pjrt_runtime_tensorflow_needs_on_v5e():
+    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
+    assert "NEXT_PLUGGABLE_DEVICE_USE_C_API=true" in text
+    assert "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so" in text
+
+
 def test_the_command_vertex_runs_in_the_image_exists():
     # The compiled spec runs `python -m <this>` in the pipeline image.
     module = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
