@@ -130,11 +130,6 @@ def _run(args: argparse.Namespace) -> int:
         quiet_library_warnings()
     with exclusive_run(config.run_dir):
         check_metadata_store(config.metadata_path)
-        print(
-            f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}",
-            file=sys.stderr,
-            flush=True,
-        )
         if args.verbose:
             summary, report = _run_pipeline(config, sys.stderr, None)
         else:
@@ -156,8 +151,17 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _run_pipeline(config, progress, log_file):
-    """Runs the pipeline with progress on `progress`; returns the summary and the report line."""
+    """Runs the pipeline with progress on `progress`; returns the summary and the report line.
+
+    Raises:
+      DataFormatError: the data folder is missing or has no file to read; nothing ran.
+    """
+    from pipeline.data_sources import prepare_data_root
+
+    prepare_data_root(config)  # a wrong data folder stops here in one line, not in ExampleGen
     from pipeline.local_runner import run_local
+
+    print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", file=progress)
 
     summary = run_local(config, progress, log_file)
     if summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later

@@ -18,10 +18,9 @@ from typing import TextIO
 from common.atomic_folder import new_folder
 from common.config import ConfigError, DatasetConfig
 from components.example_gen.errors import DataFormatError
-from pipeline.progress import LiveStatus
+from pipeline.progress import LiveStatus, read_every_record
 
 SPAN_TOKEN = "{SPAN}"
-_RECORDS_PER_UPDATE = 1000
 
 
 def span_layout(file_pattern: str) -> tuple[str, str]:
@@ -60,13 +59,7 @@ def check_files(pattern: str, dataset: DatasetConfig, status: LiveStatus | None 
     source = source_format(dataset)
     builder = ExampleBuilder(dataset)
     paths = list_inputs(pattern, source)
-    count = 0
-    for number, path in enumerate(paths, 1):
-        for _ in source.read(path, builder):
-            if status is not None and count % _RECORDS_PER_UPDATE == 0:
-                status.update(f"checking file {number}/{len(paths)}: {count:,} records read")
-            count += 1
-    return count
+    return read_every_record(paths, lambda path: source.read(path, builder), status, "checking")
 
 
 def import_span(

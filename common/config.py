@@ -79,6 +79,31 @@ class SourceConfig(_Section):
         return self
 
 
+class SplitPatterns(_Section):
+    """The files of the training split and of the eval split, for layouts whose folder names do
+    not say which is which (folders named train, test, eval, val or validation already do).
+
+    Whole files go to a split, for every format: a file's own test part (an .npz's
+    `x_test`) follows its pattern's split too.
+    """
+
+    train: str = Field(min_length=1, description="training files, relative to data_dir")
+    eval: str = Field(min_length=1, description="eval files, relative to data_dir")
+
+    @model_validator(mode="after")
+    def _two_fixed_patterns(self) -> SplitPatterns:
+        if self.train == self.eval:
+            raise ValueError(
+                f"train and eval are the same pattern {self.train!r}; a file belongs to one split"
+            )
+        if "{SPAN}" in self.train + self.eval:
+            raise ValueError(
+                "{SPAN} is not supported here; for spans use file_pattern with train and eval "
+                "folders inside each span, e.g. 'span-{SPAN}/*/*.tfrecord*'"
+            )
+        return self
+
+
 class DatasetConfig(_Section):
     """Where the raw examples are and how to read them.
 
@@ -93,6 +118,11 @@ class DatasetConfig(_Section):
     )
     file_pattern: str | None = Field(
         default=None, description="files under data_dir to read; default: the format's own"
+    )
+    split_patterns: SplitPatterns | None = Field(
+        default=None,
+        description="the files of each split, instead of file_pattern; unset: folder names "
+        "or the format's own splits, else a hash split by eval_percent",
     )
     image_shape: tuple[int, int, int] = Field(description="height, width, channels")
     pixel_feature: str
@@ -127,6 +157,11 @@ class DatasetConfig(_Section):
         if names is not None and len(names) != self.num_classes:
             raise ValueError(
                 f"source.label_names has {len(names)} names but num_classes is {self.num_classes}"
+            )
+        if self.split_patterns is not None and self.file_pattern is not None:
+            raise ValueError(
+                "split_patterns names the files of both splits: leave out file_pattern "
+                f"(it is {self.file_pattern!r})"
             )
         return self
 
@@ -596,7 +631,10 @@ class PipelineConfig(_Section):
         if isinstance(dataset, dict) and "name" not in dataset:
             dataset = {"name": DEFAULT_DATASET, **dataset}
         if isinstance(dataset, dict) and dataset.get("name") in BUILTIN_DATASETS:
-            dataset = {**BUILTIN_DATASETS[dataset["name"]], **dataset}
+            builtin = BUILTIN_DATASETS[dataset["name"]]
+            if "split_patterns" in dataset:  # they name the files the built-in pattern would
+                builtin = {key: value for key, value in builtin.items() if key != "file_pattern"}
+            dataset = {**builtin, **dataset}
         return {**values, "dataset": dataset}
 
     @property

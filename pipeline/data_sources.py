@@ -10,14 +10,15 @@ import os
 import pathlib
 import tempfile
 
-from common.config import PipelineConfig
-from components.example_gen.formats import file_pattern
+from common.config import ConfigError, PipelineConfig
+from components.example_gen.errors import DataFormatError
+from components.example_gen.formats import file_pattern, source_format, split_inputs
 
 DIGITS_FILE_NAME = "digits.tfrecord"
 
 
-class DataSourceError(FileNotFoundError):
-    """The configured data folder is missing or holds no matching files."""
+class DataSourceError(DataFormatError):
+    """The configured data folder is missing or holds no matching files: a data rejection."""
 
 
 def write_digits_tfrecord(path: pathlib.Path) -> int:
@@ -64,7 +65,10 @@ def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
 
     Raises:
       DataSourceError: the folder does not exist or has no file matching the
-        configured pattern.
+        configured pattern (one line naming both, and what the folder holds).
+      ConfigError: a dataset other than digits has no data_dir.
+      DataFormatError: a `dataset.split_patterns` pattern matches no file, or a
+        file matches both.
     """
     dataset = config.dataset
     if dataset.data_dir is None and dataset.name == "digits":
@@ -73,15 +77,34 @@ def prepare_data_root(config: PipelineConfig) -> pathlib.Path:
             write_digits_tfrecord(data_root / DIGITS_FILE_NAME)
         return data_root
     if dataset.data_dir is None:
-        raise DataSourceError(
-            f"dataset {dataset.name!r}: set dataset.data_dir to its TFRecord folder"
-        )
+        raise ConfigError(f"dataset.data_dir: dataset {dataset.name!r} needs its data folder")
     data_root = pathlib.Path(dataset.data_dir).resolve()
-    if not data_root.is_dir():
-        raise DataSourceError(f"dataset {dataset.name!r}: data folder {data_root} does not exist")
+    patterns = dataset.split_patterns.model_dump() if dataset.split_patterns else {}
     pattern = file_pattern(dataset)
-    if not list(data_root.glob(pattern.replace("{SPAN}", "*"))):  # any span will do
+    searched = " and ".join(repr(p) for p in patterns.values()) if patterns else repr(pattern)
+    if not data_root.is_dir():
         raise DataSourceError(
-            f"dataset {dataset.name!r}: no file in {data_root} matches {pattern!r}"
+            f"dataset {dataset.name!r}: data folder {data_root} does not exist "
+            f"(it would be searched for {searched})"
+        )
+    if patterns:
+        split_inputs(str(data_root), patterns, source_format(dataset))
+    elif not any(data_root.glob(pattern.replace("{SPAN}", "*"))):  # any span will do
+        origin = "dataset.file_pattern" if dataset.file_pattern else "the format's default"
+        raise DataSourceError(
+            f"dataset {dataset.name!r}: no file in {data_root} matches {pattern!r} ({origin}); "
+            f"{_what_it_holds(data_root)}"
         )
     return data_root
+
+
+def _what_it_holds(folder: pathlib.Path, shown: int = 5) -> str:
+    """A few of the files a folder holds, to show what a pattern missed."""
+    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+    if not files:
+        return "the folder is empty"
+    more = f" and {len(files) - shown} more" if len(files) > shown else ""
+    return (
+        f"it holds {', '.join(files[:shown])}{more} "
+        "(set dataset.format or dataset.file_pattern to read them)"
+    )

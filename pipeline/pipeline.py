@@ -116,6 +116,43 @@ def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | 
     )
 
 
+def example_gen_splits(dataset: DatasetConfig) -> dict[str, Any]:
+    """ExampleGen's input and output configs: the files read, and how they become splits.
+
+    With `dataset.split_patterns`, one input split per pattern and no hash split
+    (TFX names the output splits after the input ones). Otherwise every file of
+    `file_pattern`, hash-split by `eval_percent` unless the source has its own splits.
+    """
+    if dataset.split_patterns is not None:
+        patterns = dataset.split_patterns
+        return {
+            "input_config": example_gen_pb2.Input(
+                splits=[
+                    example_gen_pb2.Input.Split(name="train", pattern=patterns.train),
+                    example_gen_pb2.Input.Split(name="eval", pattern=patterns.eval),
+                ]
+            ),
+            "output_config": example_gen_pb2.Output(),
+        }
+    return {
+        "input_config": example_gen_pb2.Input(
+            splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
+        ),
+        "output_config": example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(
+                splits=[
+                    example_gen_pb2.SplitConfig.Split(
+                        name="train", hash_buckets=100 - dataset.eval_percent
+                    ),
+                    example_gen_pb2.SplitConfig.Split(
+                        name="eval", hash_buckets=dataset.eval_percent
+                    ),
+                ]
+            )
+        ),
+    }
+
+
 def user_code_fingerprint(package_dir: pathlib.Path | None = None) -> str:
     """Hash of the code TFX calls by dotted path (default: the `components` package).
 
@@ -223,21 +260,7 @@ def create_pipeline(
         dataset,
         data_root,
         range_config=span_range_config(dataset),
-        input_config=example_gen_pb2.Input(
-            splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
-        ),
-        output_config=example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(
-                splits=[
-                    example_gen_pb2.SplitConfig.Split(
-                        name="train", hash_buckets=100 - dataset.eval_percent
-                    ),
-                    example_gen_pb2.SplitConfig.Split(
-                        name="eval", hash_buckets=dataset.eval_percent
-                    ),
-                ]
-            )
-        ),
+        **example_gen_splits(dataset),
     ).with_id(NodeIds.EXAMPLE_GEN)
     schema_gen = ImportSchemaGen(schema_file=str(dataset.resolved_schema_file)).with_id(
         NodeIds.SCHEMA_GEN

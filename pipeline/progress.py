@@ -10,6 +10,7 @@ and whatever the caller prints when the work ends.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
 
 from rich.console import Console
@@ -17,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 PLAIN_UPDATE_SECONDS = 10.0
+RECORDS_PER_UPDATE = 1000
 
 
 class LiveStatus:
@@ -73,3 +75,23 @@ class LiveStatus:
 
     def _render(self) -> Text:
         return Text(f"{self._text}  {self.elapsed():6.1f} s")
+
+
+def read_every_record(
+    paths: Sequence[str],
+    read: Callable[[str], Iterable[object]],
+    status: LiveStatus | None = None,
+    action: str = "reading",
+) -> int:
+    """Reads every record of `paths` with `read`; returns how many there were.
+
+    `status`, if given, shows `<action> file n/N: k records read` while it runs
+    (`data import` and `schema infer` both read files this way).
+    """
+    count = 0
+    for number, path in enumerate(paths, 1):
+        for _ in read(path):
+            if status is not None and count % RECORDS_PER_UPDATE == 0:
+                status.update(f"{action} file {number}/{len(paths)}: {count:,} records read")
+            count += 1
+    return count

@@ -16,7 +16,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 from components.example_gen.errors import DataFormatError
 from components.example_gen.tfrecords import read_records
-from pipeline.progress import LiveStatus
+from pipeline.progress import LiveStatus, read_every_record
 
 
 class SchemaExistsError(FileExistsError):
@@ -37,17 +37,27 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
 
     Numeric features get the observed [min, max] as their domain; int features
     with few distinct values (labels) become categorical. `status`, if given,
-    shows the work while it runs.
+    shows the work while it runs: the files and records read, then TFDV's pass.
 
     Raises:
       DataFormatError: no file matches, or a file is not whole (named, with the byte).
     """
-    _require_whole_files(data_pattern)
+    paths = sorted(tf.io.gfile.glob(data_pattern))
+    if not paths:
+        raise DataFormatError(f"{data_pattern}: no TFRecord file matches")
     if status:
-        status.start(f"computing statistics of {data_pattern} with TFDV")
+        status.start(f"reading {data_pattern}")
+    # Every file to its last byte first: TFDV's reader would take a cut file for a shorter
+    # one, and a schema inferred from part of the data would be wrong silently.
+    count = read_every_record(paths, read_records, status)
+    if status:
+        status.stop()
+        status.print(f"read {count:,} records in {len(paths)} file(s) ({status.elapsed():.1f} s)")
+        status.start(f"computing statistics of {count:,} records with TFDV")
     statistics = tfdv.generate_statistics_from_tfrecord(data_location=data_pattern)
     if status:
         status.stop()
+        status.print(f"computed statistics with TFDV ({status.elapsed():.1f} s)")
     schema = tfdv.infer_schema(statistics, infer_feature_shape=True)
     ranges = _observed_ranges(statistics)
     for feature in schema.feature:
@@ -62,17 +72,6 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
             feature.int_domain.min, feature.int_domain.max = int(low), int(high)
             feature.int_domain.is_categorical = high - low < 1000
     return schema
-
-
-def _require_whole_files(data_pattern: str) -> None:
-    """Reads every file to its last byte first: TFDV's reader would take a cut file for a
-    shorter one, and a schema inferred from part of the data would be wrong silently."""
-    paths = sorted(tf.io.gfile.glob(data_pattern))
-    if not paths:
-        raise DataFormatError(f"{data_pattern}: no TFRecord file matches")
-    for path in paths:
-        for _ in read_records(path):
-            pass
 
 
 def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False) -> None:

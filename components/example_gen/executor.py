@@ -8,8 +8,10 @@ We add the reading: `formats.py` turns each input file into checked examples, by
 format named in the dataset section the component carries in its custom config;
 TFRecords already in the pipeline's layout are copied as they are. Every
 TFRecord file is read to its last byte or refused (`tfrecords.py`).
-A source with predefined train and test splits keeps them; any other source
-is hash-split by the output config.
+With `dataset.split_patterns` the input config names one pattern per split
+(TFX's own way), and each file goes to its pattern's split; otherwise a source
+with predefined train and test splits keeps them, and any other source is
+hash-split by the output config.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from components.example_gen.formats import (
     list_inputs,
     read_tfrecord_unchanged,
     source_format,
+    split_inputs,
 )
 
 
@@ -111,6 +114,20 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         proto_utils.json_to_proto(
             exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
         )
+        input_names = sorted(split.name for split in input_config.splits)
+        if input_names == [EVAL, TRAIN]:  # dataset.split_patterns
+            dataset = _dataset_from(exec_properties)
+            inputs = split_inputs(
+                exec_properties[standard_component_specs.INPUT_BASE_KEY],
+                {split.name: split.pattern for split in input_config.splits},
+                source_format(dataset),
+            )
+            return {
+                name: pipeline
+                | f"InputToRecord[{name}]" >> _ReadRecords(files, dataset)
+                | f"DropSplit[{name}]" >> beam.Values()
+                for name, files in inputs.items()
+            }
         names = [split.name for split in output_config.split_config.splits]
         if len(input_config.splits) == 1 and sorted(names) == [EVAL, TRAIN]:
             pattern = input_config.splits[0].pattern

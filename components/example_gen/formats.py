@@ -12,6 +12,7 @@ import codecs
 import csv
 import dataclasses
 import gzip
+import itertools
 import posixpath
 import struct
 import zlib
@@ -100,10 +101,15 @@ def imports_unchanged(dataset: DatasetConfig) -> bool:
     return dataset.format == "tfrecord" and reading_options == SourceConfig()
 
 
+# Folder names that say which split their TFRecords are (without dataset.split_patterns).
+SPLIT_FOLDERS = {"train": TRAIN, "test": EVAL, "eval": EVAL, "val": EVAL, "validation": EVAL}
+
+
 def _folder_split(path: str) -> str | None:
-    """TFRecords in `train/` and `test/` (or `eval/`) folders keep that split."""
+    """TFRecords in `train/` and `test/` (or `eval/`, `val/`, `validation/`) folders keep that
+    split."""
     folder = posixpath.basename(posixpath.dirname(path))
-    return {"train": TRAIN, "test": EVAL, "eval": EVAL}.get(folder)
+    return SPLIT_FOLDERS.get(folder)
 
 
 def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str):
@@ -413,12 +419,48 @@ def file_pattern(dataset: DatasetConfig) -> str:
     return dataset.file_pattern or source_format(dataset).default_pattern
 
 
+def _inputs_matching(pattern: str, source: SourceFormat) -> list[str]:
+    files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
+    return source.inputs(files)
+
+
 def list_inputs(pattern: str, source: SourceFormat) -> list[str]:
     """The files `source.read` is called on, sorted; an error when nothing matches."""
-    files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
-    inputs = source.inputs(files)
+    inputs = _inputs_matching(pattern, source)
     if not inputs:
         raise DataFormatError(f"{pattern}: no {source.name} input file matches{source.hint}")
+    return inputs
+
+
+def split_inputs(
+    data_root: str, patterns: dict[str, str], source: SourceFormat
+) -> dict[str, list[str]]:
+    """The input files of each split's pattern (`dataset.split_patterns`, relative to `data_root`).
+
+    Returns:
+      `{split: sorted input files}`.
+
+    Raises:
+      DataFormatError: a pattern matches no input file, or a file is matched by two
+        patterns (it would be trained on and evaluated on); names the patterns and folder.
+    """
+    inputs: dict[str, list[str]] = {}
+    for split, pattern in patterns.items():
+        inputs[split] = _inputs_matching(posixpath.join(data_root, pattern), source)
+        if not inputs[split]:
+            raise DataFormatError(
+                f"dataset.split_patterns.{split} {pattern!r} matches no {source.name} input "
+                f"file in {data_root}{source.hint}"
+            )
+    for (split, files), (other, other_files) in itertools.combinations(inputs.items(), 2):
+        shared = sorted(set(files) & set(other_files))
+        if shared:
+            raise DataFormatError(
+                f"{shared[0]}: matched by both dataset.split_patterns.{split} "
+                f"{patterns[split]!r} and dataset.split_patterns.{other} {patterns[other]!r} "
+                f"in {data_root}; a file belongs to one split"
+                + (f" ({len(shared)} files are matched by both)" if len(shared) > 1 else "")
+            )
     return inputs
 
 

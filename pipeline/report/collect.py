@@ -77,10 +77,10 @@ class RunReport:
 def describe_outcome(summary: RunSummary) -> str:
     """The run's result in one sentence."""
     failed = next((c.id for c in summary.components if c.status == "failed"), None)
-    if summary.data_rejected:
-        return "Data rejected: the data broke the schema, so nothing was trained or pushed."
+    where = f" in {failed}" if failed else ""
+    if summary.data_rejected:  # bad files, a wrong data folder, or data breaking the schema
+        return f"Data rejected{where}, so nothing was trained or pushed: {summary.error}"
     if summary.error:
-        where = f" in {failed}" if failed else ""
         return f"The run failed{where}: {summary.error}"
     if not summary.blessed:
         return f"Trained but not blessed ({summary.blessing_reason}); nothing was pushed."

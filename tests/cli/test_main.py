@@ -111,3 +111,69 @@ def test_bad_configuration_exits_2_naming_the_field(tmp_path):
     result = run_cli("run", "--output-dir", str(tmp_path), "--set", "trainer.epochs=0", timeout=120)
     assert result.returncode == 2
     assert "trainer.epochs" in result.stderr
+
+
+def test_a_data_folder_that_does_not_exist_is_rejected_in_one_line(tmp_path):
+    missing = tmp_path / "nowhere"
+    result = run_cli("run", "--data-dir", str(missing), "--output-dir", str(tmp_path / "out"))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == [
+        f"tpu-pipeline: dataset 'digits': data folder {missing} does not exist "
+        "(it would be searched for '*.tfrecord*')"
+    ]
+
+
+def write_digits_in_two_folders(data_dir, eval_count: int) -> None:
+    """The real digits as TFRecords: the last `eval_count` in holdout/, the rest in fit/."""
+    write_digits_tfrecord(data_dir / "all.tfrecord")
+    records = list(tf.data.TFRecordDataset(str(data_dir / "all.tfrecord")).as_numpy_iterator())
+    (data_dir / "all.tfrecord").unlink()
+    parts = {"fit": records[:-eval_count], "holdout": records[-eval_count:]}
+    for folder, part in parts.items():
+        (data_dir / folder).mkdir()
+        with tf.io.TFRecordWriter(str(data_dir / folder / "digits.tfrecord")) as writer:
+            for record in part:
+                writer.write(record)
+
+
+def test_split_patterns_from_the_command_line_choose_the_eval_files(tmp_path):
+    data_dir, eval_count = tmp_path / "data", 250
+    write_digits_in_two_folders(data_dir, eval_count)
+    summary_path = tmp_path / "summary.json"
+
+    result = run_cli(
+        "run",
+        "--data-dir",
+        str(data_dir),
+        "--output-dir",
+        str(tmp_path / "out"),
+        "--train-steps",
+        "20",
+        "--set",
+        "dataset.split_patterns.train=fit/*.tfrecord",
+        "--set",
+        "dataset.split_patterns.eval=holdout/*.tfrecord",
+        "--set",
+        "trainer.epochs=1",
+        "--set",
+        "serving.tflite_variants=[]",
+        "--summary-json",
+        str(summary_path),
+    )
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(summary_path.read_text())
+    assert summary["metrics"]["example_count"] == eval_count  # the Evaluator saw holdout/ only
+    run_dir = tmp_path / "out" / "tpu-pipeline-digits"
+    (examples,) = (run_dir / "pipeline_root" / "ExampleGen" / "examples").iterdir()
+    counts = {
+        split: sum(
+            1
+            for _ in tf.data.TFRecordDataset(
+                [str(p) for p in (examples / f"Split-{split}").iterdir()], compression_type="GZIP"
+            )
+        )
+        for split in ("train", "eval")
+    }
+    assert counts == {"train": 1797 - eval_count, "eval": eval_count}

@@ -94,3 +94,21 @@ def test_dataset_fields_without_a_name_override_the_default_dataset():
     assert config.dataset.name == "digits"
     assert config.dataset.pixel_feature == "pixels"
     assert config.dataset.data_dir == "/data/more-digits"
+
+
+def test_split_patterns_need_both_splits_named_in_the_error():
+    with pytest.raises(ConfigError, match=r"dataset\.split_patterns\.eval: Field required"):
+        load_config(None, {"dataset.split_patterns.train": "fit/*"})
+
+
+def test_split_patterns_must_differ_and_replace_the_file_pattern():
+    same = {"dataset.split_patterns.train": "a/*", "dataset.split_patterns.eval": "a/*"}
+    with pytest.raises(ConfigError, match=r"dataset\.split_patterns: .*same pattern 'a/\*'"):
+        load_config(None, same)
+    patterns = {"train": "a/*", "eval": "b/*"}
+    both = {"dataset.split_patterns": patterns, "dataset.file_pattern": "*.tfrecord"}
+    with pytest.raises(ConfigError, match=r"dataset: .*leave out file_pattern"):
+        load_config(None, both)
+    # A built-in's own pattern gives way: split_patterns name the files it would.
+    mnist = load_config(None, {"dataset": "mnist", "dataset.split_patterns": patterns}).dataset
+    assert (mnist.file_pattern, mnist.split_patterns.eval) == (None, "b/*")

@@ -1,6 +1,10 @@
 """Bootstrapping a schema from data with TFDV, for a person to curate."""
 
 import gzip
+import io
+import os
+import pty
+import re
 import subprocess
 import sys
 
@@ -9,12 +13,33 @@ import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
 from cli.main import EXIT_DATA_REJECTED, main
+from pipeline import progress
+from pipeline.progress import LiveStatus
 from pipeline.schema_tools import SchemaExistsError, infer_schema, write_schema
 
 
 @pytest.fixture(scope="module")
-def mnist_schema(mnist_tfrecord):
-    return infer_schema(str(mnist_tfrecord))
+def inferred(mnist_tfrecord):
+    """The schema of the shipped MNIST examples, and the progress lines inferring it showed."""
+    shown = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(progress, "PLAIN_UPDATE_SECONDS", 0.0)  # every update, as a line
+        schema = infer_schema(str(mnist_tfrecord), LiveStatus(shown))
+    return schema, shown.getvalue().splitlines()
+
+
+@pytest.fixture(scope="module")
+def mnist_schema(inferred):
+    return inferred[0]
+
+
+def test_inferring_shows_the_files_and_records_read_then_tfdvs_pass(inferred, mnist_tfrecord):
+    _, lines = inferred
+    assert lines[0] == f"reading {mnist_tfrecord}"
+    assert lines[1].startswith("reading file 1/1: 0 records read (")
+    assert lines[2].startswith("read 1,000 records in 1 file(s) (")
+    assert lines[3] == "computing statistics of 1,000 records with TFDV"
+    assert lines[-1].startswith("computed statistics with TFDV (")
 
 
 def test_inferred_schema_has_the_pixel_shape_and_observed_range(mnist_schema):
@@ -63,8 +88,16 @@ def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp
     )
     assert result.returncode == 0, result.stderr
     shown = result.stdout + result.stderr
-    assert "computing statistics of" in shown
-    assert f"wrote {output}" in result.stdout
+    # Off a terminal: plain lines on stderr, over files and records, then TFDV's pass.
+    progress = result.stderr.splitlines()
+    assert progress[0] == f"reading {mnist_tfrecord}"
+    assert re.fullmatch(r"read 1,000 records in 1 file\(s\) \(\d+\.\d s\)", progress[1])
+    assert progress[2] == "computing statistics of 1,000 records with TFDV"
+    assert re.fullmatch(r"computed statistics with TFDV \(\d+\.\d s\)", progress[3])
+    assert "\r" not in result.stderr
+    assert result.stdout.splitlines() == [
+        f"wrote {output}: review value ranges, shapes and the label domain before relying on it"
+    ]
     for noise in ("deprecated", "WARNING", "Warning", "cuda"):
         assert noise not in shown, shown
 
@@ -80,3 +113,35 @@ def test_schema_infer_refuses_a_cut_file_as_a_data_rejection(mnist_tfrecord, tmp
 
     assert "the gzip stream ends without its end marker" in capsys.readouterr().err
     assert not (tmp_path / "schema.pbtxt").exists()
+
+
+@pytest.mark.slow
+def test_schema_infer_on_a_terminal_keeps_one_live_line(mnist_tfrecord, tmp_path):
+    output = tmp_path / "schema.pbtxt"
+    leader, follower = pty.openpty()
+    command = ["schema", "infer", "--data", str(mnist_tfrecord), "--name", "letters"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *command, "--output", str(output)],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+    )
+    os.close(follower)
+    shown = b""
+    while chunk := _read_terminal(leader):
+        shown += chunk
+    os.close(leader)
+    assert process.wait(timeout=60) == 0
+    assert process.stdout.read().decode().startswith(f"wrote {output}")
+    terminal = shown.decode()
+    # rich redraws the status line in place with its clock, then leaves the result lines.
+    redraws = [part for part in terminal.split("\r") if "statistics of 1,000 records" in part]
+    assert len(redraws) >= 2, terminal
+    assert re.search(r"with TFDV +\d+\.\d s", terminal)
+    assert "read 1,000 records in 1 file(s)" in terminal
+
+
+def _read_terminal(fd: int) -> bytes:
+    try:
+        return os.read(fd, 4096)
+    except OSError:  # EIO: the command closed the terminal
+        return b""

@@ -15,6 +15,7 @@ from tfx.utils import proto_utils
 from common.config import DatasetConfig
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.formats import file_pattern
+from pipeline.pipeline import example_gen_splits
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 
@@ -39,20 +40,21 @@ def run_executor(
     examples = standard_artifacts.Examples()
     examples.uri = str(output)
     split = example_gen_pb2.SplitConfig.Split
+    input_config = example_gen_pb2.Input(
+        splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
+    )
+    output_config = example_gen_pb2.Output(
+        split_config=example_gen_pb2.SplitConfig(
+            splits=[split(name="train", hash_buckets=4), split(name="eval", hash_buckets=1)]
+        )
+    )
+    if dataset.split_patterns is not None:  # the pipeline's own configs: one input per split
+        configs = example_gen_splits(dataset)
+        input_config, output_config = configs["input_config"], configs["output_config"]
     exec_properties = {
         specs.INPUT_BASE_KEY: str(input_base),
-        specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Input(
-                splits=[example_gen_pb2.Input.Split(name="all", pattern=file_pattern(dataset))]
-            )
-        ),
-        specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Output(
-                split_config=example_gen_pb2.SplitConfig(
-                    splits=[split(name="train", hash_buckets=4), split(name="eval", hash_buckets=1)]
-                )
-            )
-        ),
+        specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config),
+        specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(output_config),
         specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(dataset_custom_config(dataset)),
         specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,

@@ -124,14 +124,20 @@ def test_layout_ready_tfrecord_cut_inside_a_record_header_fails_the_executor(tmp
     assert not list(output_dir.rglob("*.gz"))
 
 
-@pytest.mark.parametrize("source", [{}, {"id_feature": "id"}], ids=["unchanged", "converted"])
-def test_tfrecords_in_train_and_test_folders_keep_that_split(tmp_path, output_dir, source):
+@pytest.mark.parametrize(
+    "source, eval_folder",
+    [({}, "test"), ({"id_feature": "id"}, "test"), ({}, "val"), ({}, "validation")],
+    ids=["unchanged", "converted", "val", "validation"],
+)
+def test_tfrecords_in_train_and_test_folders_keep_that_split(
+    tmp_path, output_dir, source, eval_folder
+):
     raw = tmp_path / "raw"
     write_synthetic(tmp_path / "train", "tfrecord", 20, "mnist", 0, seed=1)
     write_synthetic(tmp_path / "test", "tfrecord", 10, "mnist", 0, seed=2)
-    for split in ("train", "test"):
-        (raw / split).mkdir(parents=True)
-        (tmp_path / split / "data.tfrecord").rename(raw / split / "data.tfrecord")
+    for split, folder in (("train", "train"), ("test", eval_folder)):
+        (raw / folder).mkdir(parents=True)
+        (tmp_path / split / "data.tfrecord").rename(raw / folder / "data.tfrecord")
     dataset = make_dataset("tfrecord", file_pattern="*/*.tfrecord*", source=source)
 
     splits = run_executor(dataset, raw, output_dir)
@@ -141,3 +147,69 @@ def test_tfrecords_in_train_and_test_folders_keep_that_split(tmp_path, output_di
     assert sorted(e.features.feature["label"].int64_list.value[0] for e in splits["eval"]) == (
         sorted(test_labels)
     )
+
+
+# (generator format, dataset format, file name suffix): a copied and a converted format.
+SPLIT_PATTERN_CASES = [("tfrecord", "tfrecord", ".tfrecord"), ("csv", "csv", ".csv")]
+
+
+def _write_parts(raw, generated: str, suffix: str, parts: dict[str, tuple[int, int]]) -> None:
+    """Writes `{relative path without suffix: (count, seed)}` files of synthetic mnist images."""
+    for name, (count, seed) in parts.items():
+        folder = raw.parent / f"generated-{seed}"
+        write_synthetic(folder, generated, count, "mnist", 0, seed=seed)
+        (written,) = folder.glob(f"*{suffix}")
+        target = raw / f"{name}{suffix}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written.rename(target)
+
+
+@pytest.mark.parametrize(
+    "generated, data_format, suffix", SPLIT_PATTERN_CASES, ids=[c[0] for c in SPLIT_PATTERN_CASES]
+)
+def test_split_patterns_put_each_file_in_its_patterns_split(
+    tmp_path, output_dir, generated, data_format, suffix
+):
+    raw = tmp_path / "raw"
+    parts = {"fit/a": (12, 1), "fit/b": (8, 2), "holdout/c": (7, 3)}
+    _write_parts(raw, generated, suffix, parts)
+    patterns = {"train": f"fit/*{suffix}", "eval": f"holdout/*{suffix}"}
+    dataset = make_dataset(data_format, split_patterns=patterns)
+
+    splits = run_executor(dataset, raw, output_dir)
+
+    assert (len(splits["train"]), len(splits["eval"])) == (20, 7)  # whole files, not hashed
+    _, holdout_labels = synthetic_images(7, dataset.image_shape, seed=3)
+    eval_labels = sorted(e.features.feature["label"].int64_list.value[0] for e in splits["eval"])
+    assert eval_labels == sorted(holdout_labels)
+
+
+def test_a_file_matched_by_both_split_patterns_is_rejected_naming_both(tmp_path, output_dir):
+    raw = tmp_path / "raw"
+    _write_parts(raw, "tfrecord", ".tfrecord", {"2023": (5, 1), "2024": (5, 2)})
+    dataset = make_dataset("tfrecord", split_patterns={"train": "20*", "eval": "2024*"})
+
+    with pytest.raises(DataFormatError) as raised:
+        run_executor(dataset, raw, output_dir)
+
+    assert str(raised.value) == (
+        f"{raw / '2024.tfrecord'}: matched by both dataset.split_patterns.train '20*' and "
+        f"dataset.split_patterns.eval '2024*' in {raw}; a file belongs to one split"
+    )
+    assert not list(output_dir.rglob("*.gz"))
+
+
+def test_a_split_pattern_matching_nothing_is_rejected_naming_it_and_the_folder(
+    tmp_path, output_dir
+):
+    raw = tmp_path / "raw"
+    _write_parts(raw, "tfrecord", ".tfrecord", {"fit/a": (5, 1)})
+    dataset = make_dataset("tfrecord", split_patterns={"train": "fit/*", "eval": "holdout/*"})
+
+    with pytest.raises(
+        DataFormatError,
+        match=(
+            f"^dataset.split_patterns.eval 'holdout/\\*' matches no tfrecord input file in {raw}$"
+        ),
+    ):
+        run_executor(dataset, raw, output_dir)

@@ -72,7 +72,10 @@ def test_a_run_that_failed_before_any_component_gets_a_report_with_the_error(tmp
     summary = RunSummary.without_results("tpu-pipeline-digits", [], error, None)
     files = write_report(tmp_path / "run", summary)
     html = files.html.read_text(encoding="utf-8")
-    assert "The run failed: DataSourceError: data folder /nowhere does not exist" in html
+    assert (
+        "Data rejected, so nothing was trained or pushed: "
+        "DataSourceError: data folder /nowhere does not exist" in html
+    )
     assert "No component ran." in html
     assert files.figures == {}
 
