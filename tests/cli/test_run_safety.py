@@ -57,13 +57,16 @@ def signal_at_first_epoch(process: subprocess.Popen, signum: int) -> tuple[list[
 
 
 def run_args(tmp_path, summary: str) -> list[str]:
-    # Enough steps that training cannot finish before the signal lands.
+    # Epochs of 10 steps: the first one (and its backup) ends within a second of the Trainer's
+    # start, and 300 of them cannot finish before the signal lands.
     return [
         "run",
         "--output-dir",
         str(tmp_path / "out"),
         "--train-steps",
-        "6000",
+        "3000",
+        "--set",
+        "trainer.epochs=300",
         "--summary-json",
         str(tmp_path / summary),
     ]
