@@ -39,8 +39,8 @@ EXIT_CODES_HELP = """exit codes:
   0    success (a run that was not blessed too: read `blessed` in the summary)
   1    the run or command failed
   2    bad configuration or arguments
-  3    data rejected: bad input files, or data that breaks the schema or drifts,
-       whichever command finds it
+  3    data rejected: bad input files, a data folder without matching files, or
+       data that breaks the schema or drifts, whichever command finds it
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
 

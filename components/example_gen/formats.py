@@ -465,8 +465,19 @@ def split_inputs(
 
 
 def has_predefined_splits(inputs: list[str], source: SourceFormat) -> bool:
-    """Whether the inputs hold both a train and an eval split (else ExampleGen hash-splits)."""
-    found: set[str] = set()
-    for path in inputs:
-        found |= source.splits_in(path)
-    return {TRAIN, EVAL} <= found
+    """Whether the inputs hold both a train and an eval split (else ExampleGen hash-splits).
+
+    Raises:
+      DataFormatError: some files have a split and one has none (a TFRecord beside the
+        split folders), so its examples would belong nowhere.
+    """
+    splits = {path: source.splits_in(path) for path in inputs}
+    if not {TRAIN, EVAL} <= set().union(*splits.values()):
+        return False
+    unsplit = [path for path, found in splits.items() if not found]
+    if unsplit:
+        raise DataFormatError(
+            f"{unsplit[0]}: is in no split folder ({', '.join(SPLIT_FOLDERS)}) while other "
+            "files are; move it into one, or name each split's files with dataset.split_patterns"
+        )
+    return True

@@ -165,6 +165,7 @@ def test_split_patterns_from_the_command_line_choose_the_eval_files(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(summary_path.read_text())
     assert summary["metrics"]["example_count"] == eval_count  # the Evaluator saw holdout/ only
+    assert f"val on all {eval_count} eval examples" in result.stderr  # and so did the Trainer
     run_dir = tmp_path / "out" / "tpu-pipeline-digits"
     (examples,) = (run_dir / "pipeline_root" / "ExampleGen" / "examples").iterdir()
     counts = {

@@ -213,3 +213,14 @@ def test_a_split_pattern_matching_nothing_is_rejected_naming_it_and_the_folder(
         ),
     ):
         run_executor(dataset, raw, output_dir)
+
+
+def test_a_tfrecord_beside_the_split_folders_is_rejected_naming_it(tmp_path, output_dir):
+    raw = tmp_path / "raw"
+    _write_parts(
+        raw, "tfrecord", ".tfrecord", {"train/a": (5, 1), "test/b": (5, 2), "extra/c": (5, 3)}
+    )
+    dataset = make_dataset("tfrecord", file_pattern="*/*.tfrecord*")
+
+    with pytest.raises(DataFormatError, match=f"^{raw / 'extra' / 'c.tfrecord'}: is in no split"):
+        run_executor(dataset, raw, output_dir)
