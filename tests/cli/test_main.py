@@ -11,6 +11,7 @@ import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
 
+from cli.main import main
 from pipeline.data_sources import write_digits_tfrecord
 from tests.components.example_gen.conftest import record_ends
 
@@ -137,35 +138,39 @@ def write_digits_in_two_folders(data_dir, eval_count: int) -> None:
                 writer.write(record)
 
 
-def test_split_patterns_from_the_command_line_choose_the_eval_files(tmp_path):
+def test_split_patterns_from_the_command_line_choose_the_eval_files(tmp_path, capfd):
     data_dir, eval_count = tmp_path / "data", 250
     write_digits_in_two_folders(data_dir, eval_count)
     summary_path = tmp_path / "summary.json"
 
-    result = run_cli(
-        "run",
-        "--data-dir",
-        str(data_dir),
-        "--output-dir",
-        str(tmp_path / "out"),
-        "--train-steps",
-        "20",
-        "--set",
-        "dataset.split_patterns.train=fit/*.tfrecord",
-        "--set",
-        "dataset.split_patterns.eval=holdout/*.tfrecord",
-        "--set",
-        "trainer.epochs=1",
-        "--set",
-        "serving.tflite_variants=[]",
-        "--summary-json",
-        str(summary_path),
+    # In this process (the CLI's own main): the libraries other tests loaded need no new import.
+    code = main(
+        [
+            "run",
+            "--data-dir",
+            str(data_dir),
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--train-steps",
+            "20",
+            "--set",
+            "dataset.split_patterns.train=fit/*.tfrecord",
+            "--set",
+            "dataset.split_patterns.eval=holdout/*.tfrecord",
+            "--set",
+            "trainer.epochs=1",
+            "--set",
+            "serving.tflite_variants=[]",
+            "--summary-json",
+            str(summary_path),
+        ]
     )
 
-    assert result.returncode == 0, result.stdout + result.stderr
+    out, err = capfd.readouterr()
+    assert code == 0, out + err
     summary = json.loads(summary_path.read_text())
     assert summary["metrics"]["example_count"] == eval_count  # the Evaluator saw holdout/ only
-    assert f"val on all {eval_count} eval examples" in result.stderr  # and so did the Trainer
+    assert f"val on all {eval_count} eval examples" in err  # and so did the Trainer
     run_dir = tmp_path / "out" / "tpu-pipeline-digits"
     (examples,) = (run_dir / "pipeline_root" / "ExampleGen" / "examples").iterdir()
     counts = {
