@@ -398,19 +398,24 @@ def bench_efficiency(settings: Settings) -> list[Row]:
 
 
 def run_measured(command: list[str], log: pathlib.Path) -> dict:
-    """Runs a command; returns wall seconds, peak RSS (GB), its stdout lines with arrival times."""
+    """Runs a command; returns wall seconds, peak RSS (GB), its output lines with arrival times.
+
+    stdout and stderr are read as one stream (progress lines go to stderr, results to
+    stdout) and also written to `log`.
+    """
     rss_file = log.with_suffix(".rss")
     started = time.perf_counter()
     lines = []
-    with open(log, "w") as stderr:
+    with open(log, "w") as output:
         process = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.rss", str(rss_file), *command],
             stdout=subprocess.PIPE,
-            stderr=stderr,
+            stderr=subprocess.STDOUT,
             text=True,
             cwd=REPO_ROOT,
         )
         for line in process.stdout:
+            output.write(line)
             lines.append((time.perf_counter() - started, line.rstrip("\n")))
         returncode = process.wait()
     wall = time.perf_counter() - started
@@ -487,8 +492,10 @@ def bench_e2e(settings: Settings) -> list[Row]:
 
 def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list[Row]:
     """Command to first component, and the share of it spent importing libraries."""
-    # The first progress line arrives when the first component ends and says how long it ran.
-    arrived, line = next((t, text) for t, text in run_lines if text.startswith("[ 1/"))
+    # The first component's end line arrives when it ends and says how long it ran.
+    arrived, line = next(
+        (t, text) for t, text in run_lines if text.startswith("[ 1/") and text.endswith(" s")
+    )
     first_component_s = arrived - float(line.split()[-2])
     imports = median_seconds(
         lambda: subprocess.run(
@@ -619,7 +626,7 @@ def analyze_run(settings: Settings, dataset: DatasetConfig, count: int, beam_arg
         ],
         workdir / "worker.log",
     )
-    seconds = json.loads(run["lines"][-1][1])
+    seconds = json.loads(next(line for _, line in reversed(run["lines"]) if line.startswith("{")))
     return seconds["statistics_s"] + seconds["transform_s"], run["peak_rss_gb"]
 
 
