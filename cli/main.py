@@ -44,6 +44,10 @@ EXIT_CODES_HELP = """exit codes:
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
 
+# Listed by hand: importing the model registry would load TensorFlow for `--help`.
+MODEL_HELP = "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
+
+
 def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
@@ -74,9 +78,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
     run.add_argument("--train-steps", type=int, help="training steps")
-    run.add_argument(
-        "--model", help="a built-in (mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
-    )
+    run.add_argument("--model", help=MODEL_HELP)
     run.add_argument(
         "--verbose", action="store_true", help="show the full logs instead of progress lines"
     )
@@ -99,9 +101,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     add_config_flags(preflight)
     preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-    preflight.add_argument(
-        "--model", help="a built-in (mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
-    )
+    preflight.add_argument("--model", help=MODEL_HELP)
     preflight.add_argument(
         "--replicas", type=_positive_int, default=8, help="TPU cores (default: 8)"
     )

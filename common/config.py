@@ -221,7 +221,7 @@ class TrainerConfig(_Section):
     """
 
     model: str = Field(
-        default="mnist_cnn",
+        default="cnn_bn",
         pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
         description="a built-in model (a module of components/models/) or package.module:function",
     )
@@ -257,6 +257,17 @@ class TrainerConfig(_Section):
     weight_decay: float = Field(default=0.004, ge=0, description="adamw only (decoupled)")
     dropout: float | None = Field(
         default=None, ge=0, lt=1, description="dropout rate of models with dropout; None: theirs"
+    )
+    random_shift: float = Field(
+        default=0.1,
+        ge=0,
+        lt=0.5,
+        description="training images move by up to this fraction of their height and width "
+        "(whole pixels, rounded down; zero fill); 0 turns it off",
+    )
+    random_flip: bool = Field(
+        default=False,
+        description="mirror training images left-right at random (photos, not digits)",
     )
     shuffle_buffer: int = Field(default=4096, ge=1)
     seed: int = 42

@@ -17,12 +17,15 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from common.config import DatasetConfig
+from components.augmentation import Augmentation
 from components.preprocessing import IMAGE_KEY, LABEL_KEY
 
 # Training files up to this size (gzipped) are kept in memory, decompressed, after the
 # first pass: GZIP decompression was ~3/4 of the input's CPU per example, and caching
 # raised the input rate ~7x (docs/benchmarks.md). Larger sets stream from disk.
 CACHE_MAX_GZIP_BYTES = 128 * 2**20
+
+NO_AUGMENTATION = Augmentation()
 
 
 def _files(file_patterns: list[str]) -> list[str]:
@@ -54,6 +57,7 @@ def make_dataset(
     shuffle_buffer: int = 4096,
     seed: int | None = None,
     shard: tuple[int, int] = (1, 0),
+    augmentation: Augmentation = NO_AUGMENTATION,
 ) -> tf.data.Dataset:
     """Training input: `(images, labels)` batches of exactly `batch_size`, shuffled, forever.
 
@@ -66,6 +70,8 @@ def make_dataset(
       seed: makes shuffling repeatable.
       shard: (shards, index): this worker reads only its shard: whole files
         when there are enough of them, else every `shards`-th record.
+      augmentation: applied to each batch after the transform (after the cache,
+        so every pass draws new shifts).
     """
     paths = _files(file_patterns)
     shards, index = shard
@@ -79,11 +85,14 @@ def make_dataset(
     if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    return (
-        records.batch(batch_size, drop_remainder=True)
-        .map(_parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE)
-        .prefetch(tf.data.AUTOTUNE)
+    batches = records.batch(batch_size, drop_remainder=True).map(
+        _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
     )
+    if augmentation.enabled:
+        batches = batches.map(
+            lambda images, labels: (augmentation(images), labels), tf.data.AUTOTUNE
+        )
+    return batches.prefetch(tf.data.AUTOTUNE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,6 +193,7 @@ def distributed_training_dataset(
     *,
     shuffle_buffer: int,
     seed: int,
+    augmentation: Augmentation = NO_AUGMENTATION,
 ) -> tf.distribute.DistributedDataset | tf.data.Dataset:
     """The training input, one pipeline per worker, each reading its own shard.
 
@@ -200,6 +210,7 @@ def distributed_training_dataset(
             shuffle_buffer=shuffle_buffer,
             seed=seed,
             shard=(context.num_input_pipelines, context.input_pipeline_id),
+            augmentation=augmentation,
         )
 
     return strategy.distribute_datasets_from_function(worker_dataset)

@@ -18,6 +18,7 @@ from absl import logging
 
 from common.config import DatasetConfig, ServingConfig, TrainerConfig
 from common.tfx_api import FnArgs
+from components.augmentation import Augmentation
 from components.autograph import skip_autograph_for_tf_keras
 from components.custom_loop import train_custom_loop
 from components.device_policy import TrainingPolicy, resolve_training_policy
@@ -186,6 +187,7 @@ def fit(
     policy = resolve_training_policy(choice.device, choice.num_replicas, config)
     batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
     epoch_steps = steps_per_epoch(config.epochs, train_steps, setup.train_files, batch_size)
+    augmentation = Augmentation.from_config(config, dataset.image_shape)
     training_info = {
         "device": choice.device,
         "strategy": choice.description,
@@ -202,6 +204,7 @@ def fit(
         "optimizer": config.optimizer,
         "peak_learning_rate": peak_learning_rate(config, batch_size),
         "learning_rate_decay": config.learning_rate_decay,
+        "augmentation": dataclasses.asdict(augmentation),
         "tensorflow": tf.__version__,
     }
     logging.info("Trainer setup: %s", training_info)
@@ -217,6 +220,7 @@ def fit(
         batch_size,
         shuffle_buffer=config.shuffle_buffer,
         seed=config.seed,
+        augmentation=augmentation,
     )
     eval_input = make_eval_dataset(
         setup.eval_files,

@@ -8,7 +8,8 @@ import re
 import subprocess
 import sys
 
-from cli.main import _build_parser
+from cli.main import MODEL_HELP, _build_parser
+from components.models import MODEL_BUILDERS
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -55,3 +56,8 @@ def test_every_option_and_argument_of_every_command_has_help_text():
         and not action.help
     ]
     assert not missing, missing
+
+
+def test_model_help_lists_every_built_in_model():
+    listed = set(MODEL_HELP.partition("(")[2].partition(")")[0].split(", "))
+    assert listed == set(MODEL_BUILDERS)

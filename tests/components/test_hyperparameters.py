@@ -14,7 +14,7 @@ def test_tuned_values_replace_their_fields_and_keep_the_rest():
         TrainerConfig(train_steps=300), {"learning_rate": 0.01, "per_replica_batch_size": 32}
     )
     assert (config.learning_rate, config.per_replica_batch_size) == (0.01, 32)
-    assert config.train_steps == 300 and config.model == "mnist_cnn"
+    assert config.train_steps == 300 and config.model == TrainerConfig().model
 
 
 def test_keras_tuner_bookkeeping_is_not_a_trainer_setting():

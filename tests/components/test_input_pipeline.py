@@ -9,6 +9,7 @@ import tensorflow_transform as tft
 import tf_keras
 
 from common.config import TrainerConfig
+from components.augmentation import Augmentation
 from components.device_policy import DEVICE_DEFAULTS
 from components.input_pipeline import global_batch_size, make_dataset, make_eval_dataset
 from components.learning_rate import make_optimizer
@@ -122,3 +123,37 @@ def test_training_data_repeats_and_reshuffles(digits_artifacts):
     labels = [labels.numpy() for _, labels in dataset.take(2 * examples // 32 + 2)]
     assert len(labels) == 2 * examples // 32 + 2  # more batches than one pass holds
     assert not np.array_equal(labels[0], labels[examples // 32 + 1])
+
+
+def _shifted(image: np.ndarray, down: int, right: int) -> np.ndarray:
+    height, width = image.shape[:2]
+    padded = np.pad(image, [(1, 1), (1, 1), (0, 0)])
+    return padded[1 - down : 1 - down + height, 1 - right : 1 - right + width]
+
+
+@pytest.mark.slow
+def test_training_batches_are_augmented_after_the_transform(digits_artifacts):
+    config, transform_output = digits_artifacts
+    make = dict(
+        file_patterns=split_files(config, "train"),
+        transform_output=transform_output,
+        dataset=config.dataset,
+        batch_size=64,
+        seed=3,
+    )
+    plain_images, plain_labels = next(iter(make_dataset(**make)))
+    shifted = make_dataset(**make, augmentation=Augmentation(max_shift=(1, 1)))
+    images, labels = next(iter(shifted))
+
+    assert images.shape == plain_images.shape  # static, as XLA needs
+    np.testing.assert_array_equal(labels, plain_labels)  # same examples, same order
+    moves = [
+        next(
+            (down, right)
+            for down in (-1, 0, 1)
+            for right in (-1, 0, 1)
+            if np.array_equal(image, _shifted(plain, down, right))
+        )
+        for image, plain in zip(images.numpy(), plain_images.numpy(), strict=True)
+    ]
+    assert len(set(moves)) > 3  # each image draws its own whole-pixel move

@@ -26,7 +26,7 @@ def test_component_config_carries_the_code_version_and_the_sections_user_code_re
     custom_config = component_custom_config(load_config())
     assert custom_config["code_version"] == user_code_fingerprint()
     assert custom_config["dataset"]["pixel_feature"] == "pixels"
-    assert custom_config["trainer"]["model"] == "mnist_cnn"
+    assert custom_config["trainer"]["model"] == "cnn_bn"
 
 
 def test_editing_the_users_model_package_changes_the_code_version(tmp_path, monkeypatch):
