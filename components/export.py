@@ -20,6 +20,7 @@ import json
 import os
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
@@ -39,11 +40,16 @@ TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
 
 
 def serving_copy(
-    trained: tf_keras.Model, model_name: str, dataset: DatasetConfig
+    weights: list[np.ndarray], model_name: str, dataset: DatasetConfig
 ) -> tf_keras.Model:
-    """Returns a float32 copy of `trained`; weights are float32 under every policy."""
+    """A float32 model with the trained `weights` (float32 under every policy).
+
+    It takes the weights, not the trained model: under MultiWorkerMirroredStrategy
+    reading a BatchNorm moving statistic is an all-reduce, so every worker must read
+    them (`model.get_weights()`) together, while only the chief builds the copy.
+    """
     copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
-    copy.set_weights(trained.get_weights())
+    copy.set_weights(weights)
     return copy
 
 

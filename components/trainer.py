@@ -290,6 +290,8 @@ def run_fn(fn_args: FnArgs) -> None:
             backup_dir=backup_dir,
             base_model=fn_args.base_model,
         )
+    # On every worker: reading sync-on-read weights (BatchNorm statistics) is a collective.
+    weights = model.get_weights()
     if not choice.is_chief:
         # TFX checks on every worker that the model exists: return after the chief exported it.
         wait_for_all_workers(choice.strategy)
@@ -297,7 +299,7 @@ def run_fn(fn_args: FnArgs) -> None:
     if tuned:
         training_info["hyperparameters"] = tuned
     export_serving_model(
-        serving_copy(model, config.model, dataset),
+        serving_copy(weights, config.model, dataset),
         setup.transform_output,
         dataset,
         fn_args.serving_model_dir,

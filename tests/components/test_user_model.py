@@ -23,7 +23,7 @@ def test_user_model_gets_the_precision_policy_and_a_float32_softmax():
 def test_serving_copy_of_a_user_model_predicts_like_the_trained_one():
     dataset = load_config().dataset
     trained = build_model(f"{USER}:small_cnn", dataset.image_shape, 10, "mixed_bfloat16")
-    copy = serving_copy(trained, f"{USER}:small_cnn", dataset)
+    copy = serving_copy(trained.get_weights(), f"{USER}:small_cnn", dataset)
     images = np.random.default_rng(1).random((4, *dataset.image_shape), dtype=np.float32)
     assert copy.layers[1].get_layer("user_conv").compute_dtype == "float32"
     np.testing.assert_allclose(
