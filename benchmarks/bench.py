@@ -52,6 +52,7 @@ REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 TPU_PIPELINE = (sys.executable, "-m", "cli.main")
 # The image shape each built-in model is benchmarked on (CIFAR-shaped for any other).
 MODEL_SHAPES = {
+    "cnn_bn": data.MNIST_SHAPED,
     "mnist_cnn": data.MNIST_SHAPED,
     "cifar10_cnn": data.CIFAR_SHAPED,
     "resnet20": data.CIFAR_SHAPED,
