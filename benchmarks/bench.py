@@ -41,10 +41,10 @@ from benchmarks import data  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components import input_pipeline  # noqa: E402
-from components.autograph import skip_autograph_for_tf_keras  # noqa: E402
-from components.device_policy import DEVICE_DEFAULTS  # noqa: E402
-from components.input_pipeline import make_dataset  # noqa: E402
+from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from components.models import MODEL_BUILDERS, build_model, compile_model  # noqa: E402
+from components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
+from components.training.input_pipeline import make_dataset  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The `tpu-pipeline` console command, run as its module: the same code, and no

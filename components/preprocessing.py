@@ -13,10 +13,7 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from common.config import DatasetConfig
-
-IMAGE_KEY = "image"
-LABEL_KEY = "label"
+from components.contract import IMAGE_KEY, LABEL_KEY, read_dataset
 
 
 def preprocessing_fn(
@@ -33,7 +30,7 @@ def preprocessing_fn(
       `image`: float32 [batch, height, width, channels]; `label`: int64 [batch].
       Serving applies only the part of the graph that `image` needs.
     """
-    dataset = DatasetConfig.model_validate(custom_config["dataset"])
+    dataset = read_dataset(custom_config)
     pixels = tf.cast(inputs[dataset.pixel_feature], tf.float32)
     scaled = tft.scale_by_min_max(pixels, output_min=0.0, output_max=1.0)
     return {

@@ -1,154 +1,31 @@
-"""A Pusher that publishes each blessed model once, never half-written where it is served.
+"""The Pusher TFX runs: TFX's own, with an executor that publishes atomically and once.
 
-TFX's own Pusher names each version by the clock, so a cached rerun (the same
+TFX's Pusher names each version by the clock, so a cached rerun (the same
 model, blessed again against itself) pushes a second copy. This executor
-recognises a model it already pushed by its SavedModel fingerprint (which
-covers the graph and the variables) and its TFLite files, and publishes a new
-one so that a model server never loads part of it: on a local disk it copies
-into a hidden staging folder and renames that into place; on an object store
-(gs://, s3://), where renaming a folder copies it object by object, it copies
-everything else first and saved_model.pb last, since servers load a version
-once that file is there. The TFLite variants (`tflite/`) are part of the model
-folder, so they are published by the same copy, under the same version number.
+publishes through `components/serving/publish.py`, which recognises a model
+already served and never leaves a version half-written. TFX names the
+executor by this module's path in compiled pipelines, so it stays here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import os
-import re
-import time
-import uuid
-from collections.abc import Callable
 from typing import Any
 
 from absl import logging
-from tensorflow.core.protobuf import fingerprint_pb2
 
 from common.interrupts import raise_if_interrupted
 from common.tfx_api import (
+    Pusher,
     artifact_utils,
-    fileio,
-    io_utils,
+    executor_spec,
     proto_utils,
     pusher_pb2,
     standard_component_specs,
     tfx_pusher_executor,
 )
-from components.tflite_variants import TFLITE_DIR
+from components.serving.publish import push_model_version
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
-_STAGING_PREFIX = ".staging-"
-_SAVED_MODEL_FILE = "saved_model.pb"
-_FINGERPRINT_FILE = "fingerprint.pb"
-
-
-@dataclasses.dataclass(frozen=True)
-class PushResult:
-    """Where the model is served from, and whether this push copied it there."""
-
-    version_dir: str
-    version: str
-    newly_pushed: bool
-
-
-def model_fingerprint(saved_model_dir: str) -> tuple[Any, ...]:
-    """Identifies a model by its graph, signatures and variables, and its TFLite files.
-
-    Read through `fileio`, like the copy itself, so it works wherever TFX can push.
-    The TFLite files count (their conversion is deterministic), so the same
-    SavedModel with another choice of variants is a new version; their
-    measurements (timings differ run to run) do not.
-    """
-    with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
-        fingerprint = fingerprint_pb2.FingerprintDef.FromString(file.read())
-    tflite_dir = os.path.join(saved_model_dir, TFLITE_DIR)
-    names = fileio.listdir(tflite_dir) if fileio.exists(tflite_dir) else []
-    variants = sorted(os.path.join(tflite_dir, name) for name in names if name.endswith(".tflite"))
-    return (
-        fingerprint.saved_model_checksum,
-        fingerprint.graph_def_program_hash,
-        fingerprint.signature_def_hash,
-        fingerprint.saved_object_graph_hash,
-        fingerprint.checkpoint_hash,
-        tuple((os.path.basename(path), _file_digest(path)) for path in variants),
-    )
-
-
-def _file_digest(path: str) -> str:
-    with fileio.open(path, "rb") as file:
-        return hashlib.sha256(file.read()).hexdigest()
-
-
-def _version_names(base_directory: str) -> list[str]:
-    """Every version folder name (all digits, as TF Serving reads them), oldest first."""
-    if not fileio.exists(base_directory):
-        return []
-    names = [name.rstrip("/") for name in fileio.listdir(base_directory)]
-    return sorted((name for name in names if name.isdigit()), key=int)
-
-
-def pushed_versions(base_directory: str) -> list[str]:
-    """Versions that hold a whole model (their saved_model.pb is there), oldest first.
-
-    A version folder without saved_model.pb is an object-store copy cut short:
-    no server loads it, and it is not a pushed model.
-    """
-    return [
-        name
-        for name in _version_names(base_directory)
-        if fileio.exists(os.path.join(base_directory, name, _SAVED_MODEL_FILE))
-    ]
-
-
-def push_model_version(
-    model_dir: str, base_directory: str, clock: Callable[[], float] = time.time
-) -> PushResult:
-    """Publishes `model_dir` as a new version under `base_directory`, unless already there.
-
-    The version number is the push time in seconds, or one more than the newest
-    version if that is later, so versions always increase.
-    """
-    fingerprint = model_fingerprint(model_dir)
-    for version in pushed_versions(base_directory):
-        version_dir = os.path.join(base_directory, version)
-        if model_fingerprint(version_dir) == fingerprint:
-            return PushResult(version_dir, version, newly_pushed=False)
-    names = _version_names(base_directory)
-    version = str(max(int(clock()), int(names[-1]) + 1 if names else 0))
-    version_dir = os.path.join(base_directory, version)
-    if "://" in base_directory:
-        _copy_saved_model_last(model_dir, version_dir)
-    else:
-        _copy_and_rename(model_dir, version_dir)
-    return PushResult(version_dir, version, newly_pushed=True)
-
-
-def _copy_and_rename(model_dir: str, version_dir: str) -> None:
-    """On a local disk: copy into a staging folder servers ignore, then rename it into place."""
-    base_directory, version = os.path.split(version_dir)
-    staging_dir = os.path.join(base_directory, f"{_STAGING_PREFIX}{version}-{uuid.uuid4().hex}")
-    try:
-        io_utils.copy_dir(model_dir, staging_dir)
-        fileio.rename(staging_dir, version_dir)
-    finally:
-        if fileio.exists(staging_dir):
-            fileio.rmtree(staging_dir)
-
-
-def _copy_saved_model_last(model_dir: str, version_dir: str) -> None:
-    """On an object store: everything else first, then saved_model.pb; a copy cut short goes."""
-    saved_model = os.path.join(model_dir, _SAVED_MODEL_FILE)
-    try:
-        io_utils.copy_dir(
-            model_dir, version_dir, deny_regex_patterns=[f"^{re.escape(saved_model)}$"]
-        )
-        fileio.copy(saved_model, os.path.join(version_dir, _SAVED_MODEL_FILE))
-    except BaseException:  # an interrupt too: leave no folder a server could try to load
-        if fileio.exists(version_dir):
-            fileio.rmtree(version_dir)
-        raise
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
@@ -185,3 +62,9 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             pushed_model, pushed_destination=result.version_dir, pushed_version=result.version
         )
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(not result.newly_pushed))
+
+
+class AtomicPusher(Pusher):
+    """TFX's Pusher with an executor that pushes atomically and never twice."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)

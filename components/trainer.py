@@ -16,116 +16,32 @@ import tensorflow_transform as tft
 import tf_keras
 from absl import logging
 
-from common.config import DatasetConfig, ServingConfig, TrainerConfig
+from common.config import DatasetConfig, TrainerConfig
 from common.tfx_api import FnArgs
-from components.augmentation import Augmentation
-from components.autograph import skip_autograph_for_tf_keras
-from components.custom_loop import train_custom_loop
-from components.device_policy import TrainingPolicy, resolve_training_policy
-from components.export import export_serving_model, serving_copy
-from components.hyperparameters import apply_hyperparameters, tuned_values
-from components.input_pipeline import (
-    EvalInput,
-    count_examples,
+from components.contract import read_dataset, read_serving, read_trainer
+from components.device.multi_worker import (
+    lost_worker_is_an_error,
+    wait_for_all_workers,
+    worker_output_dir,
+)
+from components.device.policy import resolve_training_policy
+from components.device.strategy import StrategyChoice, resolve_strategy
+from components.models import build_model, compile_model
+from components.preflight import require_preflight
+from components.serving.export import export_serving_model, serving_copy
+from components.serving.tflite_variants import export_tflite_variants
+from components.training.augmentation import Augmentation
+from components.training.autograph import skip_autograph_for_tf_keras
+from components.training.hyperparameters import apply_hyperparameters, tuned_values
+from components.training.input_pipeline import (
     distributed_training_dataset,
     global_batch_size,
     make_eval_dataset,
 )
-from components.learning_rate import make_optimizer, peak_learning_rate
-from components.models import build_model, compile_model
-from components.multi_worker import lost_worker_is_an_error, wait_for_all_workers, worker_output_dir
-from components.preflight import require_preflight
-from components.strategy import StrategyChoice, resolve_strategy
-from components.tflite_variants import export_tflite_variants
-from components.training_logs import backup_dir_for, training_callbacks, write_run_summaries
-
-
-def parse_custom_config(custom_config: dict[str, Any]) -> tuple[DatasetConfig, TrainerConfig]:
-    """Reads back the sections the pipeline put into the Trainer's custom_config."""
-    return (
-        DatasetConfig.model_validate(custom_config["dataset"]),
-        TrainerConfig.model_validate(custom_config["trainer"]),
-    )
-
-
-def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:
-    """Copies the weights of a previous model (the last blessed one) into `model`.
-
-    Retraining on a new span then starts from what the last model learned
-    instead of from scratch. A base model of another architecture (the config
-    changed) cannot lend its weights; training then starts from scratch.
-    """
-    base_weights = tf_keras.models.load_model(base_model_dir, compile=False).get_weights()
-    if [w.shape for w in base_weights] != [w.shape for w in model.get_weights()]:
-        logging.warning("Not warm-starting: %s has another architecture", base_model_dir)
-        return False
-    model.set_weights(base_weights)
-    logging.info("Warm-started from %s", base_model_dir)
-    return True
-
-
-def steps_per_epoch(
-    epochs: int, train_steps: int | None, train_files: list[str], batch_size: int
-) -> int:
-    """Batches per epoch: `train_steps` split over the epochs, else one pass over the data.
-
-    Without a step count, training length follows the data: `epochs` passes of
-    whole global batches (at least one batch per epoch), so the same
-    configuration suits 1,000 images and 100,000.
-    """
-    if train_steps is not None:
-        return max(1, train_steps // epochs)
-    return max(1, count_examples(train_files) // batch_size)
-
-
-def train(
-    model: tf_keras.Model,
-    train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
-    eval_input: EvalInput,
-    *,
-    strategy: tf.distribute.Strategy,
-    policy: TrainingPolicy,
-    config: TrainerConfig,
-    steps_per_epoch: int,
-    batch_size: int,
-    log_dir: str,
-    backup_dir: str,
-) -> tf_keras.callbacks.History:
-    """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches.
-
-    `config.loop` picks Keras's `fit` or the custom loop; both use the same
-    callbacks (backups, TensorBoard, epoch lines) and report the same metrics. Each
-    epoch validates on every example of `eval_input`.
-    """
-    callbacks = training_callbacks(
-        log_dir,
-        backup_dir,
-        config.epochs,
-        steps_per_epoch * batch_size,
-        config.profile_batches,
-        eval_input.examples,
-    )
-    if config.loop == "custom":
-        return train_custom_loop(
-            model,
-            strategy,
-            train_dataset,
-            strategy.experimental_distribute_dataset(eval_input.dataset),
-            epochs=config.epochs,
-            steps_per_epoch=steps_per_epoch,
-            steps_per_execution=policy.steps_per_execution,
-            global_batch_size=batch_size,
-            jit_compile=policy.jit_compile,
-            callbacks=callbacks,
-        )
-    return model.fit(
-        train_dataset,
-        epochs=config.epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=eval_input.dataset,
-        callbacks=callbacks,
-        verbose=0,
-    )
+from components.training.learning_rate import make_optimizer, peak_learning_rate
+from components.training.loop import steps_per_epoch, train
+from components.training.training_logs import backup_dir_for, write_run_summaries
+from components.training.warm_start import warm_start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,7 +181,7 @@ def run_fn(fn_args: FnArgs) -> None:
     which replace their TrainerConfig fields.
     """
     skip_autograph_for_tf_keras()
-    dataset, config = parse_custom_config(fn_args.custom_config)
+    dataset, config = read_dataset(fn_args.custom_config), read_trainer(fn_args.custom_config)
     tuned = tuned_values(fn_args.hyperparameters["values"]) if fn_args.hyperparameters else {}
     config = apply_hyperparameters(config, tuned)
     setup = training_setup(fn_args, dataset, config)
@@ -312,7 +228,7 @@ def run_fn(fn_args: FnArgs) -> None:
         fn_args.train_files,
         fn_args.eval_files,
         dataset,
-        ServingConfig.model_validate(fn_args.custom_config["serving"]),
+        read_serving(fn_args.custom_config),
     ):
         logging.info("Serving variant %s", measured)
     if choice.num_workers > 1:

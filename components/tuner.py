@@ -34,8 +34,10 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_tuner_executor,
 )
-from components.autograph import skip_autograph_for_tf_keras
-from components.hyperparameters import (
+from components.contract import read_dataset, read_trainer, read_tuner
+from components.trainer import TrainingSetup, fit, training_setup
+from components.training.autograph import skip_autograph_for_tf_keras
+from components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,
     apply_hyperparameters,
@@ -43,7 +45,6 @@ from components.hyperparameters import (
     trial_dir,
     tuned_values,
 )
-from components.trainer import TrainingSetup, fit, parse_custom_config, training_setup
 
 # The custom_config entry the Tuner's executor adds: the folder trials write into.
 TRIALS_DIR_KEY = "trials_dir"
@@ -125,7 +126,8 @@ class PipelineTuner(base_tuner.BaseTuner):
     def __init__(self, oracle: keras_tuner.Oracle, fn_args: FnArgs):
         super().__init__(oracle, directory=fn_args.working_dir, project_name="search")
         self._fn_args = fn_args
-        self._dataset, self._trainer_config = parse_custom_config(fn_args.custom_config)
+        self._dataset = read_dataset(fn_args.custom_config)
+        self._trainer_config = read_trainer(fn_args.custom_config)
         self._trials_dir = fn_args.custom_config[TRIALS_DIR_KEY]
         # Resolved by the first trial, not here: a parallel search's chief process
         # only runs the oracle and must not claim the accelerator.
@@ -226,8 +228,8 @@ class PipelineTuner(base_tuner.BaseTuner):
 def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     """TFX's entry point: a KerasTuner search whose trials train like the Trainer."""
     skip_autograph_for_tf_keras()
-    config = TunerConfig.model_validate(fn_args.custom_config["tuner"])
-    _, trainer_config = parse_custom_config(fn_args.custom_config)
+    config = read_tuner(fn_args.custom_config)
+    trainer_config = read_trainer(fn_args.custom_config)
     oracle = build_oracle(config, trainer_config.epochs, trainer_config.seed)
     # verbose=0 quiets KerasTuner's own display, which prints to stdout.
     return TunerFnResult(tuner=PipelineTuner(oracle, fn_args), fit_kwargs={"verbose": 0})

@@ -23,8 +23,8 @@ from absl import logging
 
 from common.config import ModelRegistryConfig, VertexConfig
 from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from components.pusher import AtomicPusherExecutor, model_fingerprint
-from pipeline.pipeline import AtomicPusher
+from components.pusher import AtomicPusher, AtomicPusherExecutor
+from components.serving.publish import model_fingerprint
 
 REGISTRY_KEY = "vertex_model_registry"
 # Label keys and values allow lowercase letters, digits, '_' and '-', up to 63 characters.

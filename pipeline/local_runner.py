@@ -26,7 +26,7 @@ from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
-# components.training_logs.EpochLogger's compact line, shown while the Trainer runs.
+# components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.
 _EPOCH_LINE = re.compile(r"^epoch \d+/\d+: ")
 # components.tuner's one line per finished trial; the trials' epoch lines are not shown.
 _TRIAL_LINE = re.compile(r"^trial \S+: ")

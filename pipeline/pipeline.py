@@ -31,7 +31,6 @@ from common.tfx_api import (
     Transform,
     data_types,
     example_gen_pb2,
-    executor_spec,
     pusher_pb2,
     range_config_pb2,
     standard_artifacts,
@@ -39,12 +38,13 @@ from common.tfx_api import (
     trainer_pb2,
     tuner_pb2,
 )
+from components.contract import component_sections, trainer_sections, tuner_sections
+from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
-from components.label_drift import PreviousSpanStatistics
 from components.models import check_model, is_user_model, user_model_source
-from components.pusher import AtomicPusherExecutor
+from components.pusher import AtomicPusher
 from pipeline.eval_config import build_eval_config
 
 
@@ -72,12 +72,6 @@ class NodeIds:
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn"
 TUNER_FN = "components.tuner.tuner_fn"
-
-
-class AtomicPusher(Pusher):
-    """TFX's Pusher with an executor that pushes atomically and never twice."""
-
-    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,33 +163,21 @@ def user_code_fingerprint(package_dir: pathlib.Path | None = None) -> str:
     return digest.hexdigest()[:16]
 
 
-def component_custom_config(config: PipelineConfig) -> dict[str, Any]:
-    """The config sections user code reads back (as plain JSON values), plus the code version.
+def code_version(config: PipelineConfig) -> str:
+    """The fingerprint of the code the components run.
 
-    The code version covers the user's own model package too, so editing it
-    retrains instead of reusing a cached Trainer.
+    It covers the user's own model package too, so editing it retrains instead
+    of reusing a cached Trainer.
     """
-    code_version = user_code_fingerprint()
+    version = user_code_fingerprint()
     if is_user_model(config.trainer.model):
-        code_version += "+" + user_code_fingerprint(user_model_source(config.trainer.model))
-    return {
-        "dataset": config.dataset.model_dump(mode="json"),
-        "trainer": config.trainer.model_dump(mode="json"),
-        "code_version": code_version,
-    }
-
-
-def trainer_custom_config(config: PipelineConfig) -> dict[str, Any]:
-    """The Trainer's custom_config: also the `serving` section, which its export step reads.
-
-    Only the Trainer gets it, so changing the TFLite variants does not rerun Transform.
-    """
-    return {**component_custom_config(config), "serving": config.serving.model_dump(mode="json")}
+        version += "+" + user_code_fingerprint(user_model_source(config.trainer.model))
+    return version
 
 
 def build_tuner(
     config: PipelineConfig,
-    custom_config: dict[str, Any],
+    version: str,
     example_gen: BaseComponent,
     schema_gen: BaseComponent,
     transform: BaseComponent,
@@ -219,11 +201,7 @@ def build_tuner(
         train_args=trainer_pb2.TrainArgs(num_steps=config.tuner.trial_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
         tune_args=overrides.tune_args,
-        custom_config={
-            **custom_config,
-            "tuner": config.tuner.model_dump(mode="json"),
-            **overrides.tuner_custom_config,
-        },
+        custom_config={**tuner_sections(config, version), **overrides.tuner_custom_config},
     ).with_id(NodeIds.TUNER)
 
 
@@ -254,7 +232,8 @@ def create_pipeline(
     # Names resolved by the registries: a typo fails here, before any component runs.
     check_model(config.trainer.model)
     source_format(dataset)
-    custom_config = component_custom_config(config)
+    version = code_version(config)
+    custom_config = component_sections(config, version)
 
     example_gen = build_example_gen(
         dataset,
@@ -311,7 +290,7 @@ def create_pipeline(
         model_blessing=Channel(type=standard_artifacts.ModelBlessing),
     ).with_id(NodeIds.BASELINE_RESOLVER)
     tuner = (
-        build_tuner(config, custom_config, example_gen, schema_gen, transform, overrides)
+        build_tuner(config, version, example_gen, schema_gen, transform, overrides)
         if config.tuner.enabled
         else None
     )
@@ -325,7 +304,7 @@ def create_pipeline(
         or trainer_pb2.TrainArgs(num_steps=config.trainer.train_steps),
         eval_args=trainer_pb2.EvalArgs(num_steps=config.trainer.eval_steps),
         hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
-        custom_config={**trainer_custom_config(config), **overrides.trainer_custom_config},
+        custom_config={**trainer_sections(config, version), **overrides.trainer_custom_config},
     ).with_id(NodeIds.TRAINER)
     evaluator = Evaluator(
         examples=example_gen.outputs["examples"],

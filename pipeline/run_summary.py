@@ -12,9 +12,9 @@ import pathlib
 from typing import Any
 
 from common.interrupts import received_signal
-from components.data_gate import DataRejectedError
+from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
-from components.tflite_variants import read_measurements
+from components.serving.tflite_variants import read_measurements
 from pipeline.evaluation_results import blessing_reason, overall_metrics
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property

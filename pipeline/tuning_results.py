@@ -14,7 +14,7 @@ import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
 
-from components.hyperparameters import (
+from components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,
     describe_values,

@@ -26,9 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from common.config import load_config
-from components.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
-from components.pusher import pushed_versions
-from components.tflite_variants import read_split
+from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+from components.serving.publish import pushed_versions
+from components.serving.tflite_variants import read_split
 
 HERE = pathlib.Path(__file__).resolve().parent
 TOLERANCE = 1e-4

@@ -5,7 +5,7 @@ other format and the Transform graph and the Trainer stay unchanged. Grayscale
 and RGB convert into each other; an alpha channel is refused rather than
 silently dropped, and other sizes are errors unless `source.resize` is on. The
 `images` serving signature decodes the same way in TensorFlow ops
-(`components/encoded_images.py`) and shares the resize and the value scaling
+(`components/images/decode.py`) and shares the resize and the value scaling
 with this module, so a served image becomes the pixels training saw.
 """
 
@@ -17,8 +17,8 @@ import numpy as np
 from PIL import Image
 
 from common.config import DatasetConfig
-from components.encoded_images import resize_pixels, scale_pixels
 from components.example_gen.errors import DataFormatError
+from components.images.decode import resize_pixels, scale_pixels
 
 # 8-bit modes that hold gray or colour values only (P is a palette of colours).
 _CONVERTIBLE_MODES = {"1": 1, "L": 1, "RGB": 3, "P": 3}

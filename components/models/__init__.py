@@ -21,13 +21,13 @@ from collections.abc import Callable
 import tf_keras
 
 from common.config import ConfigError
+from components.contract import IMAGE_KEY
 from components.models._user_model import (
     is_user_model,
     load_user_model_fn,
     user_logits,
     user_model_source,
 )
-from components.preprocessing import IMAGE_KEY
 
 __all__ = [
     "MODEL_BUILDERS",
@@ -124,7 +124,7 @@ def compile_model(
 
     Args:
       model: from `build_model`.
-      optimizer: the recipe's optimizer (`components.learning_rate.make_optimizer`).
+      optimizer: the recipe's optimizer (`components.training.learning_rate.make_optimizer`).
       jit_compile: compile the step with XLA.
       precision: the Keras precision policy the model was built with.
       steps_per_execution: training steps per `tf.function` call, so an

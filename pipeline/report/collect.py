@@ -18,9 +18,9 @@ from typing import Any
 
 from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import path_utils
-from components.data_gate import DataRejectedError
-from components.export import SERVING_SIGNATURE
-from components.trainer import parse_custom_config
+from components.contract import read_dataset
+from components.data_checks.anomalies import DataRejectedError
+from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
 from pipeline.pipeline import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
@@ -223,7 +223,7 @@ def collect_report(
     report.training = _collect_training(stored)
     if trainer_config is None:
         return report
-    dataset, _ = parse_custom_config(trainer_config)
+    dataset = read_dataset(trainer_config)
     evaluation = stored.first_output(NodeIds.EVALUATOR, "evaluation")
     if evaluation is not None:
         report.evaluation = evaluation_results.read_evaluation(evaluation.uri, dataset.num_classes)

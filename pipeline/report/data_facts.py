@@ -16,7 +16,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from common.tfx_api import artifact_utils, standard_artifacts
-from components.data_gate import describe_anomalies
+from components.data_checks.anomalies import describe_anomalies
 
 STATISTICS_FILE = "FeatureStats.pb"
 

@@ -13,7 +13,7 @@ import json
 import jinja2
 import markupsafe
 
-from components.hyperparameters import format_value
+from components.training.hyperparameters import format_value
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult
 

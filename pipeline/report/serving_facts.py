@@ -17,7 +17,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from common.config import DatasetConfig
 from common.tfx_api import artifact_utils, standard_artifacts
-from components.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
+from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 
 EVAL_SPLIT = "eval"
 

@@ -8,7 +8,8 @@ from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from common.config import load_config
-from components.preprocessing import IMAGE_KEY, LABEL_KEY, preprocessing_fn
+from components.contract import IMAGE_KEY, LABEL_KEY
+from components.preprocessing import preprocessing_fn
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ import sys
 import pytest
 
 from common.config import ServingConfig
-from pipeline.pipeline import trainer_custom_config
+from components.contract import trainer_sections
+from pipeline.pipeline import code_version
 from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
@@ -43,8 +44,9 @@ def test_run_fn_trains_under_mirrored_strategy_on_two_cpu_devices(digits_run, tm
         "model_run_dir": str(tmp_path / "model_run" / "1"),
         "train_steps": config.trainer.train_steps,
         "eval_steps": None,
-        "custom_config": trainer_custom_config(
-            config.model_copy(update={"serving": ServingConfig(tflite_variants=())})
+        "custom_config": trainer_sections(
+            config.model_copy(update={"serving": ServingConfig(tflite_variants=())}),
+            code_version(config),
         ),
     }
     result = subprocess.run(

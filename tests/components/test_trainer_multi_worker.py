@@ -133,7 +133,7 @@ def test_multi_worker_training_survives_a_lost_worker_and_matches_one_worker(dig
 LONE_TASK = """
 import components  # Keras 2 before TensorFlow loads
 from common.config import TrainerConfig
-from components.strategy import resolve_strategy
+from components.device.strategy import resolve_strategy
 resolve_strategy(TrainerConfig(worker_join_timeout_s=3))
 """
 

@@ -10,7 +10,7 @@ import pytest
 import components.tuner
 from common.config import load_config
 from common.tfx_api import FnArgs, json_utils, standard_artifacts
-from components.hyperparameters import TRIALS_SUBDIR
+from components.training.hyperparameters import TRIALS_SUBDIR
 from components.tuner import (
     TRIALS_DIR_KEY,
     build_oracle,

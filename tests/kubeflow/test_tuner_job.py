@@ -6,7 +6,7 @@ import json
 
 from common.config import load_config
 from common.tfx_api import ai_platform_tuner_executor, json_utils, standard_artifacts
-from components.hyperparameters import TRIALS_SUBDIR
+from components.training.hyperparameters import TRIALS_SUBDIR
 from components.tuner import TRIALS_DIR_KEY
 from kubeflow.custom_job import worker_pool_specs
 from kubeflow.tuner_job import VertexTrialRecordingExecutor, tuner_job_custom_config

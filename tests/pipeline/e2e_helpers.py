@@ -25,7 +25,8 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
     The model goes to `run_dir/serving`, logs to `run_dir/model_run/1`.
     """
     from common.config import ServingConfig
-    from pipeline.pipeline import trainer_custom_config
+    from components.contract import trainer_sections
+    from pipeline.pipeline import code_version
 
     transform_dir = sorted((config.pipeline_root / "Transform" / "transform_graph").iterdir())[-1]
     return {
@@ -37,8 +38,9 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
         "train_steps": config.trainer.train_steps,
         "eval_steps": None,
         # No TFLite variants: these tests are about training.
-        "custom_config": trainer_custom_config(
-            config.model_copy(update={"serving": ServingConfig(tflite_variants=())})
+        "custom_config": trainer_sections(
+            config.model_copy(update={"serving": ServingConfig(tflite_variants=())}),
+            code_version(config),
         ),
     }
 

@@ -9,7 +9,7 @@ import pathlib
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
-from components.pusher import pushed_versions
+from components.serving.publish import pushed_versions
 from pipeline.local_runner import run_local
 from tests.conftest import small_digits_config
 from tests.pipeline.e2e_helpers import (

@@ -5,10 +5,11 @@ import json
 import pytest
 
 from common.config import ConfigError, load_config
+from components.contract import component_sections
 from components.example_gen.formats import file_pattern
 from pipeline.pipeline import (
     NodeIds,
-    component_custom_config,
+    code_version,
     create_pipeline,
     user_code_fingerprint,
 )
@@ -23,7 +24,8 @@ def test_changing_user_code_changes_its_fingerprint(tmp_path):
 
 
 def test_component_config_carries_the_code_version_and_the_sections_user_code_reads():
-    custom_config = component_custom_config(load_config())
+    config = load_config()
+    custom_config = component_sections(config, code_version(config))
     assert custom_config["code_version"] == user_code_fingerprint()
     assert custom_config["dataset"]["pixel_feature"] == "pixels"
     assert custom_config["trainer"]["model"] == "cnn_bn"
@@ -38,11 +40,11 @@ def test_editing_the_users_model_package_changes_the_code_version(tmp_path, monk
     monkeypatch.syspath_prepend(str(tmp_path))
     config = load_config(None, {"trainer.model": "team_models.cnn:build"})
 
-    before = component_custom_config(config)["code_version"]
+    before = code_version(config)
     assert before.startswith(user_code_fingerprint() + "+")
     # Another module of the same package: the model may import it.
     (package / "layers.py").write_text("WIDTH = 16\n")
-    assert component_custom_config(config)["code_version"] != before
+    assert code_version(config) != before
 
 
 @pytest.mark.parametrize(

@@ -13,9 +13,9 @@ import tensorflow as tf
 from PIL import Image
 
 from common.config import ServingConfig
-from components import tflite_variants
 from components.example_gen.images import decode_image
-from components.tflite_variants import export_tflite_variants, measure_tflite, read_split
+from components.serving import tflite_variants
+from components.serving.tflite_variants import export_tflite_variants, measure_tflite, read_split
 from tests.pipeline.e2e_helpers import split_files
 
 pytestmark = pytest.mark.slow

@@ -9,7 +9,7 @@ import tf_keras
 
 from cli.main import main
 from components.models import build_model, compile_model
-from components.training_logs import training_callbacks, write_run_summaries
+from components.training.training_logs import training_callbacks, write_run_summaries
 from pipeline.report.run_store import open_latest_run
 from pipeline.report.tensorboard_logs import epoch_scalars, summary_kinds
 

@@ -1,0 +1,81 @@
+"""The contract between the pipeline's wiring and the code TFX calls.
+
+The pipeline (`pipeline/`) writes configuration sections into each component's
+`custom_config`; Transform, the Trainer, the Tuner and the report read them
+back. The feature keys Transform writes are the ones the Trainer, the models
+and the serving signatures read. Both sides use this module, so a key or a
+section cannot be spelled two ways, and a reader does not import the Trainer
+just to parse its configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from common.config import (
+    DatasetConfig,
+    PipelineConfig,
+    ServingConfig,
+    TrainerConfig,
+    TunerConfig,
+)
+
+# The features `preprocessing_fn` outputs: the model's input image and the label.
+IMAGE_KEY = "image"
+LABEL_KEY = "label"
+
+# The sections of a custom_config (plain JSON values of the typed configuration).
+DATASET_SECTION = "dataset"
+TRAINER_SECTION = "trainer"
+SERVING_SECTION = "serving"
+TUNER_SECTION = "tuner"
+# A fingerprint of the code, so editing it reruns the component instead of hitting the cache.
+CODE_VERSION_KEY = "code_version"
+
+
+def component_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
+    """What Transform, the Trainer and the Tuner all read: the dataset and Trainer sections."""
+    return {
+        DATASET_SECTION: config.dataset.model_dump(mode="json"),
+        TRAINER_SECTION: config.trainer.model_dump(mode="json"),
+        CODE_VERSION_KEY: code_version,
+    }
+
+
+def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
+    """The Trainer's: also the `serving` section, which its export step reads.
+
+    Only the Trainer gets it, so changing the TFLite variants does not rerun Transform.
+    """
+    return {
+        **component_sections(config, code_version),
+        SERVING_SECTION: config.serving.model_dump(mode="json"),
+    }
+
+
+def tuner_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
+    """The Tuner's: the shared sections and the search itself."""
+    return {
+        **component_sections(config, code_version),
+        TUNER_SECTION: config.tuner.model_dump(mode="json"),
+    }
+
+
+def read_dataset(custom_config: dict[str, Any]) -> DatasetConfig:
+    """The dataset section, validated again (a custom_config is plain JSON)."""
+    return DatasetConfig.model_validate(custom_config[DATASET_SECTION])
+
+
+def read_trainer(custom_config: dict[str, Any]) -> TrainerConfig:
+    """The Trainer section."""
+    return TrainerConfig.model_validate(custom_config[TRAINER_SECTION])
+
+
+def read_serving(custom_config: dict[str, Any]) -> ServingConfig:
+    """The serving section (the Trainer's custom_config only)."""
+    return ServingConfig.model_validate(custom_config[SERVING_SECTION])
+
+
+def read_tuner(custom_config: dict[str, Any]) -> TunerConfig:
+    """The search (the Tuner's custom_config only)."""
+    return TunerConfig.model_validate(custom_config[TUNER_SECTION])

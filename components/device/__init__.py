@@ -1,0 +1,1 @@
+"""Which hardware trains and how: TPU/GPU/CPU strategy, per-device policy, several machines."""

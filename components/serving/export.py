@@ -1,0 +1,106 @@
+"""Exports the trained model as a SavedModel with a signature per kind of client.
+
+- `serving_default` takes serialized `tf.Example`s (`examples`): clients send
+  the same records the pipeline ingested.
+- `images` takes encoded PNG/JPEG bytes (`images`), decoded and resized in the
+  graph exactly as ExampleGen decodes images for training.
+- `pixels` takes float pixels [batch, height, width, channels] as ExampleGen
+  stores them; the TFLite and TF.js conversions start from it (neither can
+  parse examples or decode images).
+
+Each applies the Transform graph and returns class probabilities. It runs a
+float32 copy of the model with no XLA: training choices (bfloat16,
+jit_compile, the strategy) belong to the training hardware, and a CPU model
+server should not inherit them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+import tf_keras
+
+from common.config import DatasetConfig
+from components.contract import IMAGE_KEY
+from components.images.decode import decode_encoded_images
+from components.models import build_model
+
+SERVING_SIGNATURE = "serving_default"
+SERVING_INPUT_KEY = "examples"
+SERVING_OUTPUT_KEY = "probabilities"
+IMAGES_SIGNATURE = IMAGES_INPUT_KEY = "images"
+PIXELS_SIGNATURE = PIXELS_INPUT_KEY = "pixels"
+# TF Serving ignores assets.extra; it travels with every pushed copy of the model.
+TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
+
+
+def serving_copy(
+    weights: list[np.ndarray], model_name: str, dataset: DatasetConfig
+) -> tf_keras.Model:
+    """A float32 model with the trained `weights` (float32 under every policy).
+
+    It takes the weights, not the trained model: under MultiWorkerMirroredStrategy
+    reading a BatchNorm moving statistic is an all-reduce, so every worker must read
+    them (`model.get_weights()`) together, while only the chief builds the copy.
+    """
+    copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
+    copy.set_weights(weights)
+    return copy
+
+
+def export_serving_model(
+    model: tf_keras.Model,
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    export_dir: str,
+    training_info: dict[str, Any],
+) -> None:
+    """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
+
+    Args:
+      model: a float32 model taking transformed images.
+      transform_output: the Transform graph to apply to parsed examples.
+      dataset: names the label feature, which serving requests do not carry.
+      export_dir: where the SavedModel goes (TFX's `serving_model_dir`).
+      training_info: device, strategy and policy the model was trained with;
+        written to `assets.extra/training_info.json`.
+    """
+    model.tft_layer = transform_output.transform_features_layer()
+    feature_spec = transform_output.raw_feature_spec()
+    feature_spec.pop(dataset.label_feature)
+
+    def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+        images = model.tft_layer(raw)[IMAGE_KEY]
+        return {SERVING_OUTPUT_KEY: model(images, training=False)}
+
+    def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        # The flat pixel list of a tf.Example; the label and other features are not needed.
+        return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_KEY)])
+    def serve_examples(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict(tf.io.parse_example(serialized, feature_spec))
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=IMAGES_INPUT_KEY)])
+    def serve_images(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict_pixels(decode_encoded_images(encoded, dataset))
+
+    pixel_spec = tf.TensorSpec([None, *dataset.image_shape], tf.float32, name=PIXELS_INPUT_KEY)
+
+    @tf.function(input_signature=[pixel_spec])
+    def serve_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        return predict_pixels(pixels)
+
+    signatures = {SERVING_SIGNATURE: serve_examples, PIXELS_SIGNATURE: serve_pixels}
+    if dataset.image_shape[2] in (1, 3):  # encoded images decode to gray or RGB only
+        signatures[IMAGES_SIGNATURE] = serve_images
+    model.save(export_dir, save_format="tf", signatures=signatures)
+    info_path = os.path.join(export_dir, TRAINING_INFO_PATH)
+    tf.io.gfile.makedirs(os.path.dirname(info_path))
+    with tf.io.gfile.GFile(info_path, "w") as handle:
+        handle.write(json.dumps(training_info, indent=2, sort_keys=True))

@@ -1,0 +1,256 @@
+"""TFLite variants of the exported model, each measured against the SavedModel before it ships.
+
+The Trainer calls `export_tflite_variants` right after the export, so the
+variants live inside the model artifact (`tflite/`) and the Pusher's one copy
+publishes them with the SavedModel: the same version number, the same atomic
+rename, and only files that were measured. Each variant converts the
+SavedModel's `pixels` signature (TFLite's builtin ops cannot parse
+`tf.Example`s or decode images) and is classified on the whole eval split; a
+variant whose accuracy falls more than `serving.max_accuracy_drop` below the
+SavedModel's is held back and `tflite/measurements.json` says why. The
+measurements (accuracy, size, single-image latency on the CPU that ran the
+export) travel with the model into the run summary and report.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import platform
+import statistics
+import time
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from common.config import DatasetConfig, ServingConfig, TFLiteVariant
+from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+
+TFLITE_DIR = "tflite"
+MEASUREMENTS_PATH = os.path.join(TFLITE_DIR, "measurements.json")
+SAVED_MODEL = "saved_model"
+# Single-image latency is measured as an edge device runs it: one interpreter thread.
+INTERPRETER_THREADS = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Measurement:
+    """One model on the eval split. `file` is relative to the model folder; None if held back."""
+
+    name: str
+    file: str | None
+    accuracy: float
+    accuracy_drop: float  # SavedModel accuracy minus this model's
+    size_bytes: int
+    latency_ms: float  # median single-image latency
+    published: bool
+    reason: str
+
+
+def read_split(
+    file_patterns: list[str], dataset: DatasetConfig, limit: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Raw pixels [n, height, width, channels] and labels [n] of ExampleGen's gzipped examples."""
+    files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+    if limit is not None:
+        records = records.take(limit)
+    spec = {
+        dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
+        dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
+    }
+    parsed = records.batch(1024).map(lambda batch: tf.io.parse_example(batch, spec))
+    pixels, labels = [], []
+    for batch in parsed:
+        pixels.append(batch[dataset.pixel_feature].numpy())
+        labels.append(batch[dataset.label_feature].numpy()[:, 0])
+    if not pixels:
+        raise ValueError(f"no examples in {file_patterns}")
+    return (
+        np.concatenate(pixels).reshape(-1, *dataset.image_shape),
+        np.concatenate(labels),
+    )
+
+
+def convert(saved_model_dir: str, variant: TFLiteVariant, representative: np.ndarray) -> bytes:
+    """Converts the `pixels` signature into one TFLite variant.
+
+    float16 and dynamic_int8 quantize the weights only (float inputs); int8 is
+    full-integer, inputs and outputs included, calibrated on `representative`
+    training images, for integer-only accelerators and microcontrollers.
+    """
+    converter = tf.lite.TFLiteConverter.from_saved_model(
+        saved_model_dir, signature_keys=[PIXELS_SIGNATURE]
+    )
+    if variant != "float32":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+    if variant == "float16":
+        converter.target_spec.supported_types = [tf.float16]
+    elif variant == "int8":
+
+        def calibration_images() -> Iterator[list[np.ndarray]]:
+            for image in representative:
+                yield [image[np.newaxis].astype(np.float32)]
+
+        converter.representative_dataset = calibration_images
+        converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        converter.inference_input_type = tf.int8
+        converter.inference_output_type = tf.int8
+    return converter.convert()
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return round(statistics.median(seconds) * 1000, 4)
+
+
+def _classify_one_by_one(
+    predict: Callable[[np.ndarray], np.ndarray], pixels: np.ndarray, timed: int
+) -> tuple[np.ndarray, float]:
+    """Predicted classes of every image, one image per call; median latency of the first `timed`."""
+    predicted, seconds = [], []
+    for index, image in enumerate(pixels):
+        start = time.perf_counter()
+        scores = predict(image[np.newaxis])
+        if index < timed:
+            seconds.append(time.perf_counter() - start)
+        predicted.append(int(np.argmax(scores)))
+    return np.array(predicted), _median_ms(seconds)
+
+
+def measure_tflite(
+    model: bytes, pixels: np.ndarray, labels: np.ndarray, timed: int
+) -> tuple[float, float]:
+    """Accuracy on (`pixels`, `labels`) and median single-image latency in ms."""
+    interpreter = tf.lite.Interpreter(model_content=model, num_threads=INTERPRETER_THREADS)
+    runner = interpreter.get_signature_runner(PIXELS_SIGNATURE)
+    details = runner.get_input_details()[PIXELS_INPUT_KEY]
+
+    def predict(image: np.ndarray) -> np.ndarray:
+        if details["dtype"] == np.int8:  # full-integer: quantize the pixels as calibrated
+            scale, zero_point = details["quantization"]
+            image = np.clip(np.round(image / scale + zero_point), -128, 127).astype(np.int8)
+        return runner(**{PIXELS_INPUT_KEY: image})[SERVING_OUTPUT_KEY]
+
+    predicted, latency = _classify_one_by_one(predict, pixels, timed)
+    return float(np.mean(predicted == labels)), latency
+
+
+def measure_saved_model(
+    saved_model_dir: str, pixels: np.ndarray, labels: np.ndarray, timed: int
+) -> tuple[float, float]:
+    """Accuracy of the `pixels` signature (the variants' source) and its single-image latency."""
+    serve = tf.saved_model.load(saved_model_dir).signatures[PIXELS_SIGNATURE]
+
+    def predict(images: np.ndarray) -> np.ndarray:
+        return serve(**{PIXELS_INPUT_KEY: tf.constant(images)})[SERVING_OUTPUT_KEY].numpy()
+
+    accuracy = float(np.mean(predict(pixels).argmax(axis=1) == labels))
+    _, latency = _classify_one_by_one(predict, pixels[:timed], timed)
+    return accuracy, latency
+
+
+def saved_model_bytes(saved_model_dir: str) -> int:
+    """What a model server loads: the graph and the variables."""
+    files = [os.path.join(saved_model_dir, "saved_model.pb")]
+    files += tf.io.gfile.glob(os.path.join(saved_model_dir, "variables", "*"))
+    return sum(tf.io.gfile.stat(path).length for path in files)
+
+
+def held_back_reason(saved_model_accuracy: float, accuracy: float, bound: float) -> str | None:
+    """Why a variant is not published, or None when its accuracy is within the bound."""
+    drop = saved_model_accuracy - accuracy
+    if drop <= bound + 1e-9:  # exactly at the bound passes
+        return None
+    return (
+        f"accuracy {accuracy:.4f} is {drop:.4f} below the SavedModel's {saved_model_accuracy:.4f} "
+        f"(serving.max_accuracy_drop: {bound})"
+    )
+
+
+def cpu_name() -> str:
+    """The processor the latencies were measured on."""
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def export_tflite_variants(
+    export_dir: str,
+    train_files: list[str],
+    eval_files: list[str],
+    dataset: DatasetConfig,
+    config: ServingConfig,
+) -> list[Measurement]:
+    """Converts, measures and keeps the variants within the bound; writes measurements.json.
+
+    Args:
+      export_dir: the exported SavedModel; variants go to its `tflite/` folder.
+      train_files: ExampleGen's training split (calibration images for int8).
+      eval_files: ExampleGen's eval split, measured whole.
+      dataset: shapes and feature names.
+      config: which variants, the accuracy bound, how many images to time.
+
+    Returns:
+      The SavedModel's measurement first, then one per configured variant.
+    """
+    if not config.tflite_variants:
+        return []
+    start = time.perf_counter()
+    pixels, labels = read_split(eval_files, dataset)
+    representative, _ = read_split(train_files, dataset, limit=config.representative_examples)
+    timed = config.latency_examples
+    reference, latency = measure_saved_model(export_dir, pixels, labels, timed)
+    measurements = [
+        Measurement(
+            SAVED_MODEL, ".", reference, 0.0, saved_model_bytes(export_dir), latency, True, ""
+        )
+    ]
+    tf.io.gfile.makedirs(os.path.join(export_dir, TFLITE_DIR))
+    for variant in config.tflite_variants:
+        try:
+            model = convert(export_dir, variant, representative)
+        except Exception as error:  # e.g. a user model with ops TFLite lacks: held back, not fatal
+            reason = f"conversion failed: {str(error).strip().splitlines()[0]}"
+            logging.warning("TFLite %s not built: %s", variant, error)
+            measurements.append(Measurement(variant, None, 0.0, reference, 0, 0.0, False, reason))
+            continue
+        accuracy, latency = measure_tflite(model, pixels, labels, timed)
+        reason = held_back_reason(reference, accuracy, config.max_accuracy_drop)
+        file = None if reason else os.path.join(TFLITE_DIR, f"{variant}.tflite")
+        if file:
+            with tf.io.gfile.GFile(os.path.join(export_dir, file), "wb") as handle:
+                handle.write(model)
+        drop = round(reference - accuracy, 6)
+        measurements.append(
+            Measurement(
+                variant, file, accuracy, drop, len(model), latency, file is not None, reason or ""
+            )
+        )
+    report = {
+        "eval_examples": len(labels),
+        "max_accuracy_drop": config.max_accuracy_drop,
+        "measured_on": cpu_name(),
+        "interpreter_threads": INTERPRETER_THREADS,
+        "seconds": round(time.perf_counter() - start, 1),  # what converting and measuring cost
+        "models": [dataclasses.asdict(measurement) for measurement in measurements],
+    }
+    with tf.io.gfile.GFile(os.path.join(export_dir, MEASUREMENTS_PATH), "w") as handle:
+        handle.write(json.dumps(report, indent=2))
+    return measurements
+
+
+def read_measurements(model_dir: str) -> dict | None:
+    """The measurements a model folder (exported or pushed) carries, or None."""
+    path = os.path.join(model_dir, MEASUREMENTS_PATH)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        return json.loads(handle.read())

@@ -1,0 +1,216 @@
+"""The Trainer's tf.data input: TFRecord -> parse -> transform graph -> batch -> prefetch.
+
+The transform graph runs here, on the host, so the accelerator receives dense
+float images of a static shape only. Batching comes before parsing so that
+parsing and the transform run once per batch, vectorised, rather than once per
+example. Every batch has the same size, which TPUs (and XLA in general) need to
+compile the step once: training drops the remainder of each pass (it repeats
+anyway); evaluation fills its last batch with examples weighted 0, so it sees
+every eval example once, even when the split is smaller than one batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from common.config import DatasetConfig
+from components.contract import IMAGE_KEY, LABEL_KEY
+from components.training.augmentation import Augmentation
+
+# Training files up to this size (gzipped) are kept in memory, decompressed, after the
+# first pass: GZIP decompression was ~3/4 of the input's CPU per example, and caching
+# raised the input rate ~7x (docs/benchmarks.md). Larger sets stream from disk.
+CACHE_MAX_GZIP_BYTES = 128 * 2**20
+
+NO_AUGMENTATION = Augmentation()
+
+
+def _files(file_patterns: list[str]) -> list[str]:
+    return [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
+
+
+def count_examples(file_patterns: list[str]) -> int:
+    """Records in the gzipped TFRecord files: how many examples one epoch passes over."""
+    records = _interleave(tf.data.Dataset.list_files(file_patterns, shuffle=False), True)
+    return int(records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
+
+
+def global_batch_size(per_replica_batch_size: int, num_replicas: int) -> int:
+    """Each replica gets `per_replica_batch_size` examples of every global batch."""
+    if per_replica_batch_size < 1 or num_replicas < 1:
+        raise ValueError(
+            "batch size and replicas must be positive, "
+            f"got {per_replica_batch_size} x {num_replicas}"
+        )
+    return per_replica_batch_size * num_replicas
+
+
+def make_dataset(
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    batch_size: int,
+    *,
+    shuffle_buffer: int = 4096,
+    seed: int | None = None,
+    shard: tuple[int, int] = (1, 0),
+    augmentation: Augmentation = NO_AUGMENTATION,
+) -> tf.data.Dataset:
+    """Training input: `(images, labels)` batches of exactly `batch_size`, shuffled, forever.
+
+    Args:
+      file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
+      transform_output: the Transform component's graph.
+      dataset: shapes and feature names.
+      batch_size: the global batch size.
+      shuffle_buffer: examples held for shuffling.
+      seed: makes shuffling repeatable.
+      shard: (shards, index): this worker reads only its shard: whole files
+        when there are enough of them, else every `shards`-th record.
+      augmentation: applied to each batch after the transform (after the cache,
+        so every pass draws new shifts).
+    """
+    paths = _files(file_patterns)
+    shards, index = shard
+    # The same seed on every worker lists the files in the same order: the shards are disjoint.
+    files = tf.data.Dataset.list_files(file_patterns, shuffle=True, seed=seed)
+    if shards > 1 and len(paths) >= shards:
+        files = files.shard(shards, index)
+    records = _interleave(files, False)
+    if shards > 1 and len(paths) < shards:
+        records = records.shard(shards, index)
+    if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
+        records = records.cache()
+    records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    batches = records.batch(batch_size, drop_remainder=True).map(
+        _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
+    )
+    if augmentation.enabled:
+        batches = batches.map(
+            lambda images, labels: (augmentation(images), labels), tf.data.AUTOTUNE
+        )
+    return batches.prefetch(tf.data.AUTOTUNE)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalInput:
+    """The eval split as the Trainer validates on it.
+
+    Attributes:
+      dataset: `(images, labels, weights)` batches, or None when the split is empty.
+      examples: how many eval examples it holds (the ones with a weight).
+    """
+
+    dataset: tf.data.Dataset | None
+    examples: int
+
+
+def make_eval_dataset(
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    batch_size: int,
+    *,
+    max_batches: int | None = None,
+) -> EvalInput:
+    """Every eval example once, in file order, in batches of exactly `batch_size`.
+
+    Dropping the partial last batch skipped validation altogether on a split smaller
+    than one global batch, and a smaller last batch would make XLA compile the step
+    again (and cannot be split across TPU cores). So the last batch is filled with
+    copies of the first example weighted 0. The real examples weigh padded/real, not
+    1: Keras averages the loss over every example of a batch, filler included, and
+    this weight makes `val_loss` (and the weighted accuracy) the mean over the real
+    examples exactly.
+
+    Args:
+      file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
+      transform_output: the Transform component's graph.
+      dataset: shapes and feature names.
+      batch_size: the global batch size.
+      max_batches: validate on at most this many batches (TFX's eval steps).
+    """
+    records = _interleave(tf.data.Dataset.list_files(file_patterns, shuffle=False), True)
+    examples = count_examples(file_patterns)
+    if max_batches:
+        examples = min(examples, max_batches * batch_size)
+        records = records.take(examples)
+    if not examples:
+        return EvalInput(None, 0)
+    padded = -(-examples // batch_size) * batch_size
+    weight = tf.constant(padded / examples, tf.float32)
+    filler = records.take(1).map(lambda record: (record, tf.constant(0.0)))
+    weighted = records.map(lambda record: (record, weight)).concatenate(
+        filler.repeat(padded - examples)
+    )
+    parse = _parse_and_transform(transform_output, dataset, batch_size)
+    batches = (
+        weighted.batch(batch_size, drop_remainder=True)
+        .map(lambda serialized, weights: (*parse(serialized), weights), tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    # Across workers, split each global batch (not files): every worker then runs the same
+    # number of evaluation steps, which their lock-step all-reduce needs.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return EvalInput(batches.with_options(options), examples)
+
+
+def _interleave(files: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
+    return files.interleave(
+        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=deterministic,
+    )
+
+
+def _parse_and_transform(
+    transform_output: tft.TFTransformOutput, dataset: DatasetConfig, batch_size: int
+):
+    """Parses a batch of serialized examples and applies the Transform graph, static shapes."""
+    raw_feature_spec = transform_output.raw_feature_spec()
+    image_shape = [batch_size, *dataset.image_shape]
+
+    def parse(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        raw = tf.io.parse_example(serialized, raw_feature_spec)
+        transformed = transform_output.transform_raw_features(raw, drop_unused_features=True)
+        images = tf.ensure_shape(transformed[IMAGE_KEY], image_shape)
+        labels = tf.ensure_shape(transformed[LABEL_KEY], [batch_size])
+        return images, labels
+
+    return parse
+
+
+def distributed_training_dataset(
+    strategy: tf.distribute.Strategy,
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    global_batch: int,
+    *,
+    shuffle_buffer: int,
+    seed: int,
+    augmentation: Augmentation = NO_AUGMENTATION,
+) -> tf.distribute.DistributedDataset | tf.data.Dataset:
+    """The training input, one pipeline per worker, each reading its own shard.
+
+    Every replica gets batches of `global_batch / replicas` examples. With one
+    worker and the default strategy this is the plain dataset.
+    """
+
+    def worker_dataset(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        return make_dataset(
+            file_patterns,
+            transform_output,
+            dataset,
+            context.get_per_replica_batch_size(global_batch),
+            shuffle_buffer=shuffle_buffer,
+            seed=seed,
+            shard=(context.num_input_pipelines, context.input_pipeline_id),
+            augmentation=augmentation,
+        )
+
+    return strategy.distribute_datasets_from_function(worker_dataset)

@@ -1,0 +1,80 @@
+"""The training loop itself: how long an epoch is, and Keras's fit or the custom loop.
+
+Both loops take the same callbacks (backups, TensorBoard, epoch lines) and report
+the same metrics, so `trainer.loop` changes how a step runs, never what is logged.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+import tf_keras
+
+from common.config import TrainerConfig
+from components.device.policy import TrainingPolicy
+from components.training.custom_loop import train_custom_loop
+from components.training.input_pipeline import EvalInput, count_examples
+from components.training.training_logs import training_callbacks
+
+
+def steps_per_epoch(
+    epochs: int, train_steps: int | None, train_files: list[str], batch_size: int
+) -> int:
+    """Batches per epoch: `train_steps` split over the epochs, else one pass over the data.
+
+    Without a step count, training length follows the data: `epochs` passes of
+    whole global batches (at least one batch per epoch), so the same
+    configuration suits 1,000 images and 100,000.
+    """
+    if train_steps is not None:
+        return max(1, train_steps // epochs)
+    return max(1, count_examples(train_files) // batch_size)
+
+
+def train(
+    model: tf_keras.Model,
+    train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
+    eval_input: EvalInput,
+    *,
+    strategy: tf.distribute.Strategy,
+    policy: TrainingPolicy,
+    config: TrainerConfig,
+    steps_per_epoch: int,
+    batch_size: int,
+    log_dir: str,
+    backup_dir: str,
+) -> tf_keras.callbacks.History:
+    """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches.
+
+    `config.loop` picks Keras's `fit` or the custom loop; both use the same
+    callbacks (backups, TensorBoard, epoch lines) and report the same metrics. Each
+    epoch validates on every example of `eval_input`.
+    """
+    callbacks = training_callbacks(
+        log_dir,
+        backup_dir,
+        config.epochs,
+        steps_per_epoch * batch_size,
+        config.profile_batches,
+        eval_input.examples,
+    )
+    if config.loop == "custom":
+        return train_custom_loop(
+            model,
+            strategy,
+            train_dataset,
+            strategy.experimental_distribute_dataset(eval_input.dataset),
+            epochs=config.epochs,
+            steps_per_epoch=steps_per_epoch,
+            steps_per_execution=policy.steps_per_execution,
+            global_batch_size=batch_size,
+            jit_compile=policy.jit_compile,
+            callbacks=callbacks,
+        )
+    return model.fit(
+        train_dataset,
+        epochs=config.epochs,
+        steps_per_epoch=steps_per_epoch,
+        validation_data=eval_input.dataset,
+        callbacks=callbacks,
+        verbose=0,
+    )

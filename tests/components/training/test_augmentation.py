@@ -1,0 +1,59 @@
+"""Training augmentation: whole-pixel shifts and flips, per image, shapes unchanged."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.config import TrainerConfig
+from components.training.augmentation import Augmentation
+
+
+@pytest.mark.parametrize(
+    ("image_shape", "shift"),
+    [((28, 28, 1), (2, 2)), ((32, 32, 3), (3, 3)), ((8, 8, 1), (0, 0)), ((40, 20, 1), (4, 2))],
+)
+def test_shift_is_the_configured_fraction_in_whole_pixels(image_shape, shift):
+    augmentation = Augmentation.from_config(TrainerConfig(random_shift=0.1), image_shape)
+    assert augmentation.max_shift == shift
+    assert augmentation.enabled == (shift != (0, 0))
+
+
+def _one_dot_batch(size: int = 256) -> np.ndarray:
+    images = np.zeros((size, 28, 28, 1), np.float32)
+    images[:, 14, 10, 0] = 1.0
+    return images
+
+
+def test_each_image_moves_by_its_own_whole_pixel_offset_within_the_bound():
+    tf.random.set_seed(0)
+    moved = Augmentation(max_shift=(2, 2))(tf.constant(_one_dot_batch())).numpy()
+    assert moved.shape == (256, 28, 28, 1)
+    assert np.all(moved.sum(axis=(1, 2, 3)) == 1.0), "a dot away from the border is kept whole"
+    rows, columns = np.nonzero(moved[..., 0])[1:]
+    row_moves, column_moves = rows - 14, columns - 10
+    assert set(row_moves) == set(column_moves) == {-2, -1, 0, 1, 2}
+    # Independent draws: not every image moves along the diagonal.
+    assert np.any(row_moves != column_moves)
+
+
+def test_pixels_shifted_in_from_outside_are_zero():
+    tf.random.set_seed(1)
+    moved = Augmentation(max_shift=(3, 3))(tf.ones((64, 8, 8, 1))).numpy()
+    zero_rows = (moved == 0).all(axis=(2, 3)).sum(axis=1)
+    assert set(zero_rows) <= {0, 1, 2, 3} and zero_rows.max() > 0
+
+
+def test_flip_mirrors_some_images_and_leaves_the_others():
+    tf.random.set_seed(2)
+    images = _one_dot_batch(64)
+    flipped = Augmentation(flip=True)(tf.constant(images)).numpy()
+    mirrored = np.all(flipped == images[:, :, ::-1], axis=(1, 2, 3))
+    unchanged = np.all(flipped == images, axis=(1, 2, 3))
+    assert np.all(mirrored | unchanged)
+    assert 0 < mirrored.sum() < 64
+
+
+def test_no_augmentation_returns_the_batch_unchanged():
+    images = tf.constant(_one_dot_batch(4))
+    assert not Augmentation().enabled
+    np.testing.assert_array_equal(Augmentation()(images).numpy(), images.numpy())

@@ -1,0 +1,74 @@
+"""The training recipe: batch-scaled peak rate, warmup, decay, and the optimizer choice."""
+
+import numpy as np
+import pytest
+import tf_keras
+
+from common.config import ConfigError, TrainerConfig, load_config
+from components.training.learning_rate import WarmupThenDecay, make_optimizer, peak_learning_rate
+
+
+def _rates(schedule: WarmupThenDecay, steps: int) -> np.ndarray:
+    return np.array([float(schedule(step)) for step in range(steps)])
+
+
+@pytest.mark.parametrize(
+    ("scaling", "expected"), [("linear", 8e-3), ("sqrt", 4e-3), ("none", 2e-3)]
+)
+def test_peak_rate_follows_the_global_batch(scaling, expected):
+    config = TrainerConfig(learning_rate=2e-3, learning_rate_scaling=scaling)
+    assert peak_learning_rate(config, 4 * config.learning_rate_batch_size) == pytest.approx(
+        expected
+    )
+    assert peak_learning_rate(config, config.learning_rate_batch_size) == pytest.approx(2e-3)
+
+
+def test_warmup_rises_linearly_then_cosine_decays_to_zero():
+    rates = _rates(WarmupThenDecay(1.0, warmup_steps=10, total_steps=110, decay="cosine"), 110)
+    np.testing.assert_allclose(rates[:10], np.arange(1, 11) / 10, rtol=1e-6)
+    assert rates[10] == pytest.approx(1.0)
+    assert np.all(np.diff(rates[10:]) <= 1e-7)  # never rises again
+    assert rates[60] == pytest.approx(0.5, abs=0.02)
+    assert rates[-1] < 1e-3
+
+
+def test_step_decay_drops_tenfold_at_half_and_three_quarters():
+    rates = _rates(WarmupThenDecay(1.0, warmup_steps=0, total_steps=100, decay="step"), 100)
+    assert set(np.round(rates[:50], 6)) == {1.0}
+    assert set(np.round(rates[50:75], 6)) == {0.1}
+    assert set(np.round(rates[75:], 6)) == {0.01}
+
+
+def test_constant_decay_holds_the_peak_after_warmup():
+    rates = _rates(WarmupThenDecay(0.5, warmup_steps=4, total_steps=20, decay="constant"), 20)
+    assert rates[3] == pytest.approx(0.5) and set(np.round(rates[4:], 6)) == {0.5}
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("adam", tf_keras.optimizers.Adam),
+        ("adamw", tf_keras.optimizers.AdamW),
+        ("sgd", tf_keras.optimizers.SGD),
+    ],
+)
+def test_optimizer_choice_is_built_on_the_scheduled_rate(name, kind):
+    config = TrainerConfig(optimizer=name, warmup_epochs=2)
+    optimizer = make_optimizer(config, 64, steps_per_epoch=5, total_steps=50)
+    assert type(optimizer) is kind
+    schedule = optimizer._learning_rate
+    assert isinstance(schedule, WarmupThenDecay)
+    assert (schedule.warmup_steps, schedule.total_steps) == (10, 50)
+    if name == "sgd":
+        assert optimizer.momentum == pytest.approx(0.9) and optimizer.nesterov
+
+
+def test_unknown_optimizer_is_named_with_the_choices():
+    with pytest.raises(ConfigError, match=r"trainer.optimizer: .*'adam', 'adamw' or 'sgd'"):
+        load_config(None, {"trainer.optimizer": "rmsprop"})
+
+
+def test_default_training_length_is_whole_epochs_over_the_data():
+    config = TrainerConfig()
+    assert config.train_steps is None and config.epochs >= 10
+    assert config.learning_rate_decay == "cosine"

@@ -1,0 +1,82 @@
+"""Backups let an interrupted training resume; the key keeps trainings apart."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras
+
+from common.config import TrainerConfig
+from components.device.policy import DEVICE_DEFAULTS
+from components.models import build_model, compile_model
+from components.trainer import train
+from components.training import training_logs
+from components.training.input_pipeline import EvalInput
+from components.training.learning_rate import WarmupThenDecay, make_optimizer
+from components.training.training_logs import backup_dir_for
+
+
+def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):
+    inputs = {"train_files": ["a"], "train_steps": 10}
+    first = backup_dir_for(str(tmp_path / "model_run" / "7"), inputs)
+    retry = backup_dir_for(str(tmp_path / "model_run" / "8"), inputs)
+    other = backup_dir_for(str(tmp_path / "model_run" / "8"), {**inputs, "train_steps": 11})
+    assert first == retry != other
+    assert first.startswith(str(tmp_path / "model_run" / "backup"))
+
+
+def optimizer_schedule(config: TrainerConfig) -> dict:
+    return make_optimizer(config, 16, steps_per_epoch=4, total_steps=16)._learning_rate.get_config()
+
+
+class InterruptAfterEpoch(tf_keras.callbacks.Callback):
+    def __init__(self, epoch: int):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt("preempted")
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, monkeypatch, loop):
+    images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
+    labels = np.arange(64) % 10
+    dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16, drop_remainder=True)
+    weights = tf.ones(64, tf.float32)
+    eval_batches = tf.data.Dataset.from_tensor_slices((images, labels, weights)).batch(16)
+    eval_input = EvalInput(eval_batches, 64)
+    config = TrainerConfig(train_steps=16, epochs=4, loop=loop)
+    arguments = dict(
+        strategy=tf.distribute.get_strategy(),
+        policy=DEVICE_DEFAULTS["cpu"],
+        config=config,
+        steps_per_epoch=4,
+        batch_size=16,
+        log_dir=str(tmp_path / "logs"),
+        backup_dir=str(tmp_path / "backup"),
+    )
+
+    def fresh_model():
+        model = build_model("mnist_cnn", (8, 8, 1), 10)
+        optimizer = make_optimizer(config, 16, steps_per_epoch=4, total_steps=16)
+        compile_model(model, optimizer, jit_compile=False, precision="float32")
+        return model
+
+    real_callbacks = training_logs.training_callbacks
+    monkeypatch.setattr(
+        "components.training.loop.training_callbacks",
+        lambda *args: [*real_callbacks(*args), InterruptAfterEpoch(1)],
+    )
+    with pytest.raises(KeyboardInterrupt):
+        train(fresh_model(), dataset.repeat(), eval_input, **arguments)
+    monkeypatch.setattr("components.training.loop.training_callbacks", real_callbacks)
+
+    history = train(fresh_model(), dataset.repeat(), eval_input, **arguments)
+    assert history.epoch == [2, 3]
+    # The schedule resumed at the restored step: the rate logged per epoch keeps decaying.
+    schedule = WarmupThenDecay(**optimizer_schedule(config))
+    np.testing.assert_allclose(
+        history.history["learning_rate"], [float(schedule(11)), float(schedule(15))], rtol=1e-5
+    )
+    assert not (tmp_path / "backup").exists() or not any((tmp_path / "backup").iterdir())
