@@ -13,6 +13,7 @@ setup(
         include=[
             "cli",
             "common",
+            "common.*",
             "pipeline",
             "pipeline.*",
             "components",

@@ -1,0 +1,84 @@
+"""The one typed, validated configuration of a tpu-pipeline run.
+
+Everything a run can change lives here: the dataset, the Trainer's device and
+model choices, the Evaluator's thresholds and where outputs go. A YAML file and
+command-line flags both feed `load_config`, and every error names the field that
+is wrong and what is allowed, so a typo fails in a second instead of an hour
+into a TPU job.
+
+Each section of the file has its own module, named as its key (`dataset.py` for
+`dataset:`, ...); `pipeline.py` holds the whole and `loading.py` reads it. Import
+from here, `from common.config import TrainerConfig`, not from the modules.
+"""
+
+from common.config.base import REPO_ROOT, ConfigError
+from common.config.dataset import (
+    BUILTIN_DATA_DIR,
+    BUILTIN_DATASETS,
+    DEFAULT_DATASET,
+    DatasetConfig,
+    SourceConfig,
+    SplitPatterns,
+)
+from common.config.evaluator import EvaluatorConfig
+from common.config.loading import load_config
+from common.config.pipeline import PipelineConfig
+from common.config.serving import ServingConfig, TFLiteVariant
+from common.config.trainer import (
+    Accelerator,
+    LearningRateDecay,
+    LearningRateScaling,
+    Optimizer,
+    Precision,
+    TrainerConfig,
+)
+from common.config.tuner import (
+    UNTUNABLE_TRAINER_FIELDS,
+    SearchDimension,
+    SearchValue,
+    TunerConfig,
+    TunerObjective,
+)
+from common.config.vertex import (
+    TPU_V5E_MACHINE_PREFIX,
+    DataflowConfig,
+    GcsUri,
+    ModelRegistryConfig,
+    ScheduleConfig,
+    VertexConfig,
+    VertexTrainerConfig,
+)
+
+__all__ = [
+    "BUILTIN_DATASETS",
+    "BUILTIN_DATA_DIR",
+    "DEFAULT_DATASET",
+    "REPO_ROOT",
+    "TPU_V5E_MACHINE_PREFIX",
+    "UNTUNABLE_TRAINER_FIELDS",
+    "Accelerator",
+    "ConfigError",
+    "DataflowConfig",
+    "DatasetConfig",
+    "EvaluatorConfig",
+    "GcsUri",
+    "LearningRateDecay",
+    "LearningRateScaling",
+    "ModelRegistryConfig",
+    "Optimizer",
+    "PipelineConfig",
+    "Precision",
+    "ScheduleConfig",
+    "SearchDimension",
+    "SearchValue",
+    "ServingConfig",
+    "SourceConfig",
+    "SplitPatterns",
+    "TFLiteVariant",
+    "TrainerConfig",
+    "TunerConfig",
+    "TunerObjective",
+    "VertexConfig",
+    "VertexTrainerConfig",
+    "load_config",
+]

@@ -1,0 +1,180 @@
+"""The `dataset:` section: where the raw examples are, how to read them, and the built-ins."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from common.config.base import _Section
+
+# Data the built-in datasets ship with (package data; see common/data/*/README.md).
+BUILTIN_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
+
+
+class SourceConfig(_Section):
+    """How to read raw files that are not yet in the pipeline's layout.
+
+    One example per format is in docs/data-formats.md.
+    """
+
+    pixel_feature: str | None = Field(
+        default=None, description="TFRecord feature of the pixels; default: dataset.pixel_feature"
+    )
+    pixel_encoding: Literal["float", "image"] = Field(
+        default="float", description="float pixel list, or PNG/JPEG bytes decoded in ExampleGen"
+    )
+    label_feature: str | None = Field(
+        default=None, description="TFRecord feature or CSV column; default: dataset.label_feature"
+    )
+    label_names: tuple[str, ...] | None = Field(
+        default=None, description="class names in label order, for string labels and image folders"
+    )
+    id_feature: str | None = Field(
+        default=None, description="TFRecord feature copied unchanged into the examples"
+    )
+    resize: bool = Field(
+        default=False, description="resize images to image_shape; off, other sizes are errors"
+    )
+    image_value_range: tuple[float, float] = Field(
+        default=(0.0, 255.0),
+        description="pixel values that 0 and 255 of an 8-bit encoded image become "
+        "(in ExampleGen and the `images` serving signature)",
+    )
+
+    @model_validator(mode="after")
+    def _increasing_value_range(self) -> SourceConfig:
+        low, high = self.image_value_range
+        if not low < high:
+            raise ValueError(
+                f"image_value_range must be (low, high) with low < high, got {low, high}"
+            )
+        return self
+
+
+class SplitPatterns(_Section):
+    """The files of the training split and of the eval split, for layouts whose folder names do
+    not say which is which (folders named train, test, eval, val or validation already do).
+
+    Whole files go to a split, for every format: a file's own test part (an .npz's
+    `x_test`) follows its pattern's split too.
+    """
+
+    train: str = Field(min_length=1, description="training files, relative to data_dir")
+    eval: str = Field(min_length=1, description="eval files, relative to data_dir")
+
+    @model_validator(mode="after")
+    def _two_fixed_patterns(self) -> SplitPatterns:
+        if self.train == self.eval:
+            raise ValueError(
+                f"train and eval are the same pattern {self.train!r}; a file belongs to one split"
+            )
+        if "{SPAN}" in self.train + self.eval:
+            raise ValueError(
+                "{SPAN} is not supported here; for spans use file_pattern with train and eval "
+                "folders inside each span, e.g. 'span-{SPAN}/*/*.tfrecord*'"
+            )
+        return self
+
+
+class DatasetConfig(_Section):
+    """Where the raw examples are and how to read them.
+
+    By default the data is a folder of TFRecord files of `tf.train.Example`,
+    each holding a flat float list of pixels (row-major, channels last) and an
+    int64 label. ExampleGen converts every other `format` into that layout.
+    """
+
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
+    data_dir: str | None = Field(
+        default=None, description="Folder of TFRecord files; built-in datasets fill it in."
+    )
+    file_pattern: str | None = Field(
+        default=None, description="files under data_dir to read; default: the format's own"
+    )
+    split_patterns: SplitPatterns | None = Field(
+        default=None,
+        description="the files of each split, instead of file_pattern; unset: folder names "
+        "or the format's own splits, else a hash split by eval_percent",
+    )
+    image_shape: tuple[int, int, int] = Field(description="height, width, channels")
+    pixel_feature: str
+    label_feature: str
+    num_classes: int = Field(ge=2)
+    schema_file: str | None = Field(
+        default=None, description="Curated schema; defaults to schemas/<name>/schema.pbtxt."
+    )
+    eval_percent: int = Field(default=20, ge=1, le=50)
+    span_window: int = Field(
+        default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
+    )
+    label_drift_threshold: float | None = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="with {SPAN} in file_pattern: largest L-infinity distance allowed between "
+        "this span's label distribution and the previous span's; null: no check",
+    )
+    format: str = Field(
+        default="tfrecord",
+        pattern=r"^[a-z0-9_]+$",
+        description="a reader of components/example_gen/formats.py",
+    )
+    source: SourceConfig = SourceConfig()
+
+    @model_validator(mode="after")
+    def _positive_shape(self) -> DatasetConfig:
+        if any(dim < 1 for dim in self.image_shape):
+            raise ValueError(f"image_shape must be positive, got {self.image_shape}")
+        names = self.source.label_names
+        if names is not None and len(names) != self.num_classes:
+            raise ValueError(
+                f"source.label_names has {len(names)} names but num_classes is {self.num_classes}"
+            )
+        if self.split_patterns is not None and self.file_pattern is not None:
+            raise ValueError(
+                "split_patterns names the files of both splits: leave out file_pattern "
+                f"(it is {self.file_pattern!r})"
+            )
+        return self
+
+    @property
+    def pixel_count(self) -> int:
+        height, width, channels = self.image_shape
+        return height * width * channels
+
+    @property
+    def resolved_schema_file(self) -> pathlib.Path:
+        if self.schema_file:
+            return pathlib.Path(self.schema_file)
+        from schemas import schema_path
+
+        return schema_path(self.name)
+
+
+BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
+    # scikit-learn's 1,797 8x8 digits: written to TFRecord on first use.
+    "digits": dict(
+        name="digits",
+        image_shape=(8, 8, 1),
+        pixel_feature="pixels",
+        label_feature="label",
+        num_classes=10,
+        # Pixels are 0-16: a PNG's 0-255 map onto that range when served as images.
+        source=dict(image_value_range=(0.0, 16.0)),
+    ),
+    # 1,000 real MNIST digits from the TFX repository, pixels scaled to [-0.5, 0.5].
+    "mnist": dict(
+        name="mnist",
+        data_dir=str(BUILTIN_DATA_DIR / "mnist"),
+        file_pattern="mnist.tfrecord.gz",
+        image_shape=(28, 28, 1),
+        pixel_feature="image_floats",
+        label_feature="image_class",
+        num_classes=10,
+        source=dict(image_value_range=(-0.5, 0.5)),
+    ),
+}
+
+DEFAULT_DATASET = "digits"

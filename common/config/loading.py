@@ -1,0 +1,71 @@
+"""Reading a configuration: a YAML file, then flags on top, into one validated PipelineConfig.
+
+Apart from the sections so that the error text every user sees is written in one place.
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from common.config.base import ConfigError
+from common.config.pipeline import PipelineConfig
+
+
+def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
+    *parents, leaf = dotted_key.split(".")
+    for key in parents:
+        node = tree.get(key)
+        if isinstance(node, str):  # `dataset: mnist` becomes a mapping once a field is set
+            node = {"name": node}
+        tree[key] = node = dict(node or {})
+        tree = node
+    tree[leaf] = value
+
+
+def _format_errors(error: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration ({source}):"]
+    for item in error.errors():
+        field = ".".join(str(part) for part in item["loc"]) or "<root>"
+        message = item["msg"].removeprefix("Value error, ")
+        got = f" (got {item['input']!r})" if not isinstance(item["input"], dict) else ""
+        lines.append(f"  {field}: {message}{got}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Builds the configuration from an optional YAML file and dotted-key overrides.
+
+    Args:
+      path: YAML file with any subset of the fields; missing fields keep defaults.
+      overrides: values from flags, keyed by dotted field name
+        (e.g. `{"trainer.train_steps": 100, "dataset": "mnist"}`); they win over
+        the file.
+
+    Raises:
+      ConfigError: the file cannot be read, or a field holds a value not allowed;
+        the message names every offending field.
+    """
+    raw: dict[str, Any] = {}
+    source = "defaults"
+    if path:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(pathlib.Path(path).read_text())
+        except (OSError, yaml.YAMLError) as error:
+            raise ConfigError(f"cannot read configuration file {path}: {error}") from error
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"configuration file {path} must hold a mapping of fields")
+        raw = loaded or {}
+    flags = {key: value for key, value in (overrides or {}).items() if value is not None}
+    for key, value in flags.items():
+        _set_dotted(raw, key, value)
+    if flags:
+        source = f"{source} + flags"
+    try:
+        return PipelineConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_format_errors(error, source)) from None

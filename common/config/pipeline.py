@@ -1,0 +1,85 @@
+"""The whole run: names and output folders, holding one of each section."""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from common.config.base import _Section
+from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
+from common.config.evaluator import EvaluatorConfig
+from common.config.serving import ServingConfig
+from common.config.trainer import TrainerConfig
+from common.config.tuner import TunerConfig
+from common.config.vertex import VertexConfig
+
+
+class PipelineConfig(_Section):
+    """A whole run: names, output folder, dataset, Trainer and Evaluator."""
+
+    pipeline_name: str = Field(default="tpu-pipeline", pattern=r"^[a-z0-9][a-z0-9-]*$")
+    output_dir: str = "output"
+    dataset: DatasetConfig = Field(
+        default_factory=lambda: DatasetConfig(**BUILTIN_DATASETS[DEFAULT_DATASET])
+    )
+    trainer: TrainerConfig = TrainerConfig()
+    tuner: TunerConfig = TunerConfig()
+    evaluator: EvaluatorConfig = EvaluatorConfig()
+    serving: ServingConfig = ServingConfig()
+    enable_cache: bool = True
+    beam_pipeline_args: list[str] = Field(
+        default_factory=list,
+        description="Extra Beam flags; any makes TFX package the code per Beam component",
+    )
+    vertex: VertexConfig | None = Field(
+        default=None, description="Vertex AI Pipelines settings, read by compile/submit/schedule"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _expand_builtin_dataset(cls, values: Any) -> Any:
+        """Let `dataset: mnist` (or a mapping naming a built-in) stand for its full entry.
+
+        A mapping without a name overrides fields of the default dataset (digits).
+        """
+        if not isinstance(values, dict) or "dataset" not in values:
+            return values
+        dataset = values["dataset"]
+        if isinstance(dataset, str):
+            if dataset not in BUILTIN_DATASETS:
+                raise ValueError(
+                    f"dataset: unknown built-in {dataset!r}; "
+                    f"allowed: {', '.join(BUILTIN_DATASETS)} or a mapping of dataset fields"
+                )
+            dataset = {"name": dataset}
+        if isinstance(dataset, dict) and "name" not in dataset:
+            dataset = {"name": DEFAULT_DATASET, **dataset}
+        if isinstance(dataset, dict) and dataset.get("name") in BUILTIN_DATASETS:
+            builtin = BUILTIN_DATASETS[dataset["name"]]
+            if "split_patterns" in dataset:  # they name the files the built-in pattern would
+                builtin = {key: value for key, value in builtin.items() if key != "file_pattern"}
+            dataset = {**builtin, **dataset}
+        return {**values, "dataset": dataset}
+
+    @property
+    def run_dir(self) -> pathlib.Path:
+        """One folder per pipeline and dataset, holding everything the run writes."""
+        return pathlib.Path(self.output_dir).resolve() / f"{self.pipeline_name}-{self.dataset.name}"
+
+    @property
+    def pipeline_root(self) -> pathlib.Path:
+        return self.run_dir / "pipeline_root"
+
+    @property
+    def metadata_path(self) -> pathlib.Path:
+        return self.run_dir / "metadata.sqlite"
+
+    @property
+    def serving_dir(self) -> pathlib.Path:
+        return self.run_dir / "serving_model"
+
+    @property
+    def full_pipeline_name(self) -> str:
+        return f"{self.pipeline_name}-{self.dataset.name}"

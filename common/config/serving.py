@@ -1,0 +1,40 @@
+"""The `serving:` section: the TFLite variants published beside each blessed SavedModel."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from common.config.base import _Section
+
+TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8"]
+
+
+class ServingConfig(_Section):
+    """What is published beside each blessed SavedModel, and the accuracy it must keep.
+
+    Each TFLite variant is measured on the whole eval split against the
+    SavedModel and published with it only when its accuracy is at most
+    `max_accuracy_drop` lower (docs/serving/tflite.md).
+    """
+
+    tflite_variants: tuple[TFLiteVariant, ...] = Field(
+        default=("float32", "float16", "dynamic_int8", "int8"),
+        description="float32, float16 (weights), dynamic_int8 (weights), int8 (full integer)",
+    )
+    max_accuracy_drop: float = Field(
+        default=0.01, ge=0, le=1, description="largest eval accuracy drop against the SavedModel"
+    )
+    representative_examples: int = Field(
+        default=200, ge=1, description="training examples that calibrate the int8 variant"
+    )
+    latency_examples: int = Field(
+        default=200, ge=1, description="eval images each model classifies one at a time, timed"
+    )
+
+    @model_validator(mode="after")
+    def _distinct_variants(self) -> ServingConfig:
+        if len(set(self.tflite_variants)) != len(self.tflite_variants):
+            raise ValueError(f"tflite_variants lists a variant twice: {self.tflite_variants}")
+        return self

@@ -1,0 +1,122 @@
+"""The `trainer:` section: the model, the training recipe and the device choices."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from common.config.base import _Section
+
+Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
+Optimizer = Literal["adam", "adamw", "sgd"]
+LearningRateScaling = Literal["linear", "sqrt", "none"]
+LearningRateDecay = Literal["cosine", "step", "constant"]
+Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
+
+
+class TrainerConfig(_Section):
+    """How the Trainer trains: model, batch, steps and device choices.
+
+    `jit_compile` and `precision` left unset follow the device: XLA and bfloat16
+    on TPU, XLA and float16 on GPU, neither on CPU (XLA:CPU measured slower for
+    these CNNs; see docs/benchmarks.md).
+    """
+
+    model: str = Field(
+        default="cnn_bn",
+        pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
+        description="a built-in model (a module of components/models/) or package.module:function",
+    )
+    per_replica_batch_size: int = Field(default=64, ge=1)
+    train_steps: int | None = Field(
+        default=None,
+        ge=1,
+        description="None: `epochs` passes over the training data; a number is split over epochs",
+    )
+    epochs: int = Field(default=15, ge=1)
+    eval_steps: int | None = Field(
+        default=None, ge=1, description="None evaluates every whole batch of the eval split"
+    )
+    optimizer: Optimizer = "adam"
+    learning_rate: float = Field(
+        default=2e-3, gt=0, description="peak rate at a global batch of learning_rate_batch_size"
+    )
+    learning_rate_batch_size: int = Field(
+        default=64, ge=1, description="global batch the learning_rate is tuned for"
+    )
+    learning_rate_scaling: LearningRateScaling = Field(
+        default="sqrt",
+        description="peak rate x (global batch / learning_rate_batch_size), or its square root",
+    )
+    warmup_epochs: float = Field(
+        default=1.0, ge=0, description="linear warmup from zero to the peak rate"
+    )
+    learning_rate_decay: LearningRateDecay = Field(
+        default="cosine",
+        description="after warmup: cosine to zero, step (x0.1 at 50% and 75%), or constant",
+    )
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="sgd only")
+    weight_decay: float = Field(default=0.004, ge=0, description="adamw only (decoupled)")
+    dropout: float | None = Field(
+        default=None, ge=0, lt=1, description="dropout rate of models with dropout; None: theirs"
+    )
+    random_shift: float = Field(
+        default=0.1,
+        ge=0,
+        lt=0.5,
+        description="training images move by up to this fraction of their height and width "
+        "(whole pixels, rounded down; zero fill); 0 turns it off",
+    )
+    random_flip: bool = Field(
+        default=False,
+        description="mirror training images left-right at random (photos, not digits)",
+    )
+    shuffle_buffer: int = Field(default=4096, ge=1)
+    seed: int = 42
+    accelerator: Accelerator = "auto"
+    tpu_name: str | None = Field(
+        default=None, description="TPU name or grpc:// address; default: TPU_NAME or local"
+    )
+    tpu_connect_timeout_s: float = Field(default=60.0, gt=0)
+    worker_join_timeout_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="multi-worker (TF_CONFIG): how long each task waits for all to join",
+    )
+    tpu_preflight: bool = Field(
+        default=True, description="on a TPU, check the step compiles (on CPU) before training"
+    )
+    jit_compile: bool | None = None
+    precision: Precision | None = None
+    accelerator_memory_gib: float = Field(
+        default=16.0,
+        gt=0,
+        description="memory of one replica's accelerator that preflight checks the step "
+        "against; default one TPU v5e chip (16 GiB HBM)",
+    )
+    steps_per_execution: int | None = Field(
+        default=None, ge=1, description="training steps per tf.function call; null: the device's"
+    )
+    loop: Literal["fit", "custom"] = Field(
+        default="fit", description="Keras fit, or the custom GradientTape loop"
+    )
+    profile_batches: tuple[int, int] | None = Field(
+        default=None, description="first and last batch to trace with the profiler"
+    )
+    warm_start: bool = Field(
+        default=False, description="start from the last blessed model's weights, when there is one"
+    )
+
+    @model_validator(mode="after")
+    def _steps_cover_epochs(self) -> TrainerConfig:
+        if self.train_steps is not None and self.train_steps < self.epochs:
+            raise ValueError(
+                f"train_steps ({self.train_steps}) must be at least epochs ({self.epochs})"
+            )
+        if self.profile_batches and not 0 < self.profile_batches[0] <= self.profile_batches[1]:
+            raise ValueError(
+                f"profile_batches must be (first, last) with 0 < first <= last, "
+                f"got {self.profile_batches}"
+            )
+        return self
