@@ -28,8 +28,7 @@ from components.device.policy import resolve_training_policy
 from components.device.strategy import StrategyChoice, resolve_strategy
 from components.models import build_model, compile_model
 from components.preflight import require_preflight
-from components.serving.export import export_serving_model, serving_copy
-from components.serving.tflite_variants import export_tflite_variants
+from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
 from components.training.autograph import skip_autograph_for_tf_keras
 from components.training.hyperparameters import apply_hyperparameters, tuned_values
@@ -214,22 +213,16 @@ def run_fn(fn_args: FnArgs) -> None:
         return
     if tuned:
         training_info["hyperparameters"] = tuned
-    export_serving_model(
-        serving_copy(weights, config.model, dataset),
+    write_model_folder(
+        weights,
+        config.model,
         setup.transform_output,
         dataset,
-        fn_args.serving_model_dir,
-        training_info,
-    )
-    # Here, not in a later component: the variants are then part of the model
-    # artifact, and the Pusher's one copy publishes exactly what was measured.
-    for measured in export_tflite_variants(
-        fn_args.serving_model_dir,
-        fn_args.train_files,
-        fn_args.eval_files,
-        dataset,
         read_serving(fn_args.custom_config),
-    ):
-        logging.info("Serving variant %s", measured)
+        export_dir=fn_args.serving_model_dir,
+        train_files=fn_args.train_files,
+        eval_files=fn_args.eval_files,
+        training_info=training_info,
+    )
     if choice.num_workers > 1:
         wait_for_all_workers(choice.strategy)  # the other workers wait for this export

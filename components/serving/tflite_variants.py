@@ -1,6 +1,6 @@
 """TFLite variants of the exported model, each measured against the SavedModel before it ships.
 
-The Trainer calls `export_tflite_variants` right after the export, so the
+The Trainer writes them right after the export (`model_folder.py`), so the
 variants live inside the model artifact (`tflite/`) and the Pusher's one copy
 publishes them with the SavedModel: the same version number, the same atomic
 rename, and only files that were measured. Each variant converts the

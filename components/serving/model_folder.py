@@ -1,0 +1,55 @@
+"""Everything one trained model is served as, written into the Trainer's model folder.
+
+The SavedModel first, then each variant measured against it (TFLite today).
+The Trainer writes them, not a later component, so the variants are part of
+the model artifact and the Pusher's one copy publishes exactly what was
+measured. A new serving format is one more step here and a module beside this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tensorflow_transform as tft
+from absl import logging
+
+from common.config import DatasetConfig, ServingConfig
+from components.serving.export import export_serving_model, serving_copy
+from components.serving.tflite_variants import export_tflite_variants
+
+
+def write_model_folder(
+    weights: list[np.ndarray],
+    model_name: str,
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    serving: ServingConfig,
+    *,
+    export_dir: str,
+    train_files: list[str],
+    eval_files: list[str],
+    training_info: dict[str, Any],
+) -> None:
+    """Exports the SavedModel with the trained `weights`, then its measured variants.
+
+    Args:
+      weights: the trained model's weights (read on every worker, see `serving_copy`).
+      model_name: `trainer.model`, to build the float32 serving copy.
+      transform_output: the Transform graph the signatures apply.
+      dataset: shapes, feature names and classes.
+      serving: which variants, and the accuracy each must keep.
+      export_dir: TFX's `serving_model_dir`.
+      train_files: the training split (calibration images for int8).
+      eval_files: the eval split every variant is measured on.
+      training_info: how the model was trained, saved beside it.
+    """
+    export_serving_model(
+        serving_copy(weights, model_name, dataset),
+        transform_output,
+        dataset,
+        export_dir,
+        training_info,
+    )
+    for measured in export_tflite_variants(export_dir, train_files, eval_files, dataset, serving):
+        logging.info("Serving variant %s", measured)
