@@ -28,6 +28,7 @@ from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, sche
 from tfx_bsl.public import tfxio
 
 from common.config import BUILTIN_DATASETS, DatasetConfig
+from components.images.examples import pixel_feature_spec
 from components.preprocessing import preprocessing_fn
 
 MNIST_SHAPED = DatasetConfig(**{**BUILTIN_DATASETS["mnist"], "data_dir": None})
@@ -44,10 +45,10 @@ DISTINCT_EXAMPLES = 1000
 
 
 def raw_schema(dataset: DatasetConfig):
-    """The raw feature schema: a fixed-length float pixel list and a one-value label."""
+    """The raw feature schema: the pixels (a float list or one encoded photo) and the label."""
     return schema_utils.schema_from_feature_spec(
         {
-            dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
+            dataset.pixel_feature: pixel_feature_spec(dataset),
             dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
         }
     )

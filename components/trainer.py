@@ -31,8 +31,10 @@ from components.preflight import require_preflight
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
 from components.training.autograph import skip_autograph_for_tf_keras
+from components.training.class_weights import balanced_class_weights
 from components.training.hyperparameters import apply_hyperparameters, tuned_values
 from components.training.input_pipeline import (
+    count_labels,
     distributed_training_dataset,
     global_batch_size,
     make_eval_dataset,
@@ -102,7 +104,11 @@ def fit(
     policy = resolve_training_policy(choice.device, choice.num_replicas, config)
     batch_size = global_batch_size(config.per_replica_batch_size, choice.num_replicas)
     epoch_steps = steps_per_epoch(config.epochs, train_steps, setup.train_files, batch_size)
-    augmentation = Augmentation.from_config(config, dataset.image_shape)
+    augmentation = Augmentation.from_config(config, dataset)
+    # One pass over the labels, only when asked: the report reads the mix from the statistics.
+    class_weights = None
+    if config.class_weight == "balanced":
+        class_weights = balanced_class_weights(count_labels(setup.train_files, dataset))
     training_info = {
         "device": choice.device,
         "strategy": choice.description,
@@ -120,6 +126,7 @@ def fit(
         "peak_learning_rate": peak_learning_rate(config, batch_size),
         "learning_rate_decay": config.learning_rate_decay,
         "augmentation": dataclasses.asdict(augmentation),
+        "class_weights": class_weights,
         "tensorflow": tf.__version__,
     }
     logging.info("Trainer setup: %s", training_info)
@@ -136,6 +143,7 @@ def fit(
         shuffle_buffer=config.shuffle_buffer,
         seed=config.seed,
         augmentation=augmentation,
+        class_weights=class_weights,
     )
     eval_input = make_eval_dataset(
         setup.eval_files,

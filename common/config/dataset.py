@@ -137,7 +137,20 @@ class DatasetConfig(_Section):
                 "split_patterns names the files of both splits: leave out file_pattern "
                 f"(it is {self.file_pattern!r})"
             )
+        if self.stores_encoded_images and self.source.image_value_range != (0.0, 255.0):
+            raise ValueError(
+                "source.image_value_range maps images onto a pixel dataset's range; photos "
+                "stored encoded are scaled to 0..1 for the model: leave it unset"
+            )
         return self
+
+    @property
+    def stores_encoded_images(self) -> bool:
+        """ExampleGen keeps each image's encoded bytes (image folders, TFRecords of PNG/JPEG).
+
+        Other sources (npz, IDX, CSV, CIFAR-10 binary, float TFRecords) store float pixels.
+        """
+        return self.format == "image_folder" or self.source.pixel_encoding == "image"
 
     @property
     def pixel_count(self) -> int:

@@ -37,6 +37,16 @@ class PipelineConfig(_Section):
         default=None, description="Vertex AI Pipelines settings, read by compile/submit/schedule"
     )
 
+    @model_validator(mode="after")
+    def _crops_need_photos(self) -> PipelineConfig:
+        if self.trainer.random_crop_area is not None and not self.dataset.stores_encoded_images:
+            raise ValueError(
+                "trainer.random_crop_area crops photos stored encoded (image folders, TFRecords "
+                f"of PNG/JPEG); dataset {self.dataset.name!r} holds pixel values: use "
+                "trainer.random_shift"
+            )
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _expand_builtin_dataset(cls, values: Any) -> Any:

@@ -61,16 +61,29 @@ class TrainerConfig(_Section):
     dropout: float | None = Field(
         default=None, ge=0, lt=1, description="dropout rate of models with dropout; None: theirs"
     )
-    random_shift: float = Field(
-        default=0.1,
+    random_shift: float | None = Field(
+        default=None,
         ge=0,
         lt=0.5,
         description="training images move by up to this fraction of their height and width "
-        "(whole pixels, rounded down; zero fill); 0 turns it off",
+        "(whole pixels, rounded down; zero fill); 0 turns it off; null: 0.1 for pixel data, "
+        "0 for photos (which get random crops instead)",
     )
-    random_flip: bool = Field(
-        default=False,
-        description="mirror training images left-right at random (photos, not digits)",
+    random_flip: bool | None = Field(
+        default=None,
+        description="mirror training images left-right at random; null: on for photos "
+        "(encoded images), off for pixel data such as digits",
+    )
+    random_crop_area: tuple[float, float] | None = Field(
+        default=None,
+        description="photos only: each training image is a random window covering this "
+        "fraction range of the photo's area (aspect 3/4 to 4/3), resized to image_shape; "
+        "null: (0.25, 1.0) for photos; [1, 1] turns it off",
+    )
+    class_weight: Literal["none", "balanced"] = Field(
+        default="none",
+        description="balanced: each class's examples weigh total / (classes x class count) "
+        "in the training loss, so rare classes count as much as common ones",
     )
     shuffle_buffer: int = Field(default=4096, ge=1)
     seed: int = 42
@@ -110,6 +123,13 @@ class TrainerConfig(_Section):
 
     @model_validator(mode="after")
     def _steps_cover_epochs(self) -> TrainerConfig:
+        if self.random_crop_area is not None:
+            low, high = self.random_crop_area
+            if not 0 < low <= high <= 1:
+                raise ValueError(
+                    f"random_crop_area must be (min, max) with 0 < min <= max <= 1, "
+                    f"got {self.random_crop_area}"
+                )
         if self.train_steps is not None and self.train_steps < self.epochs:
             raise ValueError(
                 f"train_steps ({self.train_steps}) must be at least epochs ({self.epochs})"

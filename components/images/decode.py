@@ -1,12 +1,12 @@
-"""Encoded images (PNG, JPEG, GIF, BMP) to pixels in TensorFlow ops, as ExampleGen makes them.
+"""Encoded images (PNG, JPEG, GIF, BMP) to pixels in TensorFlow ops: the one definition.
 
-ExampleGen decodes images with Pillow; the `images` serving signature cannot
-call Pillow, so it decodes in the graph with settings that give Pillow's
-pixels (JPEG with the accurate integer IDCT, RGB to gray with Pillow's integer
-luma weights), refuses what ExampleGen refuses (alpha, other sizes unless
-`source.resize`) and shares the two steps that must match by construction:
-`resize_pixels` and `scale_pixels`. tests/components/test_encoded_images.py
-holds the two paths to the same pixels.
+Photos are stored encoded (ExampleGen keeps the bytes), so every consumer decodes
+them here: the Transform graph (which the Trainer's evaluation input, TFMA and the
+`serving_default` signature apply), the `images` serving signature, the random
+crops of training (`crop.py`) and the TFLite measurement. Decoding refuses what
+ExampleGen refuses (alpha, other sizes unless `source.resize`), converts between
+gray and RGB with integer luma weights, and JPEG uses the accurate integer IDCT,
+so an image becomes the same pixels wherever it is decoded.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import tensorflow as tf
 
 from common.config import DatasetConfig
 
-# Pillow's "L" conversion: L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16.
+# Integer luma weights: L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16 (Pillow's "L").
 _LUMA_WEIGHTS = (19595, 38470, 7471)
+# The accurate integer IDCT: TensorFlow's default (fast) differs by up to 9 levels.
+JPEG_DCT_METHOD = "INTEGER_ACCURATE"
+MAX_8BIT = 255.0
 
 
 def resize_pixels(image: tf.Tensor, height: int, width: int) -> tf.Tensor:
@@ -26,19 +29,24 @@ def resize_pixels(image: tf.Tensor, height: int, width: int) -> tf.Tensor:
     resized = tf.image.resize(
         tf.cast(image, tf.float32), [height, width], method="bilinear", antialias=True
     )
-    return tf.clip_by_value(tf.round(resized), 0.0, 255.0)
+    return tf.clip_by_value(tf.round(resized), 0.0, MAX_8BIT)
 
 
 def scale_pixels(pixels: Any, dataset: DatasetConfig) -> Any:
     """Maps float 8-bit values 0..255 onto `source.image_value_range` (identity by default).
 
-    Plain arithmetic, so ExampleGen runs it on numpy arrays (no TensorFlow op per
-    image) and the serving graph on tensors, with the same float32 rounding.
+    Plain arithmetic, so it runs on numpy arrays and on tensors alike, with the
+    same float32 rounding.
     """
     low, high = dataset.source.image_value_range
-    if (low, high) == (0.0, 255.0):
+    if (low, high) == (0.0, MAX_8BIT):
         return pixels
-    return low + pixels * ((high - low) / 255.0)
+    return low + pixels * ((high - low) / MAX_8BIT)
+
+
+def unit_range(pixels: tf.Tensor) -> tf.Tensor:
+    """8-bit pixel values 0..255 as the model's input, 0..1 (each backbone rescales from there)."""
+    return tf.cast(pixels, tf.float32) / MAX_8BIT
 
 
 def _to_gray(image: tf.Tensor) -> tf.Tensor:
@@ -47,29 +55,44 @@ def _to_gray(image: tf.Tensor) -> tf.Tensor:
     return tf.cast(luma, tf.uint8)
 
 
+def to_channels(image: tf.Tensor, channels: int) -> tf.Tensor:
+    """A decoded image [h, w, found] as gray or RGB; an alpha channel is an error (when run)."""
+    found = tf.shape(image)[2]
+    no_alpha = tf.debugging.assert_equal(
+        found % 2, 1, message="image has an alpha channel; send grayscale or RGB without alpha"
+    )
+    with tf.control_dependencies([no_alpha]):
+        if channels == 1:
+            return tf.cond(found == 1, lambda: image[..., :1], lambda: _to_gray(image[..., :3]))
+        return tf.cond(
+            found == 1, lambda: tf.tile(image[..., :1], [1, 1, 3]), lambda: image[..., :3]
+        )
+
+
+def decode_any(encoded: tf.Tensor) -> tf.Tensor:
+    """The image's own pixels, uint8 [height, width, channels as stored]."""
+    return tf.cond(
+        tf.io.is_jpeg(encoded),
+        lambda: tf.io.decode_jpeg(encoded, dct_method=JPEG_DCT_METHOD),
+        lambda: tf.io.decode_image(encoded, expand_animations=False),
+    )
+
+
 def decode_encoded_image(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
     """One encoded image (a string scalar) -> float32 [height, width, channels] pixels.
+
+    Whole images are resized to `image_shape` (evaluation and serving see the whole
+    photo; training crops first, `crop.py`). Values are 0..255 mapped by
+    `source.image_value_range`.
 
     Raises (when run):
       tf.errors.InvalidArgumentError: not an image, an alpha channel, or
         another size than `image_shape` without `source.resize`.
     """
     height, width, channels = dataset.image_shape
-    image = tf.cond(
-        tf.io.is_jpeg(encoded),
-        # Pillow decodes JPEG with libjpeg's accurate integer IDCT; TF's default differs by up to 9.
-        lambda: tf.io.decode_jpeg(encoded, dct_method="INTEGER_ACCURATE"),
-        lambda: tf.io.decode_image(encoded, expand_animations=False),
-    )
-    found = tf.shape(image)[2]
+    image = decode_any(encoded)
     size = tf.shape(image)[:2]
-    checks = [
-        tf.debugging.assert_equal(
-            found % 2,
-            1,
-            message="image has an alpha channel; send grayscale or RGB without alpha",
-        )
-    ]
+    checks = []
     if not dataset.source.resize:
         checks.append(
             tf.debugging.assert_equal(
@@ -79,12 +102,7 @@ def decode_encoded_image(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tenso
             )
         )
     with tf.control_dependencies(checks):
-        if channels == 1:
-            image = tf.cond(found == 1, lambda: image[..., :1], lambda: _to_gray(image[..., :3]))
-        else:
-            image = tf.cond(
-                found == 1, lambda: tf.tile(image[..., :1], [1, 1, 3]), lambda: image[..., :3]
-            )
+        image = to_channels(image, channels)
     pixels = tf.cond(
         tf.reduce_all(size == [height, width]),
         lambda: tf.cast(image, tf.float32),

@@ -3,10 +3,10 @@
 - `serving_default` takes serialized `tf.Example`s (`examples`): clients send
   the same records the pipeline ingested.
 - `images` takes encoded PNG/JPEG bytes (`images`), decoded and resized in the
-  graph exactly as ExampleGen decodes images for training.
-- `pixels` takes float pixels [batch, height, width, channels] as ExampleGen
-  stores them; the TFLite and TF.js conversions start from it (neither can
-  parse examples or decode images).
+  graph by the ops every other consumer uses (`components/images/decode.py`).
+- `pixels` takes float pixels [batch, height, width, channels]: as ExampleGen
+  stores pixel data, or a photo decoded and resized (0..255); the TFLite and
+  TF.js conversions start from it (neither can parse examples or decode images).
 
 Each applies the Transform graph and returns class probabilities. It runs a
 float32 copy of the model with no XLA: training choices (bfloat16,
@@ -27,7 +27,7 @@ import tf_keras
 
 from common.config import DatasetConfig
 from components.contract import IMAGE_KEY
-from components.images.decode import decode_encoded_images
+from components.images.decode import decode_encoded_images, unit_range
 from components.models import build_model
 
 SERVING_SIGNATURE = "serving_default"
@@ -71,16 +71,26 @@ def export_serving_model(
         written to `assets.extra/training_info.json`.
     """
     model.tft_layer = transform_output.transform_features_layer()
-    feature_spec = transform_output.raw_feature_spec()
-    feature_spec.pop(dataset.label_feature)
+    # Requests carry the image only: no label, ids or the image's size statistics.
+    feature_spec = {
+        dataset.pixel_feature: transform_output.raw_feature_spec()[dataset.pixel_feature]
+    }
 
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         images = model.tft_layer(raw)[IMAGE_KEY]
         return {SERVING_OUTPUT_KEY: model(images, training=False)}
 
     def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        if dataset.stores_encoded_images:
+            # The Transform graph takes encoded photos: decoded pixels skip to its last step.
+            return {SERVING_OUTPUT_KEY: model(unit_range(pixels), training=False)}
         # The flat pixel list of a tf.Example; the label and other features are not needed.
         return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
+
+    def predict_images(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
+        if dataset.stores_encoded_images:  # the Transform graph decodes photos itself
+            return predict({dataset.pixel_feature: tf.reshape(encoded, [-1, 1])})
+        return predict_pixels(decode_encoded_images(encoded, dataset))
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=SERVING_INPUT_KEY)])
     def serve_examples(serialized: tf.Tensor) -> dict[str, tf.Tensor]:
@@ -88,7 +98,7 @@ def export_serving_model(
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name=IMAGES_INPUT_KEY)])
     def serve_images(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
-        return predict_pixels(decode_encoded_images(encoded, dataset))
+        return predict_images(encoded)
 
     pixel_spec = tf.TensorSpec([None, *dataset.image_shape], tf.float32, name=PIXELS_INPUT_KEY)
 

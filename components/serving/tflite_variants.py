@@ -28,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 
 from common.config import DatasetConfig, ServingConfig, TFLiteVariant
+from components.images.examples import parse_pixels
 from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
 
 TFLITE_DIR = "tflite"
@@ -54,26 +55,23 @@ class Measurement:
 def read_split(
     file_patterns: list[str], dataset: DatasetConfig, limit: int | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Raw pixels [n, height, width, channels] and labels [n] of ExampleGen's gzipped examples."""
+    """Pixels [n, height, width, channels] and labels [n] of ExampleGen's gzipped examples.
+
+    The pixels are the `pixels` signature's input: photos are decoded and resized.
+    """
     files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if limit is not None:
         records = records.take(limit)
-    spec = {
-        dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
-        dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
-    }
-    parsed = records.batch(1024).map(lambda batch: tf.io.parse_example(batch, spec))
     pixels, labels = [], []
-    for batch in parsed:
-        pixels.append(batch[dataset.pixel_feature].numpy())
-        labels.append(batch[dataset.label_feature].numpy()[:, 0])
+    for batch_pixels, batch_labels in records.batch(256).map(
+        lambda batch: parse_pixels(batch, dataset), tf.data.AUTOTUNE
+    ):
+        pixels.append(batch_pixels.numpy())
+        labels.append(batch_labels.numpy())
     if not pixels:
         raise ValueError(f"no examples in {file_patterns}")
-    return (
-        np.concatenate(pixels).reshape(-1, *dataset.image_shape),
-        np.concatenate(labels),
-    )
+    return np.concatenate(pixels), np.concatenate(labels)
 
 
 def convert(saved_model_dir: str, variant: TFLiteVariant, representative: np.ndarray) -> bytes:

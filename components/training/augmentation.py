@@ -1,11 +1,13 @@
-"""Training-time image augmentation: random shifts and left-right flips, batch at a time.
+"""Training-time image augmentation: random crops of photos, whole-pixel shifts, flips.
 
 It runs in the tf.data input on the host, as the TPU guides' input functions do, so
-the accelerator's compiled step is the same with or without it. The shift is a
-whole-pixel crop of the zero-padded batch: exact (no resampling blur), each image
-with its own offset, and shape-preserving, so batches stay static for XLA. Small
-training sets gain most: the model sees a digit a pixel or two off centre as the
-same digit, as test images often are.
+the accelerator's compiled step is the same with or without it. Photos (stored
+encoded) get the ImageNet recipe: a random resized crop at decode time
+(`components/images/crop.py`) and a left-right flip. Pixel data such as digits gets
+a whole-pixel shift of the zero-padded batch: exact (no resampling blur), each
+image with its own offset, and shape-preserving, so batches stay static for XLA;
+small training sets gain most, as the model sees a digit a pixel or two off
+centre as the same digit.
 """
 
 from __future__ import annotations
@@ -14,7 +16,12 @@ import dataclasses
 
 import tensorflow as tf
 
-from common.config import TrainerConfig
+from common.config import DatasetConfig, TrainerConfig
+
+# Defaults by kind of data (`null` in the config): photos are framed anywhere and
+# mirror freely; digits keep their handedness and move a little.
+PHOTO_CROP_AREA = (0.25, 1.0)
+PIXEL_DATA_SHIFT = 0.1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,20 +31,36 @@ class Augmentation:
     Attributes:
       max_shift: the largest move, in pixels, (down/up, right/left).
       flip: mirror left-right, each image with probability 1/2.
+      crop_area: photos: the range of the photo's area a random crop covers; None: no crop.
     """
 
     max_shift: tuple[int, int] = (0, 0)
     flip: bool = False
+    crop_area: tuple[float, float] | None = None
 
     @classmethod
-    def from_config(cls, config: TrainerConfig, image_shape: tuple[int, int, int]) -> Augmentation:
-        """The configured fraction of each side, in whole pixels (0.1 of 28 is 2 pixels)."""
-        height, width, _ = image_shape
-        shift = (int(config.random_shift * height), int(config.random_shift * width))
-        return cls(max_shift=shift, flip=config.random_flip)
+    def from_config(cls, config: TrainerConfig, dataset: DatasetConfig) -> Augmentation:
+        """The configured augmentation, unset fields following the kind of data.
+
+        The shift is a fraction of each side in whole pixels (0.1 of 28 is 2 pixels).
+        """
+        photos = dataset.stores_encoded_images
+        shift = config.random_shift
+        if shift is None:
+            shift = 0.0 if photos else PIXEL_DATA_SHIFT
+        crop = config.random_crop_area
+        if crop is None and photos:
+            crop = PHOTO_CROP_AREA
+        height, width, _ = dataset.image_shape
+        return cls(
+            max_shift=(int(shift * height), int(shift * width)),
+            flip=photos if config.random_flip is None else config.random_flip,
+            crop_area=None if crop is None or tuple(crop) == (1.0, 1.0) else tuple(crop),
+        )
 
     @property
-    def enabled(self) -> bool:
+    def per_batch(self) -> bool:
+        """Whether `__call__` changes a batch (the crop happens earlier, per photo)."""
         return self.max_shift != (0, 0) or self.flip
 
     def __call__(self, images: tf.Tensor) -> tf.Tensor:

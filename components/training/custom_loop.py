@@ -69,16 +69,22 @@ class CustomLoop:
         self._replica_train_step = tf.function(self.train_step, jit_compile=jit_compile)
         self._replica_eval_step = tf.function(self._eval_step, jit_compile=jit_compile)
 
-    def train_step(self, images: tf.Tensor, labels: tf.Tensor) -> dict[str, tf.Tensor]:
+    def train_step(
+        self, images: tf.Tensor, labels: tf.Tensor, weights: tf.Tensor | None = None
+    ) -> dict[str, tf.Tensor]:
         """One replica's step: forward, loss, gradients, update (what preflight traces).
 
-        Returns this replica's share of the loss, as Keras's `train_step` returns its loss.
+        `weights` (per example: `trainer.class_weight`) scale each example's loss,
+        as Keras's `fit` applies sample weights. Returns this replica's share of the
+        loss, as Keras's `train_step` returns its loss.
         """
         optimizer = self.model.optimizer
         scales_loss = isinstance(optimizer, tf_keras.mixed_precision.LossScaleOptimizer)
         with tf.GradientTape() as tape:
             probabilities = self.model(images, training=True)
             per_example_loss = self._loss(labels, probabilities)
+            if weights is not None:
+                per_example_loss *= weights
             # Each replica's share of the global mean: summed over replicas it is the mean.
             # (tf.nn.compute_average_loss would add an Assert, a host op TPUs cannot run.)
             loss = tf.reduce_sum(per_example_loss) / self._global_batch_size

@@ -1,12 +1,15 @@
-"""The Trainer's tf.data input: TFRecord -> parse -> transform graph -> batch -> prefetch.
+"""The Trainer's tf.data input: TFRecord -> parse -> decode or transform -> batch -> prefetch.
 
-The transform graph runs here, on the host, so the accelerator receives dense
-float images of a static shape only. Batching comes before parsing so that
-parsing and the transform run once per batch, vectorised, rather than once per
-example. Every batch has the same size, which TPUs (and XLA in general) need to
-compile the step once: training drops the remainder of each pass (it repeats
-anyway); evaluation fills its last batch with examples weighted 0, so it sees
-every eval example once, even when the split is smaller than one batch.
+Everything runs here, on the host, in parallel and ahead of the accelerator, so
+the accelerator receives dense float images of a static shape only. Pixel data is
+batched before parsing, so parsing and the Transform graph run once per batch,
+vectorised. Photos (stored encoded) are decoded one by one in parallel calls,
+training images as random crops (`components/images/crop.py`), evaluation images
+whole through the Transform graph, which decodes with the same ops. Every batch
+has the same size, which TPUs (and XLA in general) need to compile the step once:
+training drops the remainder of each pass (it repeats anyway); evaluation fills
+its last batch with examples weighted 0, so it sees every eval example once,
+even when the split is smaller than one batch.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import tensorflow_transform as tft
 
 from common.config import DatasetConfig
 from components.contract import IMAGE_KEY, LABEL_KEY
+from components.images.crop import random_resized_crop
+from components.images.decode import decode_encoded_image, unit_range
 from components.training.augmentation import Augmentation
 
 # Training files up to this size (gzipped) are kept in memory, decompressed, after the
@@ -58,8 +63,10 @@ def make_dataset(
     seed: int | None = None,
     shard: tuple[int, int] = (1, 0),
     augmentation: Augmentation = NO_AUGMENTATION,
+    class_weights: tuple[float, ...] | None = None,
 ) -> tf.data.Dataset:
-    """Training input: `(images, labels)` batches of exactly `batch_size`, shuffled, forever.
+    """Training input: `(images, labels[, weights])` batches of exactly `batch_size`, shuffled,
+    forever.
 
     Args:
       file_patterns: gzipped TFRecord files of raw examples, as ExampleGen wrote them.
@@ -70,8 +77,9 @@ def make_dataset(
       seed: makes shuffling repeatable.
       shard: (shards, index): this worker reads only its shard: whole files
         when there are enough of them, else every `shards`-th record.
-      augmentation: applied to each batch after the transform (after the cache,
-        so every pass draws new shifts).
+      augmentation: applied after the cache, so every pass draws new crops, shifts
+        and flips.
+      class_weights: the loss weight of each class's examples; None weighs all 1.
     """
     paths = _files(file_patterns)
     shards, index = shard
@@ -85,13 +93,20 @@ def make_dataset(
     if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    batches = records.batch(batch_size, drop_remainder=True).map(
-        _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
-    )
-    if augmentation.enabled:
+    if dataset.stores_encoded_images:
+        decode = _parse_and_decode_photo(transform_output, dataset, augmentation.crop_area)
+        batches = records.map(decode, tf.data.AUTOTUNE).batch(batch_size, drop_remainder=True)
+    else:
+        batches = records.batch(batch_size, drop_remainder=True).map(
+            _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
+        )
+    if augmentation.per_batch:
         batches = batches.map(
             lambda images, labels: (augmentation(images), labels), tf.data.AUTOTUNE
         )
+    if class_weights is not None:
+        weights = tf.constant(class_weights, tf.float32)
+        batches = batches.map(lambda images, labels: (images, labels, tf.gather(weights, labels)))
     return batches.prefetch(tf.data.AUTOTUNE)
 
 
@@ -184,6 +199,50 @@ def _parse_and_transform(
     return parse
 
 
+def _parse_and_decode_photo(
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    crop_area: tuple[float, float] | None,
+):
+    """Parses one serialized example of an encoded photo and decodes it (a random crop if set).
+
+    The whole-photo decode and the 0..1 scaling are the ones the Transform graph
+    applies (`components/preprocessing.py`), so without a crop training images
+    are exactly what evaluation and serving see.
+    """
+    raw_feature_spec = transform_output.raw_feature_spec()
+    spec = {name: raw_feature_spec[name] for name in (dataset.pixel_feature, dataset.label_feature)}
+
+    def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        raw = tf.io.parse_single_example(serialized, spec)
+        encoded = tf.reshape(raw[dataset.pixel_feature], [])
+        if crop_area is None:
+            pixels = decode_encoded_image(encoded, dataset)
+        else:
+            pixels = random_resized_crop(encoded, dataset.image_shape, crop_area)
+        label = tf.reshape(tf.cast(raw[dataset.label_feature], tf.int64), [])
+        return unit_range(pixels), label
+
+    return decode
+
+
+def count_labels(file_patterns: list[str], dataset: DatasetConfig) -> list[int]:
+    """Examples of each class in the gzipped TFRecord files (one pass, labels only)."""
+    spec = {dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64)}
+    records = _interleave(tf.data.Dataset.list_files(file_patterns, shuffle=False), False)
+    labels = records.batch(1024).map(
+        lambda batch: tf.reshape(tf.io.parse_example(batch, spec)[dataset.label_feature], [-1]),
+        tf.data.AUTOTUNE,
+    )
+    counts = labels.reduce(
+        tf.zeros([dataset.num_classes], tf.int64),
+        lambda total, batch: (
+            total + tf.math.bincount(batch, minlength=dataset.num_classes, dtype=tf.int64)
+        ),
+    )
+    return [int(count) for count in counts.numpy()]
+
+
 def distributed_training_dataset(
     strategy: tf.distribute.Strategy,
     file_patterns: list[str],
@@ -194,6 +253,7 @@ def distributed_training_dataset(
     shuffle_buffer: int,
     seed: int,
     augmentation: Augmentation = NO_AUGMENTATION,
+    class_weights: tuple[float, ...] | None = None,
 ) -> tf.distribute.DistributedDataset | tf.data.Dataset:
     """The training input, one pipeline per worker, each reading its own shard.
 
@@ -211,6 +271,7 @@ def distributed_training_dataset(
             seed=seed,
             shard=(context.num_input_pipelines, context.input_pipeline_id),
             augmentation=augmentation,
+            class_weights=class_weights,
         )
 
     return strategy.distribute_datasets_from_function(worker_dataset)

@@ -17,6 +17,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from common.config import DatasetConfig
 from common.tfx_api import artifact_utils, standard_artifacts
+from components.images.examples import parse_pixels
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 
 EVAL_SPLIT = "eval"
@@ -71,15 +72,7 @@ def predict_samples(
 ) -> Samples:
     """Predicts `records` with the serving signature and keeps `shown` of them, mistakes first."""
     probabilities = serve(**{SERVING_INPUT_KEY: tf.constant(records)})[SERVING_OUTPUT_KEY].numpy()
-    parsed = tf.io.parse_example(
-        tf.constant(records),
-        {
-            dataset.pixel_feature: tf.io.FixedLenFeature([dataset.pixel_count], tf.float32),
-            dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
-        },
-    )
-    images = parsed[dataset.pixel_feature].numpy().reshape(-1, *dataset.image_shape)
-    true_labels = parsed[dataset.label_feature].numpy()[:, 0]
+    images, true_labels = (tensor.numpy() for tensor in parse_pixels(tf.constant(records), dataset))
     predicted = probabilities.argmax(axis=1)
     wrong = np.flatnonzero(predicted != true_labels)
     right = np.flatnonzero(predicted == true_labels)

@@ -7,12 +7,14 @@ import pytest
 from common.config import REPO_ROOT, ConfigError, load_config
 
 
-def test_defaults_run_the_builtin_digits_with_the_batchnorm_cnn_and_random_shifts():
+def test_defaults_run_the_builtin_digits_with_the_batchnorm_cnn_and_augmentation_by_data():
     config = load_config()
     assert config.dataset.name == "digits"
     assert config.dataset.image_shape == (8, 8, 1)
     assert config.dataset.pixel_count == 64
-    assert config.trainer.model == "cnn_bn" and config.trainer.random_shift == 0.1
+    assert config.trainer.model == "cnn_bn"
+    # Unset: the Trainer picks shifts for pixel data, crops and flips for photos.
+    assert config.trainer.random_shift is None and config.trainer.random_flip is None
     assert config.trainer.accelerator == "auto"
     assert config.trainer.jit_compile is None  # follows the device
 

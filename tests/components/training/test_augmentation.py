@@ -4,8 +4,23 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.config import TrainerConfig
-from components.training.augmentation import Augmentation
+from common.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
+from components.training.augmentation import PHOTO_CROP_AREA, Augmentation
+
+
+def _pixel_data(image_shape) -> DatasetConfig:
+    return DatasetConfig(**{**BUILTIN_DATASETS["digits"], "image_shape": image_shape})
+
+
+PHOTOS = DatasetConfig(
+    name="photos",
+    format="image_folder",
+    image_shape=(96, 96, 3),
+    pixel_feature="image",
+    label_feature="label",
+    num_classes=3,
+    source={"resize": True},
+)
 
 
 @pytest.mark.parametrize(
@@ -13,9 +28,23 @@ from components.training.augmentation import Augmentation
     [((28, 28, 1), (2, 2)), ((32, 32, 3), (3, 3)), ((8, 8, 1), (0, 0)), ((40, 20, 1), (4, 2))],
 )
 def test_shift_is_the_configured_fraction_in_whole_pixels(image_shape, shift):
-    augmentation = Augmentation.from_config(TrainerConfig(random_shift=0.1), image_shape)
+    augmentation = Augmentation.from_config(TrainerConfig(), _pixel_data(image_shape))
     assert augmentation.max_shift == shift
-    assert augmentation.enabled == (shift != (0, 0))
+    assert augmentation.per_batch == (shift != (0, 0))
+    assert not augmentation.flip and augmentation.crop_area is None
+
+
+def test_photos_default_to_random_crops_and_flips_without_shifts():
+    augmentation = Augmentation.from_config(TrainerConfig(), PHOTOS)
+
+    assert augmentation == Augmentation(max_shift=(0, 0), flip=True, crop_area=PHOTO_CROP_AREA)
+
+
+def test_configured_values_win_over_the_defaults_of_the_kind_of_data():
+    config = TrainerConfig(random_flip=False, random_shift=0.05, random_crop_area=(1.0, 1.0))
+
+    assert Augmentation.from_config(config, PHOTOS) == Augmentation(max_shift=(4, 4))
+    assert Augmentation.from_config(TrainerConfig(random_flip=True), _pixel_data((8, 8, 1))).flip
 
 
 def _one_dot_batch(size: int = 256) -> np.ndarray:
@@ -55,5 +84,5 @@ def test_flip_mirrors_some_images_and_leaves_the_others():
 
 def test_no_augmentation_returns_the_batch_unchanged():
     images = tf.constant(_one_dot_batch(4))
-    assert not Augmentation().enabled
+    assert not Augmentation().per_batch
     np.testing.assert_array_equal(Augmentation()(images).numpy(), images.numpy())

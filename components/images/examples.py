@@ -1,0 +1,36 @@
+"""The pixels and labels of ExampleGen's examples, whichever way their images are stored.
+
+What the `pixels` serving signature (and so TFLite and TF.js) takes: float values
+[n, height, width, channels] as the data holds them, photos decoded whole and
+resized by `decode.py`. The TFLite measurement, the report's samples and the TF.js
+check read examples through this one function.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from common.config import DatasetConfig
+from components.images.decode import decode_encoded_images
+
+
+def pixel_feature_spec(dataset: DatasetConfig) -> tf.io.FixedLenFeature:
+    """How the pixel feature is stored: one encoded image, or the flat float pixels."""
+    if dataset.stores_encoded_images:
+        return tf.io.FixedLenFeature([1], tf.string)
+    return tf.io.FixedLenFeature([dataset.pixel_count], tf.float32)
+
+
+def parse_pixels(serialized: tf.Tensor, dataset: DatasetConfig) -> tuple[tf.Tensor, tf.Tensor]:
+    """A batch of serialized examples -> (pixels [n, height, width, channels], labels [n])."""
+    spec = {
+        dataset.pixel_feature: pixel_feature_spec(dataset),
+        dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
+    }
+    parsed = tf.io.parse_example(serialized, spec)
+    stored = parsed[dataset.pixel_feature]
+    if dataset.stores_encoded_images:
+        pixels = decode_encoded_images(tf.reshape(stored, [-1]), dataset)
+    else:
+        pixels = tf.reshape(stored, [-1, *dataset.image_shape])
+    return pixels, parsed[dataset.label_feature][:, 0]

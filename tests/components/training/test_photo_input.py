@@ -1,0 +1,94 @@
+"""Photos stored encoded: the Transform graph decodes them, training crops them, shapes static."""
+
+import io
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from PIL import Image
+
+from benchmarks.data import build_transform_graph
+from common.config import DatasetConfig
+from components.contract import IMAGE_KEY
+from components.images.decode import decode_encoded_image, unit_range
+from components.training.augmentation import Augmentation
+from components.training.input_pipeline import make_dataset, make_eval_dataset
+
+PHOTOS = DatasetConfig(
+    name="photos",
+    format="image_folder",
+    image_shape=(24, 24, 3),
+    pixel_feature="image",
+    label_feature="label",
+    num_classes=3,
+    source={"resize": True},
+)
+
+
+def _jpeg(rng: np.random.Generator, size: tuple[int, int]) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(rng.integers(0, 256, (*size, 3), np.uint8)).save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def photo_files(tmp_path_factory):
+    """40 JPEGs of assorted sizes as ExampleGen stores them, and their transform graph."""
+    folder = tmp_path_factory.mktemp("photos")
+    rng = np.random.default_rng(0)
+    photos = [_jpeg(rng, (30 + 7 * i % 50, 40 + 5 * i % 60)) for i in range(40)]
+    with tf.io.TFRecordWriter(str(folder / "data.gz"), options="GZIP") as writer:
+        for index, photo in enumerate(photos):
+            feature = {
+                "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[photo])),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[index % 3])),
+            }
+            example = tf.train.Example(features=tf.train.Features(feature=feature))
+            writer.write(example.SerializeToString())
+    pattern = str(folder / "data.gz")
+    return pattern, photos, build_transform_graph(pattern, PHOTOS, folder / "transform")
+
+
+def test_the_transform_graph_decodes_photos_of_any_size_to_the_models_input(photo_files):
+    _, photos, transform_output = photo_files
+
+    transformed = transform_output.transform_raw_features(
+        {"image": tf.constant([[photos[0]], [photos[1]]])}, drop_unused_features=True
+    )
+
+    images = transformed[IMAGE_KEY].numpy()
+    assert images.shape == (2, 24, 24, 3)
+    expected = unit_range(decode_encoded_image(tf.constant(photos[1]), PHOTOS)).numpy()
+    np.testing.assert_allclose(images[1], expected, atol=1e-6)
+
+
+def test_eval_batches_are_whole_photos_static_and_in_the_unit_range(photo_files):
+    pattern, photos, transform_output = photo_files
+
+    eval_input = make_eval_dataset([pattern], transform_output, PHOTOS, 16)
+
+    images, labels, _ = next(iter(eval_input.dataset))
+    assert eval_input.examples == 40 and images.shape == (16, 24, 24, 3)
+    expected = unit_range(decode_encoded_image(tf.constant(photos[0]), PHOTOS)).numpy()
+    np.testing.assert_allclose(images[0].numpy(), expected, atol=1e-6)
+    assert labels.numpy().tolist()[:4] == [0, 1, 2, 0]
+
+
+def test_training_batches_are_random_crops_with_class_weights(photo_files):
+    pattern, _, transform_output = photo_files
+    augmentation = Augmentation(flip=True, crop_area=(0.25, 1.0))
+
+    batches = make_dataset(
+        [pattern],
+        transform_output,
+        PHOTOS,
+        8,
+        seed=1,
+        augmentation=augmentation,
+        class_weights=(1.0, 2.0, 3.0),
+    )
+
+    images, labels, weights = next(iter(batches))
+    assert images.shape == (8, 24, 24, 3) and images.dtype == tf.float32
+    assert 0.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
+    np.testing.assert_array_equal(weights.numpy(), labels.numpy() + 1.0)
