@@ -40,9 +40,9 @@ import tf_keras  # noqa: E402
 from benchmarks import data  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
-from components import input_pipeline  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from components.models import MODEL_BUILDERS, build_model, compile_model  # noqa: E402
+from components.training import input_pipeline  # noqa: E402
 from components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
 from components.training.input_pipeline import make_dataset  # noqa: E402
 
@@ -671,6 +671,75 @@ def bench_scale(settings: Settings) -> list[Row]:
     return rows
 
 
+# An accelerator's appetite the host must feed, for the "cores per accelerator" figure:
+# roughly one TPU v5e chip training ResNet-50 at 224x224 (an assumption, not a measurement).
+ACCELERATOR_IMAGES_PER_S = 2000
+
+
+def bench_photo_input(settings: Settings) -> list[Row]:
+    """Photos at 224x224: the Trainer's decode, crop and flip vs tf.io.decode_jpeg alone."""
+    import tensorflow_transform as tft
+
+    from components.training.augmentation import PHOTO_CROP_AREA, Augmentation
+
+    workdir = settings.workdir / "photo-input"
+    count = 64 if settings.pipeline_divisor > 1 else 512
+    dataset = data.photo_dataset((224, 224, 3))
+    records = workdir / "train.tfrecord.gz"
+    graph_dir = workdir / "transform"
+    if not records.exists():
+        photos = data.write_photo_folder(workdir / "photos", count)
+        data.write_encoded_examples(records, photos, dataset.num_classes)
+    if (graph_dir / "graph").exists():
+        transform_output = tft.TFTransformOutput(str(graph_dir / "graph"))
+    else:
+        transform_output = data.build_transform_graph(str(records), dataset, graph_dir)
+    batch = 32
+    trainer_ds = make_dataset(
+        [str(records)],
+        transform_output,
+        dataset,
+        batch,
+        seed=TrainerConfig().seed,
+        augmentation=Augmentation(flip=True, crop_area=PHOTO_CROP_AREA),
+    )
+    encoded = [
+        tf.train.Example.FromString(record.numpy()).features.feature["image"].bytes_list.value[0]
+        for record in tf.data.TFRecordDataset(str(records), compression_type="GZIP")
+    ]
+    decode_only = (
+        tf.data.Dataset.from_tensor_slices(encoded)
+        .repeat()
+        .map(tf.io.decode_jpeg, tf.data.AUTOTUNE)
+        .batch(1)  # photos differ in size; the count is what matters
+        .prefetch(tf.data.AUTOTUNE)
+    )
+    batches = max(4, count // batch)
+    work = {"trainer": drain(trainer_ds, batch, batches), "decode": drain(decode_only, 1, count)}
+    for fn in work.values():  # traces and fills the trainer's cache
+        fn()
+    rates = interleaved_rates(work, settings.repeats)
+    cores = os.cpu_count() or 1
+    per_core = rates["trainer"] / cores
+    return [
+        _ratio_row(
+            "photo_input",
+            "224x224 decode + random crop + flip / tf.io.decode_jpeg alone (533x400 JPEGs)",
+            rates,
+            "trainer",
+            "decode",
+            "images/s",
+            0.8,
+        ),
+        Row(
+            "photo_input",
+            f"host cores to feed {ACCELERATOR_IMAGES_PER_S:,} images/s (assumed accelerator rate)",
+            f"{per_core:,.0f} images/s per core ({cores} cores)",
+            ACCELERATOR_IMAGES_PER_S / per_core,
+        ),
+    ]
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -679,6 +748,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,
     "scale": bench_scale,
+    "photo_input": bench_photo_input,
 }
 
 

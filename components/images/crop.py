@@ -3,8 +3,8 @@
 Each training image is a random window covering `area_range` of the photo (aspect
 ratio between 3/4 and 4/3), resized to the model's size, so every epoch sees new
 framings at full resolution; evaluation and serving see the whole photo
-(`decode.decode_encoded_image`). JPEGs decode only the window
-(`decode_and_crop_jpeg`), which is cheaper than decoding the whole photo. The
+(`decode.decode_encoded_image`). JPEGs decode only the window, scaled down in
+the DCT as far as it still covers the model's size (`decode.decode_jpeg_near`). The
 decode, the channel conversion and the resize are `decode.py`'s, so a crop of the
 whole photo is the pixels serving sees.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from components.images.decode import JPEG_DCT_METHOD, decode_any, resize_pixels, to_channels
+from components.images.decode import decode_jpeg_near, resize_pixels, to_channels
 
 ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
 # Tries to find a window that satisfies the ranges before taking the whole photo.
@@ -44,10 +44,10 @@ def random_resized_crop(
 
     def jpeg_window() -> tf.Tensor:
         window = _window(tf.io.extract_jpeg_shape(encoded), area_range)
-        return tf.io.decode_and_crop_jpeg(encoded, window, dct_method=JPEG_DCT_METHOD)
+        return decode_jpeg_near(encoded, height, width, window)
 
     def other_window() -> tf.Tensor:
-        image = decode_any(encoded)
+        image = tf.io.decode_image(encoded, expand_animations=False)
         top, left, rows, columns = tf.unstack(_window(tf.shape(image), area_range))
         return image[top : top + rows, left : left + columns]
 

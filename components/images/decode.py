@@ -24,12 +24,57 @@ JPEG_DCT_METHOD = "INTEGER_ACCURATE"
 MAX_8BIT = 255.0
 
 
+# JPEG's own downscaling while decoding (libjpeg's DCT scaling), largest first.
+JPEG_RATIOS = (8, 4, 2)
+# Up to this shrink factor plain bilinear keeps detail; beyond it, antialiasing prevents
+# aliasing (at about twice the cost of the decode, so it is spent only where needed).
+PLAIN_BILINEAR_MAX_SHRINK = 2.0
+
+
 def resize_pixels(image: tf.Tensor, height: int, width: int) -> tf.Tensor:
-    """Bilinear resize with antialiasing, rounded to whole 8-bit values like a resized image."""
-    resized = tf.image.resize(
-        tf.cast(image, tf.float32), [height, width], method="bilinear", antialias=True
+    """Bilinear resize, rounded to whole 8-bit values like a resized image.
+
+    Antialiased when shrinking by more than `PLAIN_BILINEAR_MAX_SHRINK`; JPEGs
+    mostly arrive within that factor already (`decode_jpeg_near`).
+    """
+    pixels = tf.cast(image, tf.float32)
+    size = tf.cast(tf.shape(image)[:2], tf.float32)
+    shrink = tf.reduce_max(size / tf.constant([height, width], tf.float32))
+
+    def resize(antialias: bool) -> tf.Tensor:
+        return tf.image.resize(pixels, [height, width], method="bilinear", antialias=antialias)
+
+    resized = tf.cond(
+        shrink > PLAIN_BILINEAR_MAX_SHRINK, lambda: resize(True), lambda: resize(False)
     )
     return tf.clip_by_value(tf.round(resized), 0.0, MAX_8BIT)
+
+
+def decode_jpeg_near(
+    encoded: tf.Tensor, height: int, width: int, window: tf.Tensor | None = None
+) -> tf.Tensor:
+    """Decodes a JPEG (or a [top, left, rows, columns] `window` of it) at the smallest of
+    1/8, 1/4, 1/2 or full scale that still covers `height` x `width`.
+
+    libjpeg scales in the DCT, so a 12-megapixel phone photo for a 224x224 model
+    decodes at 1/8 of the work; photos already near the model's size decode whole.
+    """
+    size = window[2:] if window is not None else tf.io.extract_jpeg_shape(encoded)[:2]
+    room = tf.reduce_min(tf.cast(size, tf.float32) / tf.constant([height, width], tf.float32))
+
+    def decode(ratio: int):
+        def run() -> tf.Tensor:
+            if window is None:
+                return tf.io.decode_jpeg(encoded, ratio=ratio, dct_method=JPEG_DCT_METHOD)
+            # The window is in the scaled image's pixels.
+            return tf.io.decode_and_crop_jpeg(
+                encoded, window // ratio, ratio=ratio, dct_method=JPEG_DCT_METHOD
+            )
+
+        return run
+
+    branches = [(room >= ratio, decode(ratio)) for ratio in JPEG_RATIOS]
+    return tf.case(branches, default=decode(1), exclusive=False)
 
 
 def scale_pixels(pixels: Any, dataset: DatasetConfig) -> Any:
@@ -69,12 +114,22 @@ def to_channels(image: tf.Tensor, channels: int) -> tf.Tensor:
         )
 
 
-def decode_any(encoded: tf.Tensor) -> tf.Tensor:
-    """The image's own pixels, uint8 [height, width, channels as stored]."""
+def decode_near(encoded: tf.Tensor, height: int, width: int) -> tf.Tensor:
+    """The image's pixels, uint8 [h, w, channels as stored]; JPEGs scaled down while decoding
+    as far as they still cover `height` x `width`, other formats at their own size."""
     return tf.cond(
         tf.io.is_jpeg(encoded),
-        lambda: tf.io.decode_jpeg(encoded, dct_method=JPEG_DCT_METHOD),
+        lambda: decode_jpeg_near(encoded, height, width),
         lambda: tf.io.decode_image(encoded, expand_animations=False),
+    )
+
+
+def stored_size(encoded: tf.Tensor, decoded: tf.Tensor) -> tf.Tensor:
+    """[height, width] of the image as stored (a JPEG may have been decoded smaller)."""
+    return tf.cond(
+        tf.io.is_jpeg(encoded),
+        lambda: tf.io.extract_jpeg_shape(encoded)[:2],
+        lambda: tf.shape(decoded)[:2],
     )
 
 
@@ -90,13 +145,13 @@ def decode_encoded_image(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tenso
         another size than `image_shape` without `source.resize`.
     """
     height, width, channels = dataset.image_shape
-    image = decode_any(encoded)
+    image = decode_near(encoded, height, width)
     size = tf.shape(image)[:2]
     checks = []
     if not dataset.source.resize:
         checks.append(
             tf.debugging.assert_equal(
-                size,
+                stored_size(encoded, image),
                 tf.constant([height, width]),
                 message=f"image must be {width}x{height} (this model does not resize images)",
             )

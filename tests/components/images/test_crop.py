@@ -69,3 +69,14 @@ def test_a_gray_photo_becomes_three_channels():
 
     assert crop.shape == (16, 16, 3)
     np.testing.assert_array_equal(crop.numpy(), np.full((16, 16, 3), 90.0))
+
+
+def test_a_large_jpeg_decodes_scaled_down_to_nearly_the_full_decodes_pixels():
+    big = tf.constant(_photo("JPEG", size=(1600, 1200)))
+    dataset = DATASET.model_copy(update={"image_shape": (48, 64, 3)})
+
+    scaled = decode_encoded_image(big, dataset).numpy()
+
+    full = tf.image.resize(tf.io.decode_jpeg(big), [48, 64], antialias=True).numpy()
+    assert scaled.shape == (48, 64, 3)
+    assert np.abs(scaled - full).mean() < 2.0  # of 255: the same picture
