@@ -145,7 +145,14 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         and not config.dataset.resolved_schema_file.exists()
     ):
         error = _missing_schema_error(config, record, components)
-    return summarize_run(record, components, error, log_file, config.full_pipeline_name)
+    return summarize_run(
+        record,
+        components,
+        error,
+        log_file,
+        config.full_pipeline_name,
+        config.dataset.class_names,
+    )
 
 
 class MissingSchemaError(FileNotFoundError):
