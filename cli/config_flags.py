@@ -34,7 +34,7 @@ def add_config_flags(
     config_help: str = "YAML configuration file (fields: README, Configuration)",
 ) -> None:
     """Adds `--config FILE` and the repeatable `--set FIELD=VALUE` to `parser`."""
-    parser.add_argument("--config", help=config_help)
+    parser.add_argument("--config", metavar="FILE", help=config_help)
     parser.add_argument(
         "--set",
         dest="assignments",

@@ -28,12 +28,24 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
     generate.add_argument("--count", type=int, default=1000, help="images in all")
     generate.add_argument("--eval-count", type=int, default=0, help="of them, the test split")
     generate.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
-    generate.add_argument("--output", type=pathlib.Path, required=True, help="new folder")
+    generate.add_argument(
+        "--output",
+        type=pathlib.Path,
+        required=True,
+        metavar="DIR",
+        help="new folder to write the files into (an existing one is never overwritten)",
+    )
 
     imported = data_commands.add_parser(
         "import", help="check raw files and copy them into data_dir as a new span-N folder"
     )
-    imported.add_argument("--source", type=pathlib.Path, required=True, help="file or folder")
+    imported.add_argument(
+        "--source",
+        type=pathlib.Path,
+        required=True,
+        metavar="PATH",
+        help="the raw data to import: one file, or a folder of files in the dataset's format",
+    )
     imported.add_argument("--span", type=int, help="span number (default: the next one)")
     add_config_flags(imported, "YAML configuration file naming the dataset")
 

@@ -74,27 +74,56 @@ def _build_parser() -> argparse.ArgumentParser:
     add_config_flags(run)
     run.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     run.add_argument(
-        "--data-dir", help="folder of TFRecord files to use instead of the built-in data"
+        "--data-dir",
+        metavar="DIR",
+        help="folder of the dataset's files (dataset.data_dir), instead of the built-in data",
     )
-    run.add_argument("--output-dir", help="folder for every output of the run (default: output)")
+    run.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="folder for every run's outputs; this run's go to DIR/<pipeline>-<dataset> "
+        "(default: output)",
+    )
     run.add_argument("--train-steps", type=int, help="training steps")
     run.add_argument("--model", help=MODEL_HELP)
     run.add_argument(
         "--verbose", action="store_true", help="show the full logs instead of progress lines"
     )
     run.add_argument(
-        "--summary-json", type=pathlib.Path, help="also write the run summary as JSON here"
+        "--summary-json",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="also write the run summary as JSON to this file",
     )
 
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True)
-    infer = schema_commands.add_parser("infer", help="bootstrap a schema from data with TFDV")
-    infer.add_argument("--data", required=True, help="TFRecord file, glob, or folder of them")
-    infer.add_argument(
-        "--name", required=True, help="dataset name: writes schemas/<name>/schema.pbtxt"
+    infer = schema_commands.add_parser(
+        "infer",
+        help="bootstrap a schema again from examples with TFDV (a run bootstraps a new "
+        "dataset's by itself)",
     )
-    infer.add_argument("--output", type=pathlib.Path, help="write here instead of schemas/<name>/")
-    infer.add_argument("--force", action="store_true", help="replace an existing schema")
+    infer.add_argument(
+        "--data",
+        required=True,
+        metavar="PATH",
+        help="examples in the pipeline layout: a TFRecord file, a glob, or a folder of them, "
+        "e.g. RUN/pipeline_root/ExampleGen/examples/<id>/Split-train",
+    )
+    infer.add_argument(
+        "--name", help="dataset name: writes schemas/<name>/schema.pbtxt (or give --config)"
+    )
+    add_config_flags(
+        infer, "YAML configuration file naming the dataset: writes its dataset.schema_file"
+    )
+    infer.add_argument(
+        "--output",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="the schema file to write (a .pbtxt file, not a folder); default: the dataset's "
+        "schema_file, else schemas/<name>/schema.pbtxt",
+    )
+    infer.add_argument("--force", action="store_true", help="replace an existing schema file")
 
     preflight = commands.add_parser(
         "preflight", help="check on this CPU that the model and input will run on a TPU"
@@ -169,14 +198,46 @@ def _run_pipeline(config, progress, log_file):
     return summary, write_run_report(config, summary)
 
 
+def _schema_output(args: argparse.Namespace) -> pathlib.Path:
+    """The schema file `schema infer` writes, checked before TFDV spends any time.
+
+    Raises:
+      ConfigError: no dataset named, both --name and a configuration, or --output is a folder.
+      FileExistsError: the file exists and --force is off.
+    """
+    from schemas import schema_path
+
+    configured = bool(args.config or args.assignments)
+    if args.name and configured:
+        raise ConfigError("schema infer: give --name or --config/--set, not both")
+    if args.output:
+        output = args.output
+    elif configured:
+        output = config_from_args(args).dataset.resolved_schema_file
+    elif args.name:
+        output = schema_path(args.name)
+    else:
+        raise ConfigError(
+            "schema infer: say which dataset the schema is for: --name NAME, --config FILE "
+            "(writes its dataset.schema_file) or --output FILE"
+        )
+    if output.is_dir():
+        raise ConfigError(
+            f"schema infer: {output} is a folder; the schema is a file, "
+            f"e.g. {output / 'schema.pbtxt'}"
+        )
+    if output.exists() and not args.force:
+        raise FileExistsError(f"{output} exists; pass --force to replace the curated schema")
+    return output
+
+
 def _schema_infer(args: argparse.Namespace) -> int:
     from cli.console import output_to_log_file, quiet_library_warnings
     from pipeline.progress import LiveStatus
-    from schemas import schema_path
 
     data = pathlib.Path(args.data)
     pattern = str(data / "*") if data.is_dir() else args.data
-    output = args.output or schema_path(args.name)
+    output = _schema_output(args)
     quiet_library_warnings()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-schema-infer-{stamp}.log"

@@ -28,11 +28,16 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "run",
         nargs="?",
         type=pathlib.Path,
+        metavar="RUN",
         help="run folder, e.g. output/tpu-pipeline-digits (default: from the configuration)",
     )
-    parser.add_argument("--config", help="YAML configuration file naming the run")
+    parser.add_argument("--config", metavar="FILE", help="YAML configuration file naming the run")
     parser.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-    parser.add_argument("--output-dir", help="the run's output folder (default: output)")
+    parser.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="folder holding the run folders, as run's --output-dir (default: output)",
+    )
 
 
 def add_report_commands(commands: argparse._SubParsersAction) -> None:
@@ -42,7 +47,10 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
     )
     _add_run_arguments(report)
     report.add_argument(
-        "--output", type=pathlib.Path, help="folder for report.html and PNGs (default: RUN/report)"
+        "--output",
+        type=pathlib.Path,
+        metavar="DIR",
+        help="folder for report.html and the PNGs (default: RUN/report)",
     )
     tensorboard = commands.add_parser(
         "tensorboard", help="print (or start) the tensorboard command for a run's Trainer logs"

@@ -32,7 +32,8 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
         "--output",
         type=pathlib.Path,
         default=pathlib.Path(DEFAULT_SPEC),
-        help=f"where to write the pipeline spec (default: {DEFAULT_SPEC})",
+        metavar="FILE",
+        help=f"the pipeline spec file (JSON) to write (default: {DEFAULT_SPEC})",
     )
 
     submit = commands.add_parser("submit", help="run the compiled pipeline once on Vertex AI")
@@ -44,15 +45,18 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
             "--pipeline-json",
             type=pathlib.Path,
             default=pathlib.Path(DEFAULT_SPEC),
-            help=f"the spec `compile` wrote (default: {DEFAULT_SPEC})",
+            metavar="FILE",
+            help=f"the pipeline spec file `compile` wrote (default: {DEFAULT_SPEC})",
         )
         command.add_argument(
-            "--data-root", help="gs:// data folder for this run (default: compiled)"
+            "--data-root",
+            metavar="URI",
+            help="gs:// folder of the data for this run (default: the compiled one)",
         )
         command.add_argument("--train-steps", type=int, help="train steps for this run")
         command.add_argument("--dry-run", action="store_true", help="print the requests, send none")
     for command in (compile_, submit, schedule):
-        add_config_flags(command, "YAML configuration with a vertex: section")
+        add_config_flags(command, "YAML configuration file with a vertex: section")
 
 
 def run_vertex_command(args: argparse.Namespace) -> int:

@@ -154,7 +154,8 @@ def fit(
     )
     if eval_input.dataset is None:
         raise ValueError(f"the eval split is empty ({setup.eval_files}): nothing to validate on")
-    write_run_summaries(log_dir, next(iter(eval_input.dataset))[0], training_info)
+    images, labels, *_ = next(iter(eval_input.dataset))
+    write_run_summaries(log_dir, images, training_info, labels, dataset.class_names)
 
     with choice.strategy.scope():
         model = build_model(

@@ -49,10 +49,16 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
 def per_class_metrics_spec(num_classes: int) -> tfma.MetricsSpec:
     """Precision and recall of each class, for the report; no thresholds.
 
-    `top_k: 1` makes the predicted class the one with the highest probability,
-    as for accuracy, instead of any class whose probability passes 0.5.
+    `top_k: 1` makes the predicted class the one with the highest probability, as
+    for accuracy and the confusion matrix: TFMA sets every other class's score to
+    -inf. `thresholds: [0.0]` then counts the class as predicted when its score is
+    above 0. Left to its default for top_k (threshold -inf), TFMA 0.47 takes a
+    histogram shortcut that counts every example as predicted for a class that is
+    never the top one: recall 1.0 and precision equal to the class's share, for a
+    class the model never predicts. A class never predicted has recall 0 here and
+    precision NaN (0 of 0).
     """
-    top_1 = '{"top_k": 1}'
+    top_1 = '{"top_k": 1, "thresholds": [0.0]}'
     return tfma.MetricsSpec(
         metrics=[
             tfma.MetricConfig(class_name="Precision", config=top_1),

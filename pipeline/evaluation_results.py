@@ -7,6 +7,8 @@ metrics, the confusion matrix and the thresholds, all through TFMA's public load
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Sequence
 
 import numpy as np
 import tensorflow_model_analysis as tfma
@@ -28,8 +30,21 @@ class Threshold:
 
 
 @dataclasses.dataclass
+class ClassMetrics:
+    """One class on the eval split (candidate model): TFMA's precision and recall, and the
+    confusion matrix's counts they come from."""
+
+    class_id: int
+    class_name: str
+    precision: float | None  # None: the model never predicted the class (0 of 0)
+    recall: float | None  # None: the eval split has no example of the class
+    examples: int  # eval examples of the class: its confusion-matrix row
+    predicted: int  # eval examples predicted as the class: its column
+
+
+@dataclasses.dataclass
 class EvaluationFacts:
-    per_class: dict[str, dict[int, float]]  # metric -> class id -> value (candidate model)
+    per_class: list[ClassMetrics]  # in class order
     confusion_matrix: np.ndarray | None  # [true class, predicted class] example counts
     thresholds: list[Threshold]
 
@@ -65,7 +80,10 @@ def overall_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str, fl
 
 
 def per_class_metrics(evaluation_uri: str) -> dict[str, dict[int, float]]:
-    """Per-class precision and recall of the candidate over the whole eval split."""
+    """TFMA's per-class precision and recall of the candidate over the whole eval split.
+
+    A metric TFMA could not define (precision of a class never predicted) is NaN.
+    """
     per_class: dict[str, dict[int, float]] = {}
     for key, value in _overall_slice(evaluation_uri):
         if (
@@ -164,10 +182,43 @@ def thresholds(evaluation_uri: str) -> list[Threshold]:
     return rules
 
 
-def read_evaluation(evaluation_uri: str, num_classes: int) -> EvaluationFacts:
+def _defined(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+def class_metrics(
+    evaluation_uri: str, class_names: Sequence[str], matrix: np.ndarray | None = None
+) -> list[ClassMetrics]:
+    """Precision, recall and counts of every class, named; empty without a confusion matrix.
+
+    Args:
+      evaluation_uri: the Evaluator's output.
+      class_names: every class's name, in label order.
+      matrix: the confusion matrix, if already read.
+    """
+    if matrix is None:
+        matrix = confusion_matrix(evaluation_uri, len(class_names))
+    if matrix is None:
+        return []
+    metrics = per_class_metrics(evaluation_uri)
+    return [
+        ClassMetrics(
+            class_id=class_id,
+            class_name=name,
+            precision=_defined(metrics.get("precision", {}).get(class_id)),
+            recall=_defined(metrics.get("recall", {}).get(class_id)),
+            examples=int(matrix[class_id].sum()),
+            predicted=int(matrix[:, class_id].sum()),
+        )
+        for class_id, name in enumerate(class_names)
+    ]
+
+
+def read_evaluation(evaluation_uri: str, class_names: Sequence[str]) -> EvaluationFacts:
     """Everything the report's evaluation section needs beyond the run summary."""
+    matrix = confusion_matrix(evaluation_uri, len(class_names))
     return EvaluationFacts(
-        per_class=per_class_metrics(evaluation_uri),
-        confusion_matrix=confusion_matrix(evaluation_uri, num_classes),
+        per_class=class_metrics(evaluation_uri, class_names, matrix),
+        confusion_matrix=matrix,
         thresholds=thresholds(evaluation_uri),
     )

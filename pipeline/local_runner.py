@@ -4,6 +4,11 @@ LocalDagRunner runs components one after another and logs when each starts and
 finishes; a logging handler turns those two lines into a live status line while
 the component runs and a result line with its status from ML Metadata
 (executed or cached) and its time.
+
+The first run of a dataset without a schema runs ExampleGen alone first (a TFX
+partial run), bootstraps the schema from its examples with TFDV, says where it
+is in one line, and goes on with the whole pipeline: ExampleGen's result comes
+from the cache then, and the other components see the new schema.
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ from absl import logging as absl_logging
 
 from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
-from common.tfx_api import LocalDagRunner, metadata
+from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
+from pipeline.schema_tools import bootstrap_schema, describe_schema, schema_to_bootstrap
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.
@@ -58,15 +64,34 @@ class ComponentProgress(logging.Handler):
         match = _RUNNER_LINE.match(message)
         if not match:
             return
+        node_id = match["id"]
+        # A node that ran earlier in this command (ExampleGen, before a schema was
+        # bootstrapped) is shown again only if it runs again instead of coming from the cache.
+        again = node_id in self.results
         if match["event"] == "running":
-            self._running = (match["id"], time.perf_counter())
-            self._status.start(f"{self._label(match['id'])}  running")
-        else:
-            self.finish(self._record.node(match["id"]).status)
+            self._running = (node_id, time.perf_counter())
+            if not again:
+                self._status.start(f"{self._label(node_id)}  running")
+            return
+        status = self._record.node(node_id).status
+        if again and status == "cached":
+            self._running = None  # its first result stands
+            return
+        self.finish(status)
 
     def _label(self, node_id: str) -> str:
         width = max(len(i) for i in self._ids)
-        return f"[{len(self.results) + 1:>2}/{len(self._ids)}] {node_id:<{width}}"
+        done = list(self.results)
+        number = done.index(node_id) + 1 if node_id in done else len(done) + 1
+        return f"[{number:>2}/{len(self._ids)}] {node_id:<{width}}"
+
+    def print(self, line: str) -> None:
+        """Prints a line of our own between the components' lines."""
+        self._status.print(line)
+
+    @property
+    def status(self) -> LiveStatus:
+        return self._status
 
     def finish(self, status: str) -> None:
         """Ends the running component's line with `status`: its own, or failed or interrupted."""
@@ -109,8 +134,10 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     progress: ComponentProgress | None = None
     absl_logger = logging.getLogger("absl")
     verbosity = absl_logging.get_verbosity()
+    new_schema = schema_to_bootstrap(config.dataset)  # a schema it cannot write: before any run
+    bootstrapped: pathlib.Path | None = None
     try:
-        tfx_pipeline = create_pipeline(
+        pipeline = create_pipeline(
             config,
             data_root=str(prepare_data_root(config)),
             pipeline_root=str(config.pipeline_root),
@@ -119,13 +146,15 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         )
         # Without a log file the libraries write to the terminal too, and would tear a live line.
         progress = ComponentProgress(
-            [c.id for c in tfx_pipeline.components], record, out, live=log_file is not None
+            [c.id for c in pipeline.components], record, out, live=log_file is not None
         )
         absl_logger.addHandler(progress)
         # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
         # not just the logger's level: TensorFlow resets the logger from that flag.
         absl_logging.set_verbosity(absl_logging.INFO)
-        LocalDagRunner().run(tfx_pipeline)
+        if new_schema is not None:
+            bootstrapped = _bootstrap_schema(pipeline, new_schema, config, record, progress)
+        LocalDagRunner().run(pipeline)
     except ConfigError:  # a bad configuration is not a run: the CLI says so with exit code 2
         raise
     except (Exception, RunInterrupted) as raised:  # the summary reports it, the CLI exits with it
@@ -139,30 +168,44 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
             absl_logger.removeHandler(progress)
         absl_logging.set_verbosity(verbosity)
     components = progress.all_results() if progress else []
-    if (
-        error is not None
-        and not received_signal()
-        and not config.dataset.resolved_schema_file.exists()
-    ):
-        error = _missing_schema_error(config, record, components)
-    return summarize_run(record, components, error, log_file, config.full_pipeline_name)
+    summary = summarize_run(
+        record,
+        components,
+        error,
+        log_file,
+        config.full_pipeline_name,
+        config.dataset.class_names,
+    )
+    summary.schema_bootstrapped = str(bootstrapped) if bootstrapped else None
+    return summary
 
 
-class MissingSchemaError(FileNotFoundError):
-    """A dataset has no curated schema yet."""
+def _bootstrap_schema(
+    pipeline: tfx_pipeline.Pipeline,
+    path: pathlib.Path,
+    config: PipelineConfig,
+    record: RunRecord,
+    progress: ComponentProgress,
+) -> pathlib.Path:
+    """Runs ExampleGen alone, then writes the schema TFDV infers from its examples to `path`.
 
-
-def _missing_schema_error(
-    config: PipelineConfig, record: RunRecord, components: list[ComponentResult]
-) -> MissingSchemaError:
-    """Says how to bootstrap the schema from the examples ExampleGen has just written."""
-    name = config.dataset.name
-    message = f"dataset {name!r} has no curated schema at {config.dataset.resolved_schema_file}"
-    examples = record.node(components[0].id).outputs.get("examples") if components else None
-    if examples:
-        train_split = pathlib.Path(examples[0].uri) / "Split-train"
-        message += (
-            f"; bootstrap one from the examples ExampleGen wrote: tpu-pipeline schema infer "
-            f"--data {train_split} --name {name}, then curate it (README: Schemas)"
-        )
-    return MissingSchemaError(message)
+    Raises:
+      Whatever ExampleGen raised (bad input files, ...): then nothing is written.
+    """
+    LocalDagRunner().run(
+        pipeline,
+        run_options=tfx_pipeline.RunOptions(
+            from_nodes=[NodeIds.EXAMPLE_GEN], to_nodes=[NodeIds.EXAMPLE_GEN]
+        ),
+    )
+    (examples,) = record.node(NodeIds.EXAMPLE_GEN).outputs["examples"]
+    progress.status.start("inferring a schema from the examples with TFDV")
+    schema = bootstrap_schema(examples.uri, path)
+    progress.status.stop()
+    progress.print(
+        f"schema: wrote {path}, inferred by TFDV from this run's examples "
+        f"({describe_schema(schema)}); review it before relying on it: widen ranges to what "
+        f"your data may hold, check shapes and that {config.dataset.label_feature} covers all "
+        f"{config.dataset.num_classes} classes (README: Schemas)"
+    )
+    return path

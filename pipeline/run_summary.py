@@ -9,13 +9,19 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
+from collections.abc import Sequence
 from typing import Any
 
 from common.interrupts import received_signal
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
 from components.serving.tflite_variants import read_measurements
-from pipeline.evaluation_results import blessing_reason, overall_metrics
+from pipeline.evaluation_results import (
+    ClassMetrics,
+    blessing_reason,
+    class_metrics,
+    overall_metrics,
+)
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
@@ -54,6 +60,12 @@ class RunSummary:
     # null), published, reason (why held back), accuracy, accuracy_drop, size_bytes,
     # latency_ms (median single-image, on the CPU that ran the Trainer).
     serving_variants: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    # Every class's name in label order (dataset.source.label_names, else "0", "1", ...),
+    # and each class's precision, recall and counts on the eval split, in that order.
+    class_names: list[str] = dataclasses.field(default_factory=list)
+    per_class_metrics: list[ClassMetrics] = dataclasses.field(default_factory=list)
+    # The schema this run bootstrapped for a new dataset (to review and commit), or None.
+    schema_bootstrapped: str | None = None
 
     @classmethod
     def without_results(
@@ -120,6 +132,13 @@ class RunSummary:
         if self.metrics:
             shown = ", ".join(f"{name}={value:.4f}" for name, value in sorted(self.metrics.items()))
             lines.append(f"metrics: {shown}")
+        never_predicted = [
+            c.class_name for c in self.per_class_metrics if c.examples and not c.predicted
+        ]
+        if never_predicted:
+            lines.append(
+                f"never predicted: {', '.join(never_predicted)} (recall 0 on the eval split)"
+            )
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
@@ -162,9 +181,14 @@ def summarize_run(
     error: BaseException | None,
     log_file: str | None,
     pipeline_name: str,
+    class_names: Sequence[str] = (),
 ) -> RunSummary:
-    """Collects statuses, metrics, the blessing and the push of the run just finished."""
+    """Collects statuses, metrics, the blessing and the push of the run just finished.
+
+    `class_names` (every class, in label order) names the per-class metrics.
+    """
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
+    summary.class_names = list(class_names)
     tuner = record.node(NodeIds.TUNER).outputs
     if tuner.get("tuner_results") and tuner.get("best_hyperparameters"):
         summary.tuning = read_tuning(tuner["tuner_results"][0], tuner["best_hyperparameters"][0])
@@ -182,6 +206,8 @@ def summarize_run(
         summary.blessing_reason = blessing_reason(
             evaluation_uri, summary.blessed, summary.baseline_metrics is not None
         )
+        if class_names:
+            summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 
     pusher = record.node(NodeIds.PUSHER)
     if pusher.outputs.get("pushed_model"):

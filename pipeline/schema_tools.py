@@ -3,17 +3,22 @@
 TFDV infers types, presence and shapes. We also copy the observed value ranges
 into the schema, because ranges are what catches a pipeline upstream changing
 its pixel scaling; a person should still review them (see the README) before
-ExampleValidator relies on them.
+ExampleValidator relies on them. The first run of a dataset without a schema
+bootstraps it (`schema_to_bootstrap`, `bootstrap_schema`); `tpu-pipeline schema
+infer` does it again on demand.
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+import schemas
+from common.config import ConfigError, DatasetConfig
 from components.example_gen.errors import DataFormatError
 from components.example_gen.tfrecords import read_records
 from pipeline.progress import LiveStatus, read_every_record
@@ -75,8 +80,88 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
 
 
 def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False) -> None:
-    """Writes `schema` as text; a curated schema already there is kept unless `overwrite`."""
+    """Writes `schema` as text; a curated schema already there is kept unless `overwrite`.
+
+    Raises:
+      SchemaExistsError: `path` exists and `overwrite` is off.
+      IsADirectoryError: `path` is a folder; it must name the schema file.
+    """
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a folder; name the schema file, e.g. {path}/schema.pbtxt"
+        )
     if path.exists() and not overwrite:
         raise SchemaExistsError(f"{path} exists; pass --force to replace the curated schema")
     path.parent.mkdir(parents=True, exist_ok=True)
     tfdv.write_schema_text(schema, str(path))
+
+
+def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def schema_to_bootstrap(dataset: DatasetConfig) -> pathlib.Path | None:
+    """Where this run must write the dataset's first schema; None when it has one.
+
+    Checked before any component runs, so a schema that could not be written
+    stops the run at once rather than after ExampleGen.
+
+    Raises:
+      ConfigError: `dataset.schema_file` names a folder, or the schema would go
+        where it cannot or should not be written: into an installed package's
+        `schemas/`, or a folder this user cannot write.
+    """
+    if dataset.schema_file and "://" in dataset.schema_file:
+        return None  # a remote schema is curated where it lives; ImportSchemaGen reads it
+    path = dataset.resolved_schema_file
+    if path.is_dir():
+        raise ConfigError(
+            f"dataset.schema_file: {path} is a folder; it names the schema file itself, "
+            f"e.g. {path / 'schema.pbtxt'}"
+        )
+    if path.exists():
+        return None
+    if not dataset.schema_file and not schemas.in_source_checkout():
+        raise ConfigError(
+            f"dataset {dataset.name!r} has no schema, and {schemas.SCHEMAS_DIR} belongs to an "
+            "installed package (a schema written there is lost on the next install): set "
+            "dataset.schema_file to the file the first run should write, e.g. "
+            f"schemas/{dataset.name}/schema.pbtxt in your own project"
+        )
+    folder = _nearest_existing(path.parent)
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"dataset.schema_file: cannot write {path} ({folder} is not a writable folder); "
+            "set dataset.schema_file to a file in a folder you can write"
+        )
+    return path
+
+
+def describe_schema(schema: schema_pb2.Schema) -> str:
+    """Each feature's domain and shape in a few words, e.g. `pixels 0 to 16, shape [64]`."""
+    parts = []
+    for feature in schema.feature:
+        if feature.HasField("float_domain"):
+            domain = f"{feature.float_domain.min:g} to {feature.float_domain.max:g}"
+        elif feature.HasField("int_domain"):
+            domain = f"{feature.int_domain.min} to {feature.int_domain.max}"
+        else:
+            domain = schema_pb2.FeatureType.Name(feature.type).lower()
+        if feature.HasField("shape"):
+            domain += f", shape [{', '.join(str(d.size) for d in feature.shape.dim)}]"
+        parts.append(f"{feature.name} {domain}")
+    return "; ".join(parts)
+
+
+def bootstrap_schema(examples_uri: str, path: pathlib.Path) -> schema_pb2.Schema:
+    """Infers a schema from every split ExampleGen wrote and writes it to `path` (never over one).
+
+    Every split, not only the training one: the eval split's values must fall in
+    the inferred ranges too, or the run that bootstraps the schema would reject
+    its own data.
+    """
+    schema = infer_schema(os.path.join(examples_uri, "Split-*", "*"))
+    write_schema(schema, path)
+    return schema

@@ -29,7 +29,9 @@ class SourceConfig(_Section):
         default=None, description="TFRecord feature or CSV column; default: dataset.label_feature"
     )
     label_names: tuple[str, ...] | None = Field(
-        default=None, description="class names in label order, for string labels and image folders"
+        default=None,
+        description="class names in label order: read from string labels and image folders, "
+        "shown wherever classes are (report, summary, TensorBoard)",
     )
     id_feature: str | None = Field(
         default=None, description="TFRecord feature copied unchanged into the examples"
@@ -156,6 +158,11 @@ class DatasetConfig(_Section):
     def pixel_count(self) -> int:
         height, width, channels = self.image_shape
         return height * width * channels
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Each class's name in label order: `source.label_names`, else the label values."""
+        return self.source.label_names or tuple(str(i) for i in range(self.num_classes))
 
     @property
     def resolved_schema_file(self) -> pathlib.Path:

@@ -111,16 +111,34 @@ def backup_dir_for(model_run_dir: str, training_inputs: dict[str, Any]) -> str:
     return os.path.join(os.path.dirname(model_run_dir.rstrip("/")), "backup", fingerprint[:16])
 
 
-def write_run_summaries(log_dir: str, sample_images: tf.Tensor, run_info: dict[str, Any]) -> None:
-    """Writes a few input images and the run configuration as TensorBoard summaries."""
+def write_run_summaries(
+    log_dir: str,
+    sample_images: tf.Tensor,
+    run_info: dict[str, Any],
+    sample_labels: tf.Tensor | None = None,
+    class_names: tuple[str, ...] = (),
+) -> None:
+    """Writes a few input images, the run configuration and the classes as TensorBoard summaries.
+
+    With `class_names` (in label order), the images' description names each one's
+    class and a `classes` text lists every class with its label value.
+    """
+    images = sample_images[:SAMPLE_IMAGE_COUNT]
+    description = None
+    if class_names and sample_labels is not None:
+        labels = tf.reshape(sample_labels, [-1])[: len(images)].numpy()
+        description = "Classes, left to right: " + ", ".join(class_names[i] for i in labels)
     writer = tf.summary.create_file_writer(os.path.join(log_dir, RUN_SUMMARY_DIR))
     with writer.as_default(step=0):
         tf.summary.image(
-            "input_samples", sample_images[:SAMPLE_IMAGE_COUNT], max_outputs=SAMPLE_IMAGE_COUNT
+            "input_samples", images, max_outputs=SAMPLE_IMAGE_COUNT, description=description
         )
         tf.summary.text(
             "run_config", _as_code_block(json.dumps(run_info, indent=2, sort_keys=True))
         )
+        if class_names:
+            rows = "\n".join(f"| {label} | {name} |" for label, name in enumerate(class_names))
+            tf.summary.text("classes", "| label | class |\n| --- | --- |\n" + rows)
     writer.close()
 
 

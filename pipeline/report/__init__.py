@@ -66,11 +66,11 @@ def write_report(
         "comparison": plots.candidate_vs_baseline(
             report.summary.metrics.get("accuracy"), baseline.get("accuracy"), lower_bound
         ),
-        "confusion_matrix": plots.confusion_matrix(evaluation.confusion_matrix)
+        "confusion_matrix": plots.confusion_matrix(evaluation.confusion_matrix, report.class_names)
         if evaluation
         else None,
         "per_class": plots.per_class_metrics(evaluation.per_class) if evaluation else None,
-        "samples": plots.sample_predictions(report.samples),
+        "samples": plots.sample_predictions(report.samples, report.class_names),
     }
     pngs: dict[str, bytes] = {}
     paths: dict[str, pathlib.Path] = {}

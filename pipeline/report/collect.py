@@ -67,6 +67,7 @@ class RunReport:
     outcome: str
     config: dict[str, Any] | None
     versions: dict[str, str]
+    class_names: list[str] = dataclasses.field(default_factory=list)  # in label order
     data: data_facts.DataFacts | None = None
     training: TrainingFacts | None = None
     evaluation: evaluation_results.EvaluationFacts | None = None
@@ -104,7 +105,7 @@ def _latest_log(run_dir: pathlib.Path) -> str | None:
     return str(logs[-1]) if logs else None
 
 
-def _summarize_stored_run(stored: StoredRun) -> RunSummary:
+def _summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummary:
     """Rebuilds the run summary from MLMD alone, for a report made after the run.
 
     MLMD records that a component failed but not why; anomalies explain a
@@ -124,7 +125,9 @@ def _summarize_stored_run(stored: StoredRun) -> RunSummary:
         else:
             error = RuntimeError(f"{failed[0]} failed; the run's log file has the full error")
     log_file = _latest_log(stored.run_dir)
-    return summarize_run(stored.record, components, error, log_file, stored.pipeline_name)
+    return summarize_run(
+        stored.record, components, error, log_file, stored.pipeline_name, class_names
+    )
 
 
 def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
@@ -205,9 +208,14 @@ def collect_report(
     # the newest run there is an older one, which must not be reported as this.
     reached_mlmd = summary is None or bool(summary.components)
     stored = open_latest_run(run_dir) if reached_mlmd else None
-    if summary is None:
-        summary = _summarize_stored_run(stored)
     trainer_config = _trainer_config(stored) if stored else None
+    # The dataset the Trainer received; before it ran, the configuration's.
+    dataset = read_dataset(trainer_config) if trainer_config else None
+    if dataset is None and config is not None:
+        dataset = config.dataset
+    class_names = list(dataset.class_names) if dataset else []
+    if summary is None:
+        summary = _summarize_stored_run(stored, class_names)
     report = RunReport(
         pipeline=summary.pipeline,
         run_id=stored.run_id if stored else None,
@@ -216,6 +224,7 @@ def collect_report(
         outcome=describe_outcome(summary),
         config=config.model_dump(mode="json") if config else trainer_config,
         versions=versions(),
+        class_names=class_names,
     )
     if stored is None:
         return report
@@ -223,9 +232,8 @@ def collect_report(
     report.training = _collect_training(stored)
     if trainer_config is None:
         return report
-    dataset = read_dataset(trainer_config)
     evaluation = stored.first_output(NodeIds.EVALUATOR, "evaluation")
     if evaluation is not None:
-        report.evaluation = evaluation_results.read_evaluation(evaluation.uri, dataset.num_classes)
+        report.evaluation = evaluation_results.read_evaluation(evaluation.uri, class_names)
     report.deployment, report.samples = _collect_serving(stored, summary, dataset)
     return report

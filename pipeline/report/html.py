@@ -14,6 +14,7 @@ import jinja2
 import markupsafe
 
 from components.training.hyperparameters import format_value
+from pipeline.evaluation_results import ClassMetrics
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult
 
@@ -50,14 +51,20 @@ def epoch_rows(scalars: dict[str, dict[str, list[float]]]) -> list[list[str]]:
     return rows
 
 
-def per_class_rows(per_class: dict[str, dict[int, float]]) -> list[list[str]]:
-    """One row per class: the class id, then each metric in sorted name order."""
-    classes = sorted({c for values in per_class.values() for c in values})
-    return [
-        [str(c)]
-        + [f"{per_class[m][c]:.4f}" if c in per_class[m] else "" for m in sorted(per_class)]
-        for c in classes
-    ]
+PER_CLASS_COLUMNS = ["class", "precision", "recall", "eval examples", "predicted as it"]
+
+
+def per_class_rows(per_class: list[ClassMetrics]) -> list[list[str]]:
+    """One row per class (PER_CLASS_COLUMNS): its name, precision, recall and counts.
+
+    A precision or recall that is 0 of 0 says why instead of showing a number.
+    """
+    rows = []
+    for c in per_class:
+        precision = "undefined (never predicted)" if c.precision is None else f"{c.precision:.4f}"
+        recall = "undefined (no example)" if c.recall is None else f"{c.recall:.4f}"
+        rows.append([c.class_name, precision, recall, str(c.examples), str(c.predicted)])
+    return rows
 
 
 def trial_table(tuning: TuningResult | None) -> dict[str, list]:
@@ -103,7 +110,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
             name, data
         )
 
-    per_class = report.evaluation.per_class if report.evaluation else {}
+    per_class = report.evaluation.per_class if report.evaluation else []
     return environment.get_template(TEMPLATE).render(
         r=report,
         s=report.summary,
@@ -111,7 +118,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         config_json=json.dumps(report.config, indent=2, sort_keys=True) if report.config else "",
         epoch_columns=["epoch"] + [column[0] for column in EPOCH_COLUMNS],
         epoch_rows=epoch_rows(report.training.scalars) if report.training else [],
-        per_class_metrics=sorted(per_class),
+        per_class_columns=PER_CLASS_COLUMNS,
         per_class_rows=per_class_rows(per_class),
         **trial_table(report.summary.tuning),
         figure=figure,

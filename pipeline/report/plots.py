@@ -13,6 +13,7 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from pipeline.evaluation_results import ClassMetrics
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
 from pipeline.run_summary import ComponentResult
@@ -104,7 +105,19 @@ def training_curves(scalars: dict[str, dict[str, list[float]]]) -> Figure | None
     return figure
 
 
-def confusion_matrix(counts: np.ndarray | None) -> Figure | None:
+def _class_ticks(axes, names: list[str], axis: str, positions=None) -> None:
+    """Names the classes along `axis`; long or many names are turned to stay readable."""
+    positions = np.arange(len(names)) if positions is None else positions
+    if axis == "x":
+        turned = sum(map(len, names)) > 40  # more than fits side by side
+        axes.set_xticks(
+            positions, names, rotation=45 if turned else 0, ha="right" if turned else "center"
+        )
+    else:
+        axes.set_yticks(positions, names)
+
+
+def confusion_matrix(counts: np.ndarray | None, class_names: list[str]) -> Figure | None:
     """Eval examples by true (rows) and predicted (columns) class, counts in the cells."""
     if counts is None:
         return None
@@ -116,8 +129,8 @@ def confusion_matrix(counts: np.ndarray | None) -> Figure | None:
         if value:
             color = "white" if value > counts.max() / 2 else "black"
             axes.text(column, row, f"{value:g}", ha="center", va="center", fontsize=8, color=color)
-    axes.set_xticks(range(size))
-    axes.set_yticks(range(size))
+    _class_ticks(axes, class_names, "x")
+    _class_ticks(axes, class_names, "y")
     axes.set_xlabel("predicted class")
     axes.set_ylabel("true class")
     axes.set_title("Confusion matrix (eval split)")
@@ -125,22 +138,30 @@ def confusion_matrix(counts: np.ndarray | None) -> Figure | None:
     return figure
 
 
-def per_class_metrics(per_class: dict[str, dict[int, float]]) -> Figure | None:
-    """Precision and recall of each class side by side."""
+def per_class_metrics(per_class: list[ClassMetrics]) -> Figure | None:
+    """Precision and recall of each class side by side; a class never predicted says so."""
     if not per_class:
         return None
-    classes = sorted({c for values in per_class.values() for c in values})
-    figure = Figure(figsize=(max(6, 0.6 * len(classes) + 2), 3.2), layout="constrained")
+    figure = Figure(figsize=(max(6, 0.6 * len(per_class) + 2), 3.4), layout="constrained")
     axes = figure.subplots()
-    width = 0.8 / len(per_class)
-    for offset, (metric, values) in enumerate(sorted(per_class.items())):
-        positions = np.arange(len(classes)) + offset * width
-        axes.bar(positions, [values.get(c, np.nan) for c in classes], width, label=metric)
-    axes.set_xticks(np.arange(len(classes)) + width * (len(per_class) - 1) / 2, classes)
+    width = 0.4
+    positions = np.arange(len(per_class))
+    for offset, metric in enumerate(("precision", "recall")):
+        values = [getattr(c, metric) for c in per_class]
+        shown = [np.nan if value is None else value for value in values]
+        axes.bar(positions + offset * width, shown, width, label=metric)
+    for position, metrics in zip(positions, per_class, strict=True):
+        if metrics.examples and not metrics.predicted:
+            # Precision is 0 of 0 there: no bar, but say why instead of leaving a gap.
+            axes.text(
+                position + width / 2, 0.02, "never\npredicted", ha="center", va="bottom", fontsize=7
+            )
+    _class_ticks(axes, [c.class_name for c in per_class], "x", positions + width / 2)
     axes.set_xlabel("class")
-    axes.set_ylim(min(0.5, *(v for values in per_class.values() for v in values.values())), 1.0)
+    defined = [v for c in per_class for v in (c.precision, c.recall) if v is not None]
+    axes.set_ylim(min([0.5, *defined]), 1.0)
     axes.set_title("Per-class metrics (eval split)")
-    axes.legend(loc="lower right")
+    figure.legend(loc="outside right upper")  # bars at 0 would hide under a legend inside
     return figure
 
 
@@ -168,12 +189,14 @@ def candidate_vs_baseline(
     return figure
 
 
-def sample_predictions(samples: Samples | None, columns: int = 8) -> Figure | None:
-    """Eval images titled `predicted (true)`, mistakes in red."""
+def sample_predictions(
+    samples: Samples | None, class_names: list[str], columns: int = 8
+) -> Figure | None:
+    """Eval images titled `predicted (true)` by class name, mistakes in red."""
     if samples is None or not len(samples.images):
         return None
     rows = -(-len(samples.images) // columns)
-    figure = Figure(figsize=(1.4 * columns, 1.6 * rows), layout="constrained")
+    figure = Figure(figsize=(1.4 * columns, 1.8 * rows), layout="constrained")
     grid = np.atleast_2d(figure.subplots(rows, columns, squeeze=False))
     for index, axes in enumerate(grid.flat):
         axes.axis("off")
@@ -182,9 +205,10 @@ def sample_predictions(samples: Samples | None, columns: int = 8) -> Figure | No
         image = samples.images[index]
         axes.imshow(image[..., 0] if image.shape[-1] == 1 else _unit_range(image), cmap="gray_r")
         wrong = samples.predicted[index] != samples.true_labels[index]
+        predicted = class_names[samples.predicted[index]]
+        true = class_names[samples.true_labels[index]]
         axes.set_title(
-            f"{samples.predicted[index]} ({samples.true_labels[index]}) "
-            f"{samples.confidence[index]:.0%}",
+            f"{predicted} ({true})\n{samples.confidence[index]:.0%}",
             fontsize=8,
             color="tab:red" if wrong else "black",
         )

@@ -58,3 +58,41 @@ def test_the_component_running_when_the_run_stopped_gets_the_runs_outcome():
         ("Trainer", "skipped"),
     ]
     assert out.getvalue().splitlines()[-1].split()[:4] == ["[", "1/2]", "DataGate", "interrupted"]
+
+
+def test_a_component_run_earlier_in_the_command_is_not_shown_again_when_cached():
+    # ExampleGen ran alone before a schema was bootstrapped; the whole run then reuses it.
+    out = io.StringIO()
+    record = FakeRecord({"ExampleGen": "executed", "Trainer": "executed"})
+    progress = ComponentProgress(["ExampleGen", "Trainer"], record, out)
+    log(progress, "Component %s is running.", "ExampleGen")
+    log(progress, "Component %s is finished.", "ExampleGen")
+    record.statuses["ExampleGen"] = "cached"
+    log(progress, "Component %s is running.", "ExampleGen")
+    log(progress, "Component %s is finished.", "ExampleGen")
+    log(progress, "Component %s is running.", "Trainer")
+    log(progress, "Component %s is finished.", "Trainer")
+
+    lines = out.getvalue().splitlines()
+    assert [line.split()[:3] for line in lines] == [
+        ["[", "1/2]", "ExampleGen"],
+        ["[", "1/2]", "ExampleGen"],
+        ["[", "2/2]", "Trainer"],
+        ["[", "2/2]", "Trainer"],
+    ]
+    assert "executed" in lines[1]
+    assert [(r.id, r.status) for r in progress.all_results()] == [
+        ("ExampleGen", "executed"),
+        ("Trainer", "executed"),
+    ]
+
+
+def test_a_component_that_runs_again_without_the_cache_is_shown_again():
+    out = io.StringIO()
+    progress = ComponentProgress(["ExampleGen"], FakeRecord({"ExampleGen": "executed"}), out)
+    for _ in range(2):
+        log(progress, "Component %s is running.", "ExampleGen")
+        log(progress, "Component %s is finished.", "ExampleGen")
+
+    results = [line for line in out.getvalue().splitlines() if "executed" in line]
+    assert len(results) == 2 and all(line.startswith("[ 1/1] ExampleGen") for line in results)

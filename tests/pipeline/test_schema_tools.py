@@ -12,10 +12,18 @@ import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
 
-from cli.main import EXIT_DATA_REJECTED, main
+import schemas
+from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
+from common.config import ConfigError, DatasetConfig
 from pipeline import progress
 from pipeline.progress import LiveStatus
-from pipeline.schema_tools import SchemaExistsError, infer_schema, write_schema
+from pipeline.schema_tools import (
+    SchemaExistsError,
+    describe_schema,
+    infer_schema,
+    schema_to_bootstrap,
+    write_schema,
+)
 
 
 @pytest.fixture(scope="module")
@@ -145,3 +153,73 @@ def _read_terminal(fd: int) -> bytes:
         return os.read(fd, 4096)
     except OSError:  # EIO: the command closed the terminal
         return b""
+
+
+def test_schema_infer_writes_the_schema_file_the_configuration_names(mnist_tfrecord, tmp_path):
+    output = tmp_path / "curated" / "letters.pbtxt"
+    config = tmp_path / "letters.yaml"
+    config.write_text(
+        "dataset:\n  name: letters\n  image_shape: [28, 28, 1]\n  pixel_feature: image_floats\n"
+        f"  label_feature: image_class\n  num_classes: 10\n  schema_file: {output}\n"
+    )
+    assert main(["schema", "infer", "--data", str(mnist_tfrecord), "--config", str(config)]) == 0
+    assert tfdv.get_feature(tfdv.load_schema_text(str(output)), "image_class")
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ([], "--name NAME, --config FILE"),
+        (["--name", "letters", "--set", "dataset=mnist"], "not both"),
+        (["--name", "letters", "--output", "{tmp}"], "is a folder; the schema is a file"),
+    ],
+)
+def test_schema_infer_refuses_unclear_targets_before_reading(
+    arguments, message, mnist_tfrecord, tmp_path, capsys
+):
+    arguments = [a.replace("{tmp}", str(tmp_path)) for a in arguments]
+    assert main(["schema", "infer", "--data", str(mnist_tfrecord), *arguments]) == EXIT_BAD_CONFIG
+    assert message in capsys.readouterr().err
+
+
+def _dataset(**fields) -> DatasetConfig:
+    return DatasetConfig(
+        name="letters",
+        image_shape=(28, 28, 1),
+        pixel_feature="pixels",
+        label_feature="label",
+        num_classes=26,
+        **fields,
+    )
+
+
+def test_a_new_dataset_bootstraps_where_schema_file_says_and_never_over_a_schema(tmp_path):
+    target = tmp_path / "new" / "schema.pbtxt"
+    assert schema_to_bootstrap(_dataset(schema_file=str(target))) == target
+    target.parent.mkdir()
+    target.write_text("# curated\n")
+    assert schema_to_bootstrap(_dataset(schema_file=str(target))) is None
+
+
+def test_a_new_dataset_without_schema_file_bootstraps_in_the_checkouts_schemas_folder():
+    assert schema_to_bootstrap(_dataset()) == schemas.SCHEMAS_DIR / "letters" / "schema.pbtxt"
+
+
+def test_an_installed_package_takes_no_new_schema(monkeypatch):
+    monkeypatch.setattr(schemas, "in_source_checkout", lambda: False)
+    with pytest.raises(ConfigError, match="installed package.*set dataset.schema_file"):
+        schema_to_bootstrap(_dataset())
+
+
+def test_a_schema_file_that_is_a_folder_or_under_a_file_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder; it names the schema file itself"):
+        schema_to_bootstrap(_dataset(schema_file=str(tmp_path)))
+    (tmp_path / "notes.txt").write_text("")
+    with pytest.raises(ConfigError, match="is not a writable folder"):
+        schema_to_bootstrap(_dataset(schema_file=str(tmp_path / "notes.txt" / "schema.pbtxt")))
+
+
+def test_describe_schema_names_each_features_range_and_shape(mnist_schema):
+    assert describe_schema(mnist_schema) == (
+        "image_class 0 to 9, shape [1]; image_floats -0.5 to 0.5, shape [784]"
+    )

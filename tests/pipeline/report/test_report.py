@@ -101,8 +101,10 @@ def test_confusion_matrix_counts_every_eval_example_and_matches_accuracy(digits_
     eval_split = next(s for s in digits_facts.data.splits if s.name == "eval")
     assert matrix.sum() == summary.metrics["example_count"] == eval_split.examples
     assert matrix.trace() / matrix.sum() == pytest.approx(summary.metrics["accuracy"])
-    recall = digits_facts.evaluation.per_class["recall"]
-    assert recall[3] == pytest.approx(matrix[3, 3] / matrix[3].sum())
+    three = digits_facts.evaluation.per_class[3]
+    assert three.class_name == "3"  # digits has no label_names: classes are their values
+    assert three.recall == pytest.approx(matrix[3, 3] / matrix[3].sum())
+    assert three.precision == pytest.approx(matrix[3, 3] / matrix[:, 3].sum())
 
 
 def test_sample_predictions_come_from_the_served_model_and_agree_with_tfma(digits_facts):

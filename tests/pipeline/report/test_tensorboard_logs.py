@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.util import tensor_util
 
 from cli.main import main
 from components.models import build_model, compile_model
@@ -66,3 +68,35 @@ def test_tensorboard_command_points_at_the_newest_trainer_run(digits_run, capsys
     assert main(["tensorboard", str(config.run_dir), "--all-runs", "--port", "7007"]) == 0
     parent = str(config.pipeline_root / "Trainer" / "model_run")
     assert capsys.readouterr().out.strip() == f"tensorboard --logdir {parent} --port 7007"
+
+
+def _run_summaries(log_dir):
+    """The `run/` summaries by tag: (description, first value as a numpy array)."""
+    accumulator = event_accumulator.EventAccumulator(
+        str(log_dir / "run"), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    return {
+        tag: (
+            accumulator.SummaryMetadata(tag).summary_description,
+            tensor_util.make_ndarray(accumulator.Tensors(tag)[0].tensor_proto),
+        )
+        for tag in accumulator.Tags()["tensors"]
+    }
+
+
+def test_run_summaries_name_the_classes_of_the_samples_and_list_every_class(tmp_path):
+    images = np.zeros((4, 8, 8, 1), np.float32)
+    labels = tf.constant([[2], [0], [1], [2]], tf.int64)  # as the eval input batches them
+
+    write_run_summaries(str(tmp_path), images, {}, labels, ("cat", "dog", "bird"))
+
+    summaries = _run_summaries(tmp_path)
+    description, _ = summaries["input_samples"]
+    assert "Classes, left to right: bird, cat, dog, bird" in description
+    _, classes = summaries["classes"]
+    assert classes.item().decode().splitlines()[2:] == [
+        "| 0 | cat |",
+        "| 1 | dog |",
+        "| 2 | bird |",
+    ]

@@ -1,0 +1,144 @@
+"""A user's own data through the CLI: one command from a numpy archive to a pushed model.
+
+The first run of a dataset without a schema bootstraps it with TFDV, says so in
+one line and trains on; the second run uses that schema unchanged. The class
+names the configuration gives show in the summary, the report and TensorBoard.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import tensorflow as tf
+from ml_metadata.proto import metadata_store_pb2
+
+from cli.main import EXIT_DATA_REJECTED, main
+from cli.synthetic_data import write_synthetic
+from common.config import load_config
+from pipeline.data_sources import write_digits_tfrecord
+from pipeline.report.collect import SAMPLES_SHOWN, collect_report
+from pipeline.report.tensorboard_logs import summary_kinds
+from tests.components.example_gen.conftest import record_ends
+from tests.pipeline.e2e_helpers import executions_of, mlmd_store, serving_accuracy
+
+pytestmark = pytest.mark.slow
+
+NAMES = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+
+
+def _write_config(tmp_path, schema_file) -> str:
+    data_dir = write_synthetic(tmp_path / "raw", "npz", 600, "mnist", 120, seed=3)
+    config = tmp_path / "own-digits.yaml"
+    config.write_text(
+        f"""
+output_dir: {tmp_path / "out"}
+dataset:
+  name: own-digits
+  data_dir: {data_dir}
+  format: npz
+  image_shape: [28, 28, 1]
+  pixel_feature: pixels
+  label_feature: label
+  num_classes: 10
+  schema_file: {schema_file}
+  source:
+    label_names: [{", ".join(NAMES)}]
+trainer:
+  train_steps: 120
+serving:
+  tflite_variants: []
+"""
+    )
+    return str(config)
+
+
+def _run(config: str, summary_path, capfd) -> tuple[int, str, dict]:
+    code = main(["run", "--config", config, "--summary-json", str(summary_path)])
+    _, err = capfd.readouterr()
+    return code, err, json.loads(summary_path.read_text())
+
+
+def test_first_run_of_a_new_dataset_bootstraps_its_schema_and_trains(tmp_path, capfd):
+    schema_file = tmp_path / "schemas" / "own-digits" / "schema.pbtxt"
+    config_file = _write_config(tmp_path, schema_file)
+    config = load_config(config_file)
+
+    code, err, summary = _run(config_file, tmp_path / "first.json", capfd)
+
+    assert code == 0, err
+    assert summary["succeeded"] and summary["blessed"] and summary["pushed_model"]
+    assert schema_file.exists() and summary["schema_bootstrapped"] == str(schema_file)
+    told = [line for line in err.splitlines() if line.startswith("schema:")]
+    assert len(told) == 1, err
+    assert told[0].startswith(f"schema: wrote {schema_file}, inferred by TFDV")
+    assert re.search(r"\(label 0 to 9, shape \[1\]; pixels \S+ to \S+, shape \[784\]\)", told[0])
+    assert "review it before relying on it" in told[0]
+    # ExampleGen ran once, before the schema; the whole run then took it from the cache.
+    shown = [line for line in err.splitlines() if "] ExampleGen" in line]
+    assert len(shown) == 2 and "executed" in shown[1], err  # its running and result lines
+    states = [e.last_known_state for e in executions_of(mlmd_store(config), config, "ExampleGen")]
+    assert states == [metadata_store_pb2.Execution.COMPLETE, metadata_store_pb2.Execution.CACHED]
+    statuses = {c["id"]: c["status"] for c in summary["components"]}
+    assert statuses["ExampleGen"] == "executed" and statuses["Trainer"] == "executed"
+    assert summary["metrics"]["example_count"] == 120  # the archive's own test split
+    assert serving_accuracy(summary["pushed_model"], config) == pytest.approx(
+        summary["metrics"]["accuracy"], abs=1e-6
+    )
+
+    # Class names wherever classes are shown: summary, report, TensorBoard.
+    assert summary["class_names"] == NAMES
+    per_class = summary["per_class_metrics"]
+    assert [c["class_name"] for c in per_class] == NAMES
+    assert sum(c["examples"] for c in per_class) == sum(c["predicted"] for c in per_class) == 120
+    report = collect_report(config.run_dir)
+    assert report.class_names == NAMES
+    assert [c.class_name for c in report.evaluation.per_class] == NAMES
+    html = (config.run_dir / "report" / "report.html").read_text(encoding="utf-8")
+    for name in NAMES:
+        assert f"<tr><td>{name}</td>" in html
+    samples = report.samples
+    assert samples.examined == 120 and len(samples.predicted) == SAMPLES_SHOWN
+    assert samples.images.shape[1:] == (28, 28, 1)
+    assert 1 - samples.mistakes / samples.examined == pytest.approx(
+        summary["metrics"]["accuracy"], abs=1e-6
+    )
+    log_dir = report.training.log_dir
+    assert "classes" in summary_kinds(log_dir)["text"]
+    events = tf.io.gfile.glob(f"{log_dir}/run/events.out.tfevents.*")
+    written = b"".join(open(path, "rb").read() for path in events)
+    assert b"| 3 | three |" in written
+
+    # The second run uses the schema as it is: nothing new is inferred or written.
+    bootstrapped = schema_file.read_bytes()
+    code, err, summary = _run(config_file, tmp_path / "second.json", capfd)
+
+    assert code == 0, err
+    assert schema_file.read_bytes() == bootstrapped
+    assert summary["schema_bootstrapped"] is None
+    assert not [line for line in err.splitlines() if line.startswith("schema:")]
+    statuses = {c["id"]: c["status"] for c in summary["components"]}
+    assert statuses["ImportSchemaGen"] == statuses["Transform"] == "cached"
+
+
+def test_a_new_dataset_whose_files_are_bad_is_rejected_and_gets_no_schema(tmp_path, capfd):
+    data_dir = tmp_path / "cut"
+    write_digits_tfrecord(data_dir / "digits.tfrecord")
+    data = (data_dir / "digits.tfrecord").read_bytes()
+    (data_dir / "digits.tfrecord").write_bytes(data[: record_ends(data)[99] + 3])
+    schema_file = tmp_path / "letters.pbtxt"
+    config = tmp_path / "letters.yaml"
+    config.write_text(
+        f"output_dir: {tmp_path / 'out'}\ndataset:\n  name: letters\n  data_dir: {data_dir}\n"
+        "  image_shape: [8, 8, 1]\n  pixel_feature: pixels\n  label_feature: label\n"
+        f"  num_classes: 10\n  schema_file: {schema_file}\n"
+    )
+
+    code = main(["run", "--config", str(config)])
+
+    _, err = capfd.readouterr()
+    assert code == EXIT_DATA_REJECTED, err
+    assert "the file ends inside the header" in err  # ExampleGen's own error, not the schema's
+    assert not schema_file.exists()
+    assert "schema:" not in err
