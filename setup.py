@@ -26,7 +26,8 @@ setup(
     package_data={
         "schemas": ["*/schema.pbtxt"],
         "pipeline.report": ["*.j2"],
-        "common": ["data/*/*"],
+        # data/<name>/<file>, and image folders: data/<name>/<split>/<class>/<file>
+        "common": ["data/*/*", "data/*/*/*/*"],
     },
     # Versions are pinned in requirements.lock; these are the direct needs.
     install_requires=[

@@ -49,6 +49,9 @@ _PATHS = {
     "BaseExampleGenExecutor": (
         "tfx.components.example_gen.base_example_gen_executor:BaseExampleGenExecutor"
     ),
+    "example_gen_utils": "tfx.components.example_gen.utils",
+    "examples_utils": "tfx.components.util.examples_utils",
+    "write_split": "tfx.components.example_gen.write_split",
     "tfx_pusher_executor": "tfx.components.pusher.executor",
     "FnArgs": "tfx.components.trainer.fn_args_utils:FnArgs",
     "TunerFnResult": "tfx.components.tuner.component:TunerFnResult",

@@ -23,7 +23,8 @@ class SourceConfig(_Section):
         default=None, description="TFRecord feature of the pixels; default: dataset.pixel_feature"
     )
     pixel_encoding: Literal["float", "image"] = Field(
-        default="float", description="float pixel list, or PNG/JPEG bytes decoded in ExampleGen"
+        default="float",
+        description="float pixel list, or PNG/JPEG bytes (checked and kept encoded by ExampleGen)",
     )
     label_feature: str | None = Field(
         default=None, description="TFRecord feature or CSV column; default: dataset.label_feature"
@@ -39,10 +40,17 @@ class SourceConfig(_Section):
     resize: bool = Field(
         default=False, description="resize images to image_shape; off, other sizes are errors"
     )
+    max_image_side: int | None = Field(
+        default=None,
+        ge=1,
+        description="image sources: shrink images whose longer side exceeds this many pixels "
+        "once, in ExampleGen (aspect kept; re-encoded as JPEG quality 95 or PNG); "
+        "null keeps every image's bytes unchanged",
+    )
     image_value_range: tuple[float, float] = Field(
         default=(0.0, 255.0),
-        description="pixel values that 0 and 255 of an 8-bit encoded image become "
-        "(in ExampleGen and the `images` serving signature)",
+        description="pixel data only: the values that 0 and 255 of an encoded image sent to "
+        "the `images` serving signature become (photos stored encoded go to the model as 0..1)",
     )
 
     @model_validator(mode="after")
@@ -85,7 +93,8 @@ class DatasetConfig(_Section):
 
     By default the data is a folder of TFRecord files of `tf.train.Example`,
     each holding a flat float list of pixels (row-major, channels last) and an
-    int64 label. ExampleGen converts every other `format` into that layout.
+    int64 label. ExampleGen converts every other `format` into that layout,
+    except image sources, whose encoded bytes it keeps (`stores_encoded_images`).
     """
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
@@ -139,20 +148,35 @@ class DatasetConfig(_Section):
                 "split_patterns names the files of both splits: leave out file_pattern "
                 f"(it is {self.file_pattern!r})"
             )
-        if self.stores_encoded_images and self.source.image_value_range != (0.0, 255.0):
-            raise ValueError(
-                "source.image_value_range maps images onto a pixel dataset's range; photos "
-                "stored encoded are scaled to 0..1 for the model: leave it unset"
-            )
         return self
 
     @property
     def stores_encoded_images(self) -> bool:
-        """ExampleGen keeps each image's encoded bytes (image folders, TFRecords of PNG/JPEG).
+        """Whether ExampleGen keeps each image's encoded (PNG/JPEG) bytes in `pixel_feature`.
 
-        Other sources (npz, IDX, CSV, CIFAR-10 binary, float TFRecords) store float pixels.
+        True for image sources (image folders, TFRecords with `source.pixel_encoding:
+        image`): their examples hold one bytes value per image. False for float sources
+        (npz, IDX, CSV, CIFAR-10 binary, float TFRecords), whose examples hold
+        `pixel_count` floats.
         """
-        return self.format == "image_folder" or self.source.pixel_encoding == "image"
+        return self.format == "image_folder" or (
+            self.format == "tfrecord" and self.source.pixel_encoding == "image"
+        )
+
+    @model_validator(mode="after")
+    def _shrink_only_images(self) -> DatasetConfig:
+        side = self.source.max_image_side
+        if side is not None and not self.stores_encoded_images:
+            raise ValueError(
+                "source.max_image_side shrinks encoded images: it needs format image_folder, "
+                "or format tfrecord with source.pixel_encoding: image"
+            )
+        if side is not None and side < max(self.image_shape[:2]):
+            raise ValueError(
+                f"source.max_image_side ({side}) is below the image_shape's longer side "
+                f"({max(self.image_shape[:2])}): training would upscale what ingest shrank"
+            )
+        return self
 
     @property
     def pixel_count(self) -> int:

@@ -7,6 +7,7 @@ where known), so a person can go straight to the broken input.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator
 from typing import IO
 
@@ -53,3 +54,10 @@ def open_source(path: str, refuse_pickles: bool = True) -> Iterator[IO[bytes]]:
 def _reason(error: BaseException) -> str:
     message = getattr(error, "message", None) or str(error)
     return message.splitlines()[0] if message else type(error).__name__
+
+
+def op_error_reason(error) -> str:
+    """A TensorFlow op error's message without the op and function names around it."""
+    message = error.message.splitlines()[0]
+    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
+    return message.split(" [Op:")[0]

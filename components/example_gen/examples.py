@@ -1,8 +1,10 @@
-"""Checks one image's pixels and label and builds the `tf.train.Example` the pipeline reads.
+"""Checks one image and its label and builds the `tf.train.Example` the pipeline reads.
 
-Every format ends here, so every format yields the same features (the float
-pixel list and the int64 label named in `DatasetConfig`) and is held to the
-same rules: the configured pixel count, finite values, a label in range.
+Every format ends here, so every format yields the same features under the
+names in `DatasetConfig` and is held to the same rules. Float sources give the
+float pixel list (the configured pixel count, finite values); image sources
+give one bytes value, the image as encoded (`images.check_image`). Both have
+the int64 label, in range, and any id feature copied as it is.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ import tensorflow as tf
 
 from common.config import DatasetConfig
 from components.example_gen.errors import DataFormatError
+from components.example_gen.images import check_image
 
 
 class ExampleBuilder:
-    """Turns checked (pixels, label) pairs into `tf.train.Example`s for one dataset."""
+    """Turns checked (pixels or encoded image, label) pairs into `tf.train.Example`s."""
 
     def __init__(self, dataset: DatasetConfig):
         self.dataset = dataset
@@ -69,8 +72,29 @@ class ExampleBuilder:
             raise DataFormatError(
                 f"{where}: pixel {bad[0]} is {flat[bad[0]]} ({bad.size} non-finite values)"
             )
+        pixels_feature = tf.train.Feature(float_list=tf.train.FloatList(value=flat))
+        return self._example(pixels_feature, label, where, extra)
+
+    def build_image(
+        self,
+        encoded: bytes,
+        label: object,
+        where: str,
+        extra: dict[str, tf.train.Feature] | None = None,
+    ) -> tf.train.Example:
+        """Checks one encoded image and its label; the example keeps the image's bytes.
+
+        Raises:
+          DataFormatError: the image does not decode or breaks a rule of
+            `images.check_image`, or a bad label.
+        """
+        stored = check_image(encoded, self.dataset, where)
+        pixels_feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[stored]))
+        return self._example(pixels_feature, label, where, extra)
+
+    def _example(self, pixels_feature, label, where, extra) -> tf.train.Example:
         feature = {
-            self.dataset.pixel_feature: tf.train.Feature(float_list=tf.train.FloatList(value=flat)),
+            self.dataset.pixel_feature: pixels_feature,
             self.dataset.label_feature: tf.train.Feature(
                 int64_list=tf.train.Int64List(value=[self.label_index(label, where)])
             ),

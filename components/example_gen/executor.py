@@ -1,13 +1,15 @@
 """The custom ExampleGen executor of every source format, on TFX's BaseExampleGenExecutor.
 
 TFX keeps what it is good at: span and version resolution, input
-fingerprints for caching, hash splitting and writing sharded, gzipped
-TFRecords through Beam (to temporary files renamed into place when the
-pipeline succeeds; the launcher removes the output folder when it fails).
-We add the reading: `formats.py` turns each input file into checked examples, by the
-format named in the dataset section the component carries in its custom config;
-TFRecords already in the pipeline's layout are copied as they are. Every
-TFRecord file is read to its last byte or refused (`tfrecords.py`).
+fingerprints for caching and hash splitting. We add the reading: `formats.py`
+turns each input file into checked examples, by the format named in the dataset
+section the component carries in its custom config; TFRecords already in the
+pipeline's layout are copied as they are. Every TFRecord file is read to its
+last byte or refused (`tfrecords.py`). And the writing: each split is shuffled
+into several gzipped shards (`shards.py`; TFX's writer keeps a class-sorted
+source's order in one file on the local runner), written to temporary files
+renamed into place when every shard is written; the launcher removes the output
+folder when the execution fails.
 With `dataset.split_patterns` the input config names one pattern per split
 (TFX's own way), and each file goes to its pattern's split; otherwise a source
 with predefined train and test splits keeps them, and any other source is
@@ -25,9 +27,13 @@ from google.protobuf import any_pb2, wrappers_pb2
 from common.config import DatasetConfig
 from common.tfx_api import (
     BaseExampleGenExecutor,
+    artifact_utils,
     example_gen_pb2,
+    example_gen_utils,
+    examples_utils,
     proto_utils,
     standard_component_specs,
+    write_split,
 )
 from components.example_gen.errors import DataFormatError
 from components.example_gen.examples import ExampleBuilder
@@ -41,6 +47,7 @@ from components.example_gen.formats import (
     source_format,
     split_inputs,
 )
+from components.example_gen.shards import WriteShuffledSplit
 
 
 def dataset_custom_config(dataset: DatasetConfig) -> example_gen_pb2.CustomConfig:
@@ -58,13 +65,28 @@ def _dataset_from(exec_properties: dict[str, Any]) -> DatasetConfig:
     return DatasetConfig.model_validate_json(value.value)
 
 
+def _split_configs(
+    exec_properties: dict[str, Any],
+) -> tuple[example_gen_pb2.Input, example_gen_pb2.Output]:
+    """The input config (files per split) and output config (hash buckets) TFX passes."""
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
+    )
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
+    )
+    return input_config, output_config
+
+
 def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):
     pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
     return list_inputs(pattern, source_format(dataset))
 
 
 class _ReadFile(beam.DoFn):
-    """Yields the `(split, example)` records of one input file."""
+    """Yields the `(split, serialized example)` records of one input file."""
 
     def __init__(self, dataset_json: str):
         self._dataset_json = dataset_json
@@ -78,7 +100,10 @@ class _ReadFile(beam.DoFn):
             self._read = lambda path: read(path, builder)
 
     def process(self, path: str):
-        yield from self._read(path)
+        # Serialized here: bytes cross Beam's shuffle cheaply, and deterministically, so
+        # TFX's hash split puts an example where it put the same Example proto before.
+        for split, example in self._read(path):
+            yield split, example.SerializeToString(deterministic=True)
 
 
 @beam.ptransform_fn
@@ -106,14 +131,7 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         return _ReadExamples
 
     def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX API)
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config
-        )
-        output_config = example_gen_pb2.Output()
-        proto_utils.json_to_proto(
-            exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
-        )
+        input_config, output_config = _split_configs(exec_properties)
         input_names = sorted(split.name for split in input_config.splits)
         if input_names == [EVAL, TRAIN]:  # dataset.split_patterns
             dataset = _dataset_from(exec_properties)
@@ -145,14 +163,34 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         return super().GenerateExamplesByBeam(pipeline, exec_properties)
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX API)
-        """Runs TFX's ExampleGen; bad input fails with its one-line message, not a Beam trace."""
+        """Runs ExampleGen; bad input fails with its one-line message, not a Beam trace."""
         try:
-            super().Do(input_dict, output_dict, exec_properties)
+            self._generate(output_dict, exec_properties)
         except Exception as error:
             cause = _data_format_error(error)
             if cause is None:
                 raise
             raise DataFormatError(cause) from None
+
+    def _generate(self, output_dict, exec_properties) -> None:
+        """TFX's BaseExampleGenExecutor.Do with our writer: shuffled, sharded splits."""
+        input_config, output_config = _split_configs(exec_properties)
+        outputs = output_dict[standard_component_specs.EXAMPLES_KEY]
+        examples = artifact_utils.get_single_instance(outputs)
+        examples.split_names = artifact_utils.encode_split_names(
+            example_gen_utils.generate_output_split_names(input_config, output_config)
+        )
+        with self._make_beam_pipeline() as pipeline:
+            for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
+                split_dir = artifact_utils.get_split_uri(outputs, name)
+                _ = split | f"WriteSplit[{name}]" >> WriteShuffledSplit(split_dir)
+        payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+        file_format = exec_properties.get(
+            standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FORMAT_TFRECORDS_GZIP
+        )
+        if payload_format:
+            examples_utils.set_payload_format(examples, payload_format)
+        examples_utils.set_file_format(examples, write_split.to_file_format_str(file_format))
 
 
 def _data_format_error(error: BaseException) -> str | None:

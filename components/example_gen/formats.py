@@ -28,7 +28,6 @@ from components.example_gen.errors import (
     open_source,
 )
 from components.example_gen.examples import ExampleBuilder
-from components.example_gen.images import decode_image
 from components.example_gen.tfrecords import read_records
 
 Record = tuple["str | None", tf.train.Example]
@@ -124,20 +123,6 @@ def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str)
     for name, role in ((pixel_name, "pixel"), (label_name, "label"), (source.id_feature, "id")):
         if name and name not in features:
             raise DataFormatError(f"{where}: no {role} feature {name!r}")
-    pixel_feature = features[pixel_name]
-    kind = pixel_feature.WhichOneof("kind")
-    if source.pixel_encoding == "image":
-        encoded = pixel_feature.bytes_list.value
-        if kind != "bytes_list" or len(encoded) != 1:
-            raise DataFormatError(f"{where}: feature {pixel_name!r} must hold one encoded image")
-        pixels = decode_image(encoded[0], dataset, where)
-    elif kind == "bytes_list":
-        raise DataFormatError(
-            f"{where}: feature {pixel_name!r} holds bytes; for PNG/JPEG images set "
-            "dataset.source.pixel_encoding: image"
-        )
-    else:
-        pixels = np.asarray(getattr(pixel_feature, kind).value if kind else [])
     label_feature = features[label_name]
     label_kind = label_feature.WhichOneof("kind")
     labels = getattr(label_feature, label_kind).value if label_kind else []
@@ -146,6 +131,19 @@ def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str)
             f"{where}: label feature {label_name!r} must hold one int64 or string value"
         )
     extra = {source.id_feature: features[source.id_feature]} if source.id_feature else None
+    pixel_feature = features[pixel_name]
+    kind = pixel_feature.WhichOneof("kind")
+    if dataset.stores_encoded_images:
+        encoded = pixel_feature.bytes_list.value
+        if kind != "bytes_list" or len(encoded) != 1:
+            raise DataFormatError(f"{where}: feature {pixel_name!r} must hold one encoded image")
+        return builder.build_image(encoded[0], labels[0], where, extra)
+    if kind == "bytes_list":
+        raise DataFormatError(
+            f"{where}: feature {pixel_name!r} holds bytes; for PNG/JPEG images set "
+            "dataset.source.pixel_encoding: image"
+        )
+    pixels = np.asarray(getattr(pixel_feature, kind).value if kind else [])
     return builder.build(pixels, labels[0], where, extra)
 
 
@@ -303,14 +301,17 @@ def read_cifar10_binary(path: str, builder: ExampleBuilder) -> Iterator[Record]:
 
 
 def read_image_file(path: str, builder: ExampleBuilder) -> Iterator[Record]:
-    """Reads one PNG/JPEG whose class is its folder's name (a number or one of label_names)."""
+    """Reads one PNG/JPEG whose class is its folder's name (a number or one of label_names).
+
+    The example keeps the file's bytes as they are (shrunk only with `source.max_image_side`).
+    """
     class_name = posixpath.basename(posixpath.dirname(path))
     with open_source(path) as handle:
         data = handle.read()
     label = class_name
     if builder.dataset.source.label_names is None and class_name.isdigit():
         label = int(class_name)
-    yield None, builder.build(decode_image(data, builder.dataset, path), label, path)
+    yield None, builder.build_image(data, label, path)
 
 
 # --- CSV --------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ also reach its end marker. TensorFlow still checks each record's CRCs.
 
 from __future__ import annotations
 
-import re
 import zlib
 from collections.abc import Iterator
 
@@ -20,6 +19,7 @@ from components.example_gen.errors import (
     PICKLE_REFUSAL,
     DataFormatError,
     looks_like_pickle,
+    op_error_reason,
     open_source,
 )
 
@@ -59,7 +59,7 @@ def read_records(path: str) -> Iterator[tuple[int, bytes]]:
                 problem = "record 0: the file is not a TFRecord file"
             else:
                 problem = f"record {index} ({where} {consumed}): the file is truncated or corrupted"
-            raise DataFormatError(f"{path}: {problem} ({_reason(error)})") from None
+            raise DataFormatError(f"{path}: {problem} ({op_error_reason(error)})") from None
         yield index, serialized
         index += 1
         consumed += len(serialized) + RECORD_FRAMING_BYTES
@@ -69,13 +69,6 @@ def read_records(path: str) -> Iterator[tuple[int, bytes]]:
             f"{path}: {where} {consumed}: the file ends inside the header of record {index} "
             f"({size - consumed} of its 12 bytes); the file is truncated"
         )
-
-
-def _reason(error: tf.errors.OpError) -> str:
-    """TensorFlow's message without the op and function names around it."""
-    message = error.message.splitlines()[0]
-    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
-    return message.split(" [Op:")[0]
 
 
 def _gzip_content_size(path: str) -> int:

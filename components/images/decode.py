@@ -137,8 +137,8 @@ def decode_encoded_image(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tenso
     """One encoded image (a string scalar) -> float32 [height, width, channels] pixels.
 
     Whole images are resized to `image_shape` (evaluation and serving see the whole
-    photo; training crops first, `crop.py`). Values are 0..255 mapped by
-    `source.image_value_range`.
+    photo; training crops first, `crop.py`). Values are 0..255, for pixel data
+    mapped by `source.image_value_range`.
 
     Raises (when run):
       tf.errors.InvalidArgumentError: not an image, an alpha channel, or
@@ -163,7 +163,9 @@ def decode_encoded_image(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tenso
         lambda: tf.cast(image, tf.float32),
         lambda: resize_pixels(image, height, width),
     )
-    return tf.ensure_shape(scale_pixels(pixels, dataset), [height, width, channels])
+    if not dataset.stores_encoded_images:  # photos stay 0..255 (the `pixels` signature's input)
+        pixels = scale_pixels(pixels, dataset)
+    return tf.ensure_shape(pixels, [height, width, channels])
 
 
 def decode_encoded_images(encoded: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:

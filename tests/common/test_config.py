@@ -114,3 +114,27 @@ def test_split_patterns_must_differ_and_replace_the_file_pattern():
     # A built-in's own pattern gives way: split_patterns name the files it would.
     mnist = load_config(None, {"dataset": "mnist", "dataset.split_patterns": patterns}).dataset
     assert (mnist.file_pattern, mnist.split_patterns.eval) == (None, "b/*")
+
+
+@pytest.mark.parametrize(
+    "fields, stores",
+    [
+        ({}, False),  # the built-in digits: float TFRecords
+        ({"dataset.format": "npz"}, False),
+        ({"dataset.format": "csv"}, False),
+        ({"dataset.format": "image_folder"}, True),
+        ({"dataset.source.pixel_encoding": "image"}, True),  # TFRecords of PNG/JPEG bytes
+    ],
+)
+def test_stores_encoded_images_is_true_for_image_sources_only(fields, stores):
+    assert load_config(None, fields).dataset.stores_encoded_images is stores
+
+
+def test_max_image_side_needs_an_image_source_and_room_for_the_image_shape():
+    with pytest.raises(ConfigError, match=r"max_image_side shrinks encoded images"):
+        load_config(None, {"dataset.source.max_image_side": 512})
+    photos = {"dataset.format": "image_folder", "dataset.image_shape": [224, 224, 3]}
+    with pytest.raises(ConfigError, match=r"max_image_side \(200\) is below .* \(224\)"):
+        load_config(None, {**photos, "dataset.source.max_image_side": 200})
+    shrinking = load_config(None, {**photos, "dataset.source.max_image_side": 512})
+    assert shrinking.dataset.source.max_image_side == 512

@@ -13,9 +13,9 @@ import tensorflow as tf
 from PIL import Image
 
 from common.config import ServingConfig
-from components.example_gen.images import decode_image
 from components.serving import tflite_variants
 from components.serving.tflite_variants import export_tflite_variants, measure_tflite, read_split
+from tests.components.images.reference import pillow_pixels
 from tests.pipeline.e2e_helpers import split_files
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_png_bytes_and_examples_of_the_decoded_pixels_predict_the_same(digits_ru
     pixels, _ = read_split(split_files(config, "eval"), dataset, limit=64)
     pngs = [_png(image, dataset.source.image_value_range) for image in pixels]
     # ExampleGen's own decoder gives the pixels a training example of this PNG holds.
-    decoded = [decode_image(png, dataset, "sample") for png in pngs]
+    decoded = [pillow_pixels(png, dataset) for png in pngs]
     examples = [_example(image, dataset.pixel_feature) for image in decoded]
 
     model = tf.saved_model.load(summary.pushed_model)

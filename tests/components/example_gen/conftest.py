@@ -12,12 +12,26 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
-from common.config import DatasetConfig
+from common.config import BUILTIN_DATA_DIR, DatasetConfig
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.formats import file_pattern
 from pipeline.pipeline import example_gen_splits
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
+# The real photos the repository ships (common/data/sign-language-digits/README.md).
+SIGN_DIGITS = BUILTIN_DATA_DIR / "sign-language-digits"
+
+
+def real_photos() -> list[pathlib.Path]:
+    """The shipped photos, in file-name order (300 of 100x100 and one of 3024x3024)."""
+    return sorted(SIGN_DIGITS.glob("*/*/*.JPG"))
+
+
+def scan_middle(jpeg: bytes) -> int:
+    """The byte offset halfway through a baseline JPEG's entropy-coded scan (SOS to EOI)."""
+    start, end = jpeg.find(b"\xff\xda"), jpeg.rfind(b"\xff\xd9")  # start of scan, end of image
+    assert 0 < start < end, "not a baseline JPEG with one scan"
+    return start + (end - start) // 2
 
 
 def make_dataset(data_format: str, shape: str = "mnist", **fields) -> DatasetConfig:

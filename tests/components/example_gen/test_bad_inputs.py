@@ -19,7 +19,9 @@ from PIL import Image
 
 from cli.main import EXIT_DATA_REJECTED, main
 from cli.synthetic_data import write_synthetic
-from tests.components.example_gen.conftest import record_ends
+from tests.components.example_gen.conftest import real_photos, record_ends, scan_middle
+
+PHOTO_SHAPE = (100, 100, 3)
 
 
 def _import(tmp_path, capsys, data_format, source, shape=(28, 28, 1), **source_options):
@@ -180,6 +182,47 @@ def test_undecodable_image_bytes(tmp_path, capsys):
     options = {"pixel_feature": "image", "pixel_encoding": "image"}
     result = _import(tmp_path, capsys, "tfrecord", source.parent, **options)
     _assert_rejected(result, "a.tfrecord: record 0: cannot decode the image")
+
+
+def test_truncated_jpeg_in_an_image_folder(tmp_path, capsys):
+    photo = real_photos()[0].read_bytes()
+    (tmp_path / "raw" / "4").mkdir(parents=True)
+    (tmp_path / "raw" / "4" / "whole.jpg").write_bytes(photo)
+    (tmp_path / "raw" / "4" / "cut.jpg").write_bytes(photo[: scan_middle(photo)])
+    result = _import(tmp_path, capsys, "image_folder", tmp_path / "raw", shape=PHOTO_SHAPE)
+    _assert_rejected(
+        result, "4/cut.jpg: cannot decode the image: the JPEG data is cut short or broken"
+    )
+
+
+def test_jpeg_broken_in_the_middle_is_named_by_file_and_record(tmp_path, capsys):
+    # A marker inside the entropy-coded data: libjpeg (Pillow's and TensorFlow's) stops.
+    photo = real_photos()[0].read_bytes()
+    middle = scan_middle(photo)
+    broken = photo[:middle] + b"\xff\xc0" + photo[middle + 2 :]
+    images = [photo, photo, broken, photo]
+    records = [_example(image=image, label=index) for index, image in enumerate(images)]
+    source = _tfrecord(tmp_path / "raw" / "a.tfrecord", *records)
+    options = {"pixel_feature": "image", "pixel_encoding": "image"}
+    result = _import(tmp_path, capsys, "tfrecord", source.parent, shape=PHOTO_SHAPE, **options)
+    _assert_rejected(
+        result, "a.tfrecord: record 2: cannot decode the image: the JPEG data is cut short"
+    )
+
+
+@pytest.mark.parametrize(
+    "name, image, fragment",
+    [
+        ("cmyk.jpg", Image.new("CMYK", (28, 28)), "image mode CMYK (4 channels) is not grayscale"),
+        ("gray.tif", Image.new("L", (28, 28)), "image format TIFF is not one TensorFlow decodes"),
+    ],
+    ids=["cmyk-jpeg", "tiff"],
+)
+def test_image_the_trainer_could_not_decode_is_refused(tmp_path, capsys, name, image, fragment):
+    (tmp_path / "raw" / "2").mkdir(parents=True)
+    image.save(tmp_path / "raw" / "2" / name)
+    result = _import(tmp_path, capsys, "image_folder", tmp_path / "raw")
+    _assert_rejected(result, f"2/{name}: {fragment}")
 
 
 def test_image_with_alpha_channel(tmp_path, capsys):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from cli.synthetic_data import synthetic_images, write_synthetic
+from cli.synthetic_data import png_bytes, synthetic_images, write_synthetic
 from common.config import BUILTIN_DATASETS, DatasetConfig
 from components.example_gen.errors import DataFormatError
 from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
@@ -22,7 +22,7 @@ FORMAT_CASES = [
         "tfrecord_png",
         "tfrecord",
         "cifar10",
-        {"pixel_feature": "image", "pixel_encoding": "image"},
+        {"pixel_feature": "image", "pixel_encoding": "image", "id_feature": "id"},
         False,
     ),
     ("npz", "npz", "mnist", {}, True),
@@ -31,17 +31,25 @@ FORMAT_CASES = [
     ("image_folder", "image_folder", "mnist", {}, False),
     ("csv", "csv", "mnist", {}, False),
 ]
+# The generated formats holding PNG bytes: their examples keep them (stores_encoded_images).
+ENCODED = {"tfrecord_png", "image_folder"}
 
 
-def _pairs(examples) -> list[tuple[bytes, int]]:
-    """(pixels, label) of each example, sorted: equal lists mean equal data in any order."""
-    return sorted(
-        (
-            np.asarray(e.features.feature["pixels"].float_list.value, np.float32).tobytes(),
-            e.features.feature["label"].int64_list.value[0],
-        )
-        for e in examples
-    )
+def _pairs(examples, encoded: bool) -> list[tuple[bytes, int]]:
+    """(pixels, label) of each example, sorted: equal lists mean equal data in any order.
+
+    Float pixels come as their float32 bytes; an encoded image as its one bytes value.
+    """
+
+    def pixels(example) -> bytes:
+        feature = example.features.feature["pixels"]
+        assert feature.WhichOneof("kind") == ("bytes_list" if encoded else "float_list")
+        if encoded:
+            (image,) = feature.bytes_list.value
+            return image
+        return np.asarray(feature.float_list.value, np.float32).tobytes()
+
+    return sorted((pixels(e), e.features.feature["label"].int64_list.value[0]) for e in examples)
 
 
 @pytest.mark.parametrize(
@@ -49,7 +57,7 @@ def _pairs(examples) -> list[tuple[bytes, int]]:
     FORMAT_CASES,
     ids=[case[0] for case in FORMAT_CASES],
 )
-def test_format_becomes_float_pixels_and_int_labels_through_example_gen(
+def test_format_becomes_its_pixels_or_image_bytes_and_int_labels_through_example_gen(
     tmp_path, output_dir, generated, data_format, shape, source, keeps_splits
 ):
     write_synthetic(tmp_path / "raw", generated, COUNT, shape, EVAL_COUNT, seed=3)
@@ -58,12 +66,15 @@ def test_format_becomes_float_pixels_and_int_labels_through_example_gen(
     splits = run_executor(dataset, tmp_path / "raw", output_dir)
 
     everything = splits["train"] + splits["eval"]
+    encoded = dataset.stores_encoded_images
+    assert encoded == (generated in ENCODED)
     images, labels = synthetic_images(COUNT, dataset.image_shape, seed=3)
     expected = sorted(
-        (image.astype(np.float32).reshape(-1).tobytes(), int(label))
-        for image, label in zip(images, labels, strict=True)
+        (png_bytes(image) if encoded else image.astype(np.float32).reshape(-1).tobytes(), label)
+        for image, label in zip(images, labels.tolist(), strict=True)
     )
-    assert _pairs(everything) == expected  # every pixel and label, in HWC order
+    # Every pixel in HWC order, or every PNG as it was written.
+    assert _pairs(everything, encoded) == expected
     features = {"pixels", "label"} | ({"id"} if "id_feature" in source else set())
     assert all(set(e.features.feature) == features for e in everything)
     if keeps_splits:

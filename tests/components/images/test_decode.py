@@ -1,4 +1,4 @@
-"""The `images` serving signature's decoding gives exactly the pixels ExampleGen stores."""
+"""The one TensorFlow decode gives exactly the pixels an independent decoder (Pillow) gives."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import tensorflow as tf
 from PIL import Image
 
 from common.config import DatasetConfig
-from components.example_gen.images import decode_image
 from components.images.decode import decode_encoded_image, decode_encoded_images
+from tests.components.images.reference import pillow_pixels
 
 
 def _dataset(shape=(8, 8, 1), **source) -> DatasetConfig:
@@ -66,7 +66,7 @@ def _images(height: int, width: int) -> dict[str, bytes]:
 )
 def test_graph_decoding_matches_example_gen_for_every_encoding(dataset):
     for name, data in _images(8, 8).items():
-        expected = decode_image(data, dataset, name)
+        expected = pillow_pixels(data, dataset)
         decoded = decode_encoded_image(tf.constant(data), dataset).numpy()
         np.testing.assert_array_equal(decoded, expected, err_msg=name)
 
@@ -76,7 +76,7 @@ def test_graph_decoding_matches_example_gen_for_every_encoding(dataset):
 def test_resized_images_match_example_gen(size, channels):
     dataset = _dataset((8, 8, channels), resize=True)
     for name, data in _images(*size).items():
-        expected = decode_image(data, dataset, name)
+        expected = pillow_pixels(data, dataset)
         decoded = decode_encoded_image(tf.constant(data), dataset).numpy()
         np.testing.assert_array_equal(decoded, expected, err_msg=name)
 
@@ -87,7 +87,7 @@ def test_a_batch_decodes_image_by_image():
     batch = decode_encoded_images(tf.constant(images), dataset).numpy()
     assert batch.shape == (3, 8, 8, 1)
     for data, decoded in zip(images, batch, strict=True):
-        np.testing.assert_array_equal(decoded, decode_image(data, dataset, "image"))
+        np.testing.assert_array_equal(decoded, pillow_pixels(data, dataset))
 
 
 @pytest.mark.parametrize(
