@@ -24,6 +24,12 @@ from common.config import (
 IMAGE_KEY = "image"
 LABEL_KEY = "label"
 
+# What ExampleGen writes beside each encoded photo, for StatisticsGen and the schema:
+# the stored image's height and width in pixels and its format (jpeg, png, gif, bmp).
+IMAGE_HEIGHT_FEATURE = "image_height"
+IMAGE_WIDTH_FEATURE = "image_width"
+IMAGE_FORMAT_FEATURE = "image_format"
+
 # The sections of a custom_config (plain JSON values of the typed configuration).
 DATASET_SECTION = "dataset"
 TRAINER_SECTION = "trainer"

@@ -219,6 +219,19 @@ BUILTIN_DATASETS: dict[str, dict[str, Any]] = {
         num_classes=10,
         source=dict(image_value_range=(-0.5, 0.5)),
     ),
+    # 301 real photos of hands showing digits (Apache-2.0; see its README.md), stored encoded.
+    "signs": dict(
+        name="signs",
+        data_dir=str(BUILTIN_DATA_DIR / "sign-language-digits"),
+        format="image_folder",
+        split_patterns=dict(train="train/*/*.JPG", eval="validation/*/*.JPG"),
+        image_shape=(64, 64, 3),
+        pixel_feature="image",
+        label_feature="label",
+        num_classes=10,
+        # One stray 3024x3024 phone photo among the 100x100 ones.
+        source=dict(resize=True, max_image_side=512),
+    ),
 }
 
 DEFAULT_DATASET = "digits"

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from common.config import DatasetConfig
+from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
 from components.example_gen.errors import DataFormatError
 from components.example_gen.images import check_image
 
@@ -88,9 +89,21 @@ class ExampleBuilder:
           DataFormatError: the image does not decode or breaks a rule of
             `images.check_image`, or a bad label.
         """
-        stored = check_image(encoded, self.dataset, where)
-        pixels_feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[stored]))
-        return self._example(pixels_feature, label, where, extra)
+        image = check_image(encoded, self.dataset, where)
+        pixels_feature = tf.train.Feature(bytes_list=tf.train.BytesList(value=[image.data]))
+        # What StatisticsGen describes and the schema bounds: sizes and formats of the photos.
+        described = {
+            IMAGE_HEIGHT_FEATURE: tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[image.height])
+            ),
+            IMAGE_WIDTH_FEATURE: tf.train.Feature(
+                int64_list=tf.train.Int64List(value=[image.width])
+            ),
+            IMAGE_FORMAT_FEATURE: tf.train.Feature(
+                bytes_list=tf.train.BytesList(value=[image.format.encode()])
+            ),
+        }
+        return self._example(pixels_feature, label, where, {**described, **(extra or {})})
 
     def _example(self, pixels_feature, label, where, extra) -> tf.train.Example:
         feature = {

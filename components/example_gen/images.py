@@ -19,6 +19,7 @@ Every consumer then decodes the stored bytes with the same TensorFlow ops
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import tensorflow as tf
@@ -39,7 +40,17 @@ SHRUNK_JPEG_QUALITY = 95
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
 
 
-def check_image(data: bytes, dataset: DatasetConfig, where: str) -> bytes:
+@dataclasses.dataclass(frozen=True)
+class CheckedImage:
+    """One image as ExampleGen stores it: its bytes, and what StatisticsGen describes."""
+
+    data: bytes
+    height: int
+    width: int
+    format: str  # jpeg, png, gif, bmp
+
+
+def check_image(data: bytes, dataset: DatasetConfig, where: str) -> CheckedImage:
     """Returns the bytes to store for one encoded image, after checking that it decodes.
 
     The bytes come back unchanged, unless `source.max_image_side` is set and the
@@ -52,9 +63,11 @@ def check_image(data: bytes, dataset: DatasetConfig, where: str) -> bytes:
         another size than `image_shape` without `source.resize`.
     """
     image = _open_checked(data, dataset, where)
+    image_format = "jpeg" if image.format in _JPEG_FORMATS else image.format.lower()
     side = dataset.source.max_image_side
     if side is not None and max(image.size) > side:
-        return _shrunk(image, side, where)
+        shrunk, (width, height) = _shrunk(image, side, where)
+        return CheckedImage(shrunk, height, width, "jpeg" if image_format == "jpeg" else "png")
     try:
         if image.format in _JPEG_FORMATS:
             tf.io.decode_jpeg(data, ratio=_CHECK_RATIO)
@@ -66,7 +79,7 @@ def check_image(data: bytes, dataset: DatasetConfig, where: str) -> bytes:
             f"{where}: cannot decode the image: the {image.format} data is cut short or broken "
             f"(TensorFlow, which the Trainer decodes with: {reason})"
         ) from None
-    return data
+    return CheckedImage(data, image.height, image.width, image_format)
 
 
 def _open_checked(data: bytes, dataset: DatasetConfig, where: str) -> Image.Image:
@@ -105,8 +118,8 @@ def _load(image: Image.Image, where: str) -> None:
         raise DataFormatError(f"{where}: cannot decode the image: {error}") from None
 
 
-def _shrunk(image: Image.Image, side: int, where: str) -> bytes:
-    """The image with its longer side made `side` (aspect kept), re-encoded once."""
+def _shrunk(image: Image.Image, side: int, where: str) -> tuple[bytes, tuple[int, int]]:
+    """The image with its longer side made `side` (aspect kept), re-encoded once; its size."""
     original_format = image.format
     extra = {key: image.info[key] for key in ("icc_profile", "exif") if image.info.get(key)}
     try:
@@ -121,4 +134,4 @@ def _shrunk(image: Image.Image, side: int, where: str) -> bytes:
         image.save(buffer, "JPEG", quality=SHRUNK_JPEG_QUALITY, **extra)
     else:
         image.save(buffer, "PNG", **extra)
-    return buffer.getvalue()
+    return buffer.getvalue(), image.size

@@ -8,6 +8,7 @@ or rejected.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 
 import numpy as np
@@ -35,6 +36,8 @@ class FeatureSummary:
     maximum: float
     zeros_percent: float
     histogram: list[tuple[float, float, float]]  # (low, high, count) of the standard histogram
+    # Text and bytes features (an image's format): examples per value, most frequent first.
+    values: list[tuple[str, int]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -54,7 +57,10 @@ def _feature_summary(feature: statistics_pb2.FeatureNameStatistics) -> FeatureSu
     name = ".".join(feature.path.step) or feature.name
     type_name = statistics_pb2.FeatureNameStatistics.Type.Name(feature.type)
     if not feature.HasField("num_stats") and feature.string_stats.rank_histogram.buckets:
-        return _categorical_summary(name, type_name, feature.string_stats)
+        labels = [bucket.label for bucket in feature.string_stats.rank_histogram.buckets]
+        if all(label.lstrip("-").isdigit() for label in labels):
+            return _categorical_summary(name, type_name, feature.string_stats)
+        return _text_summary(name, type_name, feature.string_stats)
     numbers = feature.num_stats
     common = numbers.common_stats
     histogram = next(
@@ -96,6 +102,27 @@ def _categorical_summary(
         maximum=float(values.max()),
         zeros_percent=100 * counts.get(0, 0) / max(common.tot_num_values, 1),
         histogram=[(v - 0.5, v + 0.5, float(counts[int(v)])) for v in values],
+    )
+
+
+def _text_summary(
+    name: str, type_name: str, strings: statistics_pb2.StringStatistics
+) -> FeatureSummary:
+    """A text or bytes feature: no numbers, its values counted (an encoded image is one
+    `__BYTES_VALUE__`; its size and format are the numeric and text features beside it)."""
+    common = strings.common_stats
+    return FeatureSummary(
+        name=name,
+        type=type_name,
+        present=int(common.num_non_missing),
+        values_per_example=common.avg_num_values,
+        minimum=math.nan,
+        mean=math.nan,
+        std_dev=math.nan,
+        maximum=math.nan,
+        zeros_percent=0.0,
+        histogram=[],
+        values=[(b.label, int(b.sample_count)) for b in strings.rank_histogram.buckets],
     )
 
 

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from cli.synthetic_data import png_bytes, synthetic_images, write_synthetic
 from common.config import BUILTIN_DATASETS, DatasetConfig
+from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
 from components.example_gen.errors import DataFormatError
 from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
 
@@ -76,6 +77,14 @@ def test_format_becomes_its_pixels_or_image_bytes_and_int_labels_through_example
     # Every pixel in HWC order, or every PNG as it was written.
     assert _pairs(everything, encoded) == expected
     features = {"pixels", "label"} | ({"id"} if "id_feature" in source else set())
+    if encoded:  # what StatisticsGen describes: each stored image's size and format
+        features |= {IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE, IMAGE_FORMAT_FEATURE}
+        height, width, _ = dataset.image_shape
+        for example in everything:
+            feature = example.features.feature
+            assert feature[IMAGE_HEIGHT_FEATURE].int64_list.value == [height]
+            assert feature[IMAGE_WIDTH_FEATURE].int64_list.value == [width]
+            assert feature[IMAGE_FORMAT_FEATURE].bytes_list.value == [b"png"]
     assert all(set(e.features.feature) == features for e in everything)
     if keeps_splits:
         assert (len(splits["train"]), len(splits["eval"])) == (COUNT - EVAL_COUNT, EVAL_COUNT)

@@ -94,13 +94,16 @@ def test_the_scaled_check_refuses_exactly_the_jpegs_tensorflow_cannot_decode():
 def test_an_image_is_stored_as_its_own_bytes(image_format):
     data = _encoded(_noise(100, 100), image_format)
 
-    assert check_image(data, _dataset(), "photo") == data
+    checked = check_image(data, _dataset(), "photo")
+
+    assert checked.data == data
+    assert (checked.height, checked.width, checked.format) == (100, 100, image_format.lower())
 
 
 def test_an_image_within_max_image_side_keeps_its_bytes():
     data = _encoded(_noise(300, 200), "JPEG")
 
-    assert check_image(data, _dataset(resize=True, max_image_side=300), "photo") == data
+    assert check_image(data, _dataset(resize=True, max_image_side=300), "photo").data == data
 
 
 @pytest.mark.parametrize(
@@ -121,9 +124,11 @@ def test_a_larger_image_is_shrunk_once_keeping_its_aspect_and_format(
         image = image.quantize(64)
     dataset = _dataset((32, 32, 3), resize=True, max_image_side=128)
 
-    stored = Image.open(io.BytesIO(check_image(_encoded(image, image_format), dataset, "photo")))
+    checked = check_image(_encoded(image, image_format), dataset, "photo")
+    stored = Image.open(io.BytesIO(checked.data))
 
     assert (stored.format, stored.size) == (image_format, expected)
+    assert (checked.width, checked.height, checked.format) == (*expected, image_format.lower())
     assert stored.mode == {"P": "RGB"}.get(mode, mode)  # a palette becomes colours
 
 
@@ -131,7 +136,7 @@ def test_a_shrunk_phone_photo_keeps_its_content_and_exif():
     (big,) = [path for path in real_photos() if path.stat().st_size > 100_000]
     dataset = _dataset(resize=True, max_image_side=256)
 
-    stored = check_image(big.read_bytes(), dataset, str(big))
+    stored = check_image(big.read_bytes(), dataset, str(big)).data
 
     shrunk, original = Image.open(io.BytesIO(stored)), Image.open(big)
     assert (shrunk.format, shrunk.size) == ("JPEG", (256, 256))

@@ -33,7 +33,8 @@ def _stored(examples) -> dict[str, tuple[bytes, int]]:
     stored = {}
     for example in examples:
         features = example.features.feature
-        assert set(features) == {"image", "label"}
+        assert set(features) == {"image", "label", "image_height", "image_width", "image_format"}
+        assert features["image_format"].bytes_list.value == [b"jpeg"]
         (image,) = features["image"].bytes_list.value
         stored[hashlib.sha256(image).hexdigest()] = (image, features["label"].int64_list.value[0])
     return stored
