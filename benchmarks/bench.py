@@ -740,6 +740,151 @@ def bench_photo_input(settings: Settings) -> list[Row]:
     ]
 
 
+def _ingest(settings: Settings, kind: str, photos: pathlib.Path, side: int) -> dict:
+    """One `benchmarks.ingest` run in its own process: its JSON line and its peak memory."""
+    output = settings.workdir / f"ingest-{kind}-{side}"
+    shutil.rmtree(output, ignore_errors=True)
+    log = settings.workdir / f"ingest-{kind}-{side}.log"
+    command = [sys.executable, "-m", "benchmarks.ingest", kind, str(photos), str(side), str(output)]
+    measured = run_measured(command, log)
+    result = json.loads(
+        next(line for _, line in reversed(measured["lines"]) if line.startswith("{"))
+    )
+    return {**result, "peak_rss_gb": measured["peak_rss_gb"]}
+
+
+def bench_photo_ingest(settings: Settings) -> list[Row]:
+    """ExampleGen on 533x400 JPEGs at 96 and 224 vs the floor, and at twice the photos."""
+    count = 200 if settings.pipeline_divisor > 1 else 1000
+    photos = settings.workdir / f"ingest-photos-{count}"
+    doubled = settings.workdir / f"ingest-photos-{2 * count}"
+    if not photos.exists():
+        data.write_photo_folder(photos, count)
+    if not doubled.exists():
+        data.write_photo_folder(doubled, 2 * count)
+    runs = {
+        "floor": _ingest(settings, "floor", photos, 96),
+        "96": _ingest(settings, "example_gen", photos, 96),
+        "224": _ingest(settings, "example_gen", photos, 224),
+        "224 x2": _ingest(settings, "example_gen", doubled, 224),
+    }
+    ms = {name: 1e3 * run["seconds"] / run["images"] for name, run in runs.items()}
+    rows = []
+    for name in ("96", "224"):
+        run = runs[name]
+        rows.append(
+            Row(
+                "photo_ingest",
+                f"ExampleGen at {name}x{name}: time per photo / the floor's",
+                f"{ms[name]:.2f} vs {ms['floor']:.2f} ms per photo",
+                ms[name] / ms["floor"],
+                "<= 3",
+                ms[name] / ms["floor"] <= 3,
+            )
+        )
+        ratio = run["output_bytes"] / run["source_bytes"]
+        rows.append(
+            Row(
+                "photo_ingest",
+                f"ExampleGen at {name}x{name}: output bytes / the JPEGs' bytes",
+                f"{run['output_bytes'] / 1e6:.1f} vs {run['source_bytes'] / 1e6:.1f} MB",
+                ratio,
+                "<= 1.1",
+                ratio <= 1.1,
+            )
+        )
+    rows.append(
+        Row(
+            "photo_ingest",
+            "ExampleGen at 224: time per photo at 224 / at 96",
+            f"{ms['224']:.2f} vs {ms['96']:.2f} ms per photo",
+            ms["224"] / ms["96"],
+        )
+    )
+    rows.append(
+        Row(
+            "photo_ingest",
+            f"ExampleGen peak memory, {2 * count:,} / {count:,} photos "
+            f"(floor {runs['floor']['peak_rss_gb']:.2f} GB)",
+            f"{runs['224 x2']['peak_rss_gb']:.2f} vs {runs['224']['peak_rss_gb']:.2f} GB",
+            runs["224 x2"]["peak_rss_gb"] / runs["224"]["peak_rss_gb"],
+        )
+    )
+    return rows
+
+
+def bench_photo_pipeline(settings: Settings) -> list[Row]:
+    """The whole pipeline on a photo folder vs a plain Keras script: same network and epochs."""
+    quick = settings.pipeline_divisor > 1
+    count, side, epochs = (400, 64, 5) if quick else (2000, 96, 10)
+    photos = settings.workdir / f"pipeline-photos-{count}"
+    if not photos.exists():
+        data.write_photo_folder(photos / "train", count, seed=0)
+        data.write_photo_folder(photos / "validation", count // 5, seed=1)
+    config = settings.workdir / f"photos-{count}.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "output_dir": str(settings.workdir / f"photo-runs-{count}"),
+                "dataset": {
+                    "name": "bench-photos",
+                    "data_dir": str(photos),
+                    "format": "image_folder",
+                    "split_patterns": {"train": "train/*/*.jpg", "eval": "validation/*/*.jpg"},
+                    "image_shape": [side, side, 3],
+                    "pixel_feature": "image",
+                    "label_feature": "label",
+                    "num_classes": 10,
+                    "schema_file": str(settings.workdir / f"photos-{count}-schema.pbtxt"),
+                    "source": {"resize": True},
+                },
+                "trainer": {"model": "resnet20", "epochs": epochs},
+                "evaluator": {"accuracy_lower_bound": 0.0},
+                "serving": {"tflite_variants": []},
+                "enable_cache": False,
+            }
+        )
+    )
+    summary = settings.workdir / f"photos-{count}-summary.json"
+    ours = run_measured(
+        [*TPU_PIPELINE, "run", "--config", str(config), "--summary-json", str(summary)],
+        settings.workdir / "photo-pipeline.log",
+    )
+    accuracy = json.loads(summary.read_text())["metrics"]["accuracy"]
+    plain = run_measured(
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.keras_photos",
+            str(photos),
+            str(side),
+            str(epochs),
+            "resnet20",
+        ],
+        settings.workdir / "photo-keras.log",
+    )
+    script = json.loads(next(line for _, line in reversed(plain["lines"]) if line.startswith("{")))
+    figure = f"{count:,} photos at {side}x{side}, resnet20, {epochs} epochs"
+    return [
+        Row(
+            "photo_pipeline",
+            f"pipeline wall time / plain Keras script's, {figure}",
+            f"{ours['wall_s']:.0f} vs {plain['wall_s']:.0f} s",
+            ours["wall_s"] / plain["wall_s"],
+            "<= 1.2",
+            ours["wall_s"] / plain["wall_s"] <= 1.2,
+        ),
+        Row(
+            "photo_pipeline",
+            "eval accuracy: pipeline (crop + flip) minus plain script (none)",
+            f"{accuracy:.3f} vs {script['accuracy']:.3f}",
+            accuracy - script["accuracy"],
+            ">= 0.05",
+            accuracy - script["accuracy"] >= 0.05,
+        ),
+    ]
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -749,6 +894,8 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "pipeline": bench_pipeline,
     "scale": bench_scale,
     "photo_input": bench_photo_input,
+    "photo_ingest": bench_photo_ingest,
+    "photo_pipeline": bench_photo_pipeline,
 }
 
 

@@ -143,7 +143,11 @@ if __name__ == "__main__":
 
 
 def write_photo_folder(
-    folder: pathlib.Path, count: int, classes: int = 10, size: tuple[int, int] = (533, 400)
+    folder: pathlib.Path,
+    count: int,
+    classes: int = 10,
+    size: tuple[int, int] = (533, 400),
+    seed: int = 0,
 ) -> list[pathlib.Path]:
     """`count` JPEG photos (width x height `size`) in one sub-folder per class.
 
@@ -153,7 +157,7 @@ def write_photo_folder(
     """
     from PIL import Image
 
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     width, height = size
     rows, columns = np.mgrid[0:height, 0:width]
     paths = []

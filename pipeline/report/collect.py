@@ -136,14 +136,18 @@ def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
     return json.loads(raw) if raw else None
 
 
-def _collect_data(stored: StoredRun) -> data_facts.DataFacts | None:
+def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.DataFacts | None:
     statistics = stored.first_output(NodeIds.STATISTICS_GEN, "statistics")
     if statistics is None:
         return None
     anomalies = stored.first_output(NodeIds.EXAMPLE_VALIDATOR, "anomalies")
+    splits = data_facts.read_statistics(statistics)
     return data_facts.DataFacts(
-        splits=data_facts.read_statistics(statistics),
+        splits=splits,
         anomalies=data_facts.read_anomalies(anomalies) if anomalies else [],
+        class_imbalance=data_facts.class_imbalance(splits, label_feature)
+        if label_feature
+        else None,
     )
 
 
@@ -228,7 +232,7 @@ def collect_report(
     )
     if stored is None:
         return report
-    report.data = _collect_data(stored)
+    report.data = _collect_data(stored, dataset.label_feature if dataset else None)
     report.training = _collect_training(stored)
     if trainer_config is None:
         return report

@@ -47,10 +47,28 @@ class SplitStatistics:
     features: list[FeatureSummary]
 
 
+# Above this ratio of the largest class to the smallest, the report calls the classes unbalanced.
+UNBALANCED_RATIO = 1.5
+
+
 @dataclasses.dataclass
 class DataFacts:
     splits: list[SplitStatistics]
     anomalies: list[str]  # one line per anomaly; empty when the data matched the schema
+    # The training split's largest class over its smallest (None: no label statistics).
+    class_imbalance: float | None = None
+
+    @property
+    def unbalanced(self) -> bool:
+        return self.class_imbalance is not None and self.class_imbalance > UNBALANCED_RATIO
+
+
+def class_imbalance(splits: list[SplitStatistics], label_feature: str) -> float | None:
+    """The training split's largest class count over its smallest present one."""
+    train = next((split for split in splits if split.name == "train"), None)
+    label = train and next((f for f in train.features if f.name == label_feature), None)
+    counts = [count for _, _, count in label.histogram if count] if label else []
+    return max(counts) / min(counts) if counts else None
 
 
 def _feature_summary(feature: statistics_pb2.FeatureNameStatistics) -> FeatureSummary:
