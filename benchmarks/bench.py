@@ -836,7 +836,7 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
                     "label_feature": "label",
                     "num_classes": 10,
                     "schema_file": str(settings.workdir / f"photos-{count}-schema.pbtxt"),
-                    "source": {"resize": True},
+                    "source": {"resize": True, "label_names": data.photo_class_names(10)},
                 },
                 "trainer": {"model": "resnet20", "epochs": epochs},
                 "evaluator": {"accuracy_lower_bound": 0.0},

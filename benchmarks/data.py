@@ -203,5 +203,10 @@ def photo_dataset(image_shape: tuple[int, int, int], classes: int = 10) -> Datas
         pixel_feature="image",
         label_feature="label",
         num_classes=classes,
-        source={"resize": True},
+        source={"resize": True, "label_names": photo_class_names(classes)},
     )
+
+
+def photo_class_names(classes: int) -> list[str]:
+    """The class folders `write_photo_folder` makes, in label order."""
+    return [f"class_{label}" for label in range(classes)]
