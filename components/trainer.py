@@ -26,7 +26,7 @@ from components.device.multi_worker import (
 )
 from components.device.policy import resolve_training_policy
 from components.device.strategy import StrategyChoice, resolve_strategy
-from components.models import build_model, compile_model
+from components.models import build_model, compile_model, is_backbone, load_pretrained_weights
 from components.preflight import require_preflight
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
@@ -152,10 +152,16 @@ def fit(
         model = build_model(
             config.model, dataset.image_shape, dataset.num_classes, policy.precision, config.dropout
         )
+        if is_backbone(config.model):
+            # Only backbones record it: other models' training_info stays as it was.
+            training_info["pretrained_weights"] = load_pretrained_weights(
+                model, config, dataset.image_shape
+            )
         optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
         compile_model(
             model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
         )
+        # The last blessed model trained on this data already: its weights win over pretrained ones.
         training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
     with lost_worker_is_an_error(choice.num_workers, backup_dir):
         history = train(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from common.config.base import _Section
 
@@ -27,6 +27,13 @@ class TrainerConfig(_Section):
         default="cnn_bn",
         pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
         description="a built-in model (a module of components/models/) or package.module:function",
+    )
+    pretrained_weights: str = Field(
+        default="none",
+        min_length=1,
+        description="backbones only (efficientnet_b0, resnet50, mobilenet_v2): none (random), "
+        "imagenet (Keras's file, downloaded or from ~/.keras/models/), or the path (local or "
+        "gs://) of a backbone weights .h5; the head always starts new",
     )
     per_replica_batch_size: int = Field(default=64, ge=1)
     train_steps: int | None = Field(
@@ -107,6 +114,11 @@ class TrainerConfig(_Section):
     warm_start: bool = Field(
         default=False, description="start from the last blessed model's weights, when there is one"
     )
+
+    @field_validator("pretrained_weights", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: object) -> object:
+        return "none" if value is None else value
 
     @model_validator(mode="after")
     def _steps_cover_epochs(self) -> TrainerConfig:
