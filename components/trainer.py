@@ -31,6 +31,7 @@ from components.preflight import require_preflight
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
 from components.training.autograph import skip_autograph_for_tf_keras
+from components.training.fine_tune import describe_phases, train_fine_tuned
 from components.training.hyperparameters import apply_hyperparameters, tuned_values
 from components.training.input_pipeline import (
     distributed_training_dataset,
@@ -122,6 +123,9 @@ def fit(
         "augmentation": dataclasses.asdict(augmentation),
         "tensorflow": tf.__version__,
     }
+    phased = is_backbone(config.model) and config.frozen_backbone_epochs > 0
+    if phased:
+        training_info["fine_tuning"] = describe_phases(config, batch_size)
     logging.info("Trainer setup: %s", training_info)
 
     if choice.device == "tpu" and config.tpu_preflight:
@@ -163,19 +167,22 @@ def fit(
         )
         # The last blessed model trained on this data already: its weights win over pretrained ones.
         training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
+    training = {
+        "strategy": choice.strategy,
+        "policy": policy,
+        "config": config,
+        "steps_per_epoch": epoch_steps,
+        "batch_size": batch_size,
+        "log_dir": log_dir,
+        "backup_dir": backup_dir,
+    }
     with lost_worker_is_an_error(choice.num_workers, backup_dir):
-        history = train(
-            model,
-            train_dataset,
-            eval_input,
-            strategy=choice.strategy,
-            policy=policy,
-            config=config,
-            steps_per_epoch=epoch_steps,
-            batch_size=batch_size,
-            log_dir=log_dir,
-            backup_dir=backup_dir,
-        )
+        if phased:  # each phase compiles the model anew, with its own optimizer
+            history = train_fine_tuned(
+                model, train_dataset, eval_input, is_chief=choice.is_chief, **training
+            )
+        else:
+            history = train(model, train_dataset, eval_input, **training)
     return model, history, training_info
 
 

@@ -35,6 +35,20 @@ class TrainerConfig(_Section):
         "imagenet (Keras's file, downloaded or from ~/.keras/models/), or the path (local or "
         "gs://) of a backbone weights .h5; the head always starts new",
     )
+    frozen_backbone_epochs: int = Field(
+        default=0,
+        ge=0,
+        description="backbones only: the first epochs train the head alone (backbone frozen, "
+        "BatchNorm in inference mode); the rest fine-tune the whole model at "
+        "fine_tune_learning_rate_factor x the peak rate. 0: one phase, nothing frozen",
+    )
+    fine_tune_learning_rate_factor: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="with frozen_backbone_epochs: the fine-tuning epochs' peak rate, as a "
+        "fraction of the recipe's",
+    )
     per_replica_batch_size: int = Field(default=64, ge=1)
     train_steps: int | None = Field(
         default=None,
@@ -130,5 +144,15 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"profile_batches must be (first, last) with 0 < first <= last, "
                 f"got {self.profile_batches}"
+            )
+        if self.frozen_backbone_epochs > self.epochs:
+            raise ValueError(
+                f"frozen_backbone_epochs ({self.frozen_backbone_epochs}) must be at most "
+                f"epochs ({self.epochs})"
+            )
+        if self.frozen_backbone_epochs and self.pretrained_weights == "none":
+            raise ValueError(
+                "frozen_backbone_epochs needs pretrained_weights (imagenet or a file): a frozen "
+                "random backbone teaches the head nothing"
             )
         return self
