@@ -133,7 +133,7 @@ def test_the_fine_tuning_phase_trains_the_backbone_at_the_lower_rate_but_keeps_b
     before = _values(backbone)
     config = _config(epochs=2, frozen=1, loop=loop)
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         history = _train(model, config, tmp_path)
 
     changed = _changed(before, backbone)
@@ -164,7 +164,7 @@ def test_a_restart_in_the_fine_tuning_phase_replays_no_epoch_of_either_phase(
     assert os.path.isdir(tmp_path / "backup" / FROZEN_BACKBONE)  # kept for this restart
     caplog.clear()
 
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):
         history = _train(_model(), config, tmp_path)
 
     epoch_lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch ")]
