@@ -45,7 +45,10 @@ EXIT_CODES_HELP = """exit codes:
 
 
 # Listed by hand: importing the model registry would load TensorFlow for `--help`.
-MODEL_HELP = "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20) or package.module:function"
+MODEL_HELP = (
+    "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20, efficientnet_b0, resnet50, "
+    "mobilenet_v2) or package.module:function"
+)
 
 
 def _positive_int(text: str) -> int:

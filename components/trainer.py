@@ -26,12 +26,13 @@ from components.device.multi_worker import (
 )
 from components.device.policy import resolve_training_policy
 from components.device.strategy import StrategyChoice, resolve_strategy
-from components.models import build_model, compile_model
+from components.models import build_model, compile_model, is_backbone, load_pretrained_weights
 from components.preflight import require_preflight
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
 from components.training.autograph import skip_autograph_for_tf_keras
 from components.training.class_weights import balanced_class_weights
+from components.training.fine_tune import describe_phases, train_fine_tuned
 from components.training.hyperparameters import apply_hyperparameters, tuned_values
 from components.training.input_pipeline import (
     count_labels,
@@ -129,6 +130,9 @@ def fit(
         "class_weights": class_weights,
         "tensorflow": tf.__version__,
     }
+    phased = is_backbone(config.model) and config.frozen_backbone_epochs > 0
+    if phased:
+        training_info["fine_tuning"] = describe_phases(config, batch_size)
     logging.info("Trainer setup: %s", training_info)
 
     if choice.device == "tpu" and config.tpu_preflight:
@@ -161,24 +165,33 @@ def fit(
         model = build_model(
             config.model, dataset.image_shape, dataset.num_classes, policy.precision, config.dropout
         )
+        if is_backbone(config.model):
+            # Only backbones record it: other models' training_info stays as it was.
+            training_info["pretrained_weights"] = load_pretrained_weights(
+                model, config, dataset.image_shape
+            )
         optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
         compile_model(
             model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
         )
+        # The last blessed model trained on this data already: its weights win over pretrained ones.
         training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
+    training = {
+        "strategy": choice.strategy,
+        "policy": policy,
+        "config": config,
+        "steps_per_epoch": epoch_steps,
+        "batch_size": batch_size,
+        "log_dir": log_dir,
+        "backup_dir": backup_dir,
+    }
     with lost_worker_is_an_error(choice.num_workers, backup_dir):
-        history = train(
-            model,
-            train_dataset,
-            eval_input,
-            strategy=choice.strategy,
-            policy=policy,
-            config=config,
-            steps_per_epoch=epoch_steps,
-            batch_size=batch_size,
-            log_dir=log_dir,
-            backup_dir=backup_dir,
-        )
+        if phased:  # each phase compiles the model anew, with its own optimizer
+            history = train_fine_tuned(
+                model, train_dataset, eval_input, is_chief=choice.is_chief, **training
+            )
+        else:
+            history = train(model, train_dataset, eval_input, **training)
     return model, history, training_info
 
 

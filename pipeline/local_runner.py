@@ -24,6 +24,7 @@ from absl import logging as absl_logging
 from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
+from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
@@ -144,6 +145,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
             serving_dir=str(config.serving_dir),
             metadata_connection_config=connection_config,
         )
+        # This machine trains: `imagenet` weights it cannot download stop the run here.
+        require_downloadable_weights(config.trainer, config.dataset.image_shape)
         # Without a log file the libraries write to the terminal too, and would tear a live line.
         progress = ComponentProgress(
             [c.id for c in pipeline.components], record, out, live=log_file is not None

@@ -43,7 +43,12 @@ from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
-from components.models import check_model, is_user_model, user_model_source
+from components.models import (
+    check_backbone_settings,
+    check_model,
+    is_user_model,
+    user_model_source,
+)
 from components.pusher import AtomicPusher
 from pipeline.eval_config import build_eval_config
 
@@ -226,11 +231,13 @@ def create_pipeline(
       overrides: Trainer, Pusher and train arguments another orchestrator needs.
 
     Raises:
-      ConfigError: the configuration names a model or data format there is none of.
+      ConfigError: the configuration names a model or data format there is none of, or
+        backbone settings that cannot work (images too small, no such weights file).
     """
     dataset = config.dataset
     # Names resolved by the registries: a typo fails here, before any component runs.
     check_model(config.trainer.model)
+    check_backbone_settings(config.trainer, dataset.image_shape)
     source_format(dataset)
     version = code_version(config)
     custom_config = component_sections(config, version)

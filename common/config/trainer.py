@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from common.config.base import _Section
 
@@ -28,6 +28,27 @@ class TrainerConfig(_Section):
         pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
         description="a built-in model (a module of components/models/) or "
         "package.module:function; unset: cnn_bn, or resnet20 for photos (encoded images)",
+    )
+    pretrained_weights: str = Field(
+        default="none",
+        min_length=1,
+        description="backbones only (efficientnet_b0, resnet50, mobilenet_v2): none (random), "
+        "imagenet (Keras's file, downloaded or from ~/.keras/models/), or the path (local or "
+        "gs://) of a backbone weights .h5; the head always starts new",
+    )
+    frozen_backbone_epochs: int = Field(
+        default=0,
+        ge=0,
+        description="backbones only: the first epochs train the head alone (backbone frozen, "
+        "BatchNorm in inference mode); the rest fine-tune the whole model at "
+        "fine_tune_learning_rate_factor x the peak rate. 0: one phase, nothing frozen",
+    )
+    fine_tune_learning_rate_factor: float = Field(
+        default=0.1,
+        gt=0,
+        le=1,
+        description="with frozen_backbone_epochs: the fine-tuning epochs' peak rate, as a "
+        "fraction of the recipe's",
     )
     per_replica_batch_size: int = Field(default=64, ge=1)
     train_steps: int | None = Field(
@@ -122,6 +143,11 @@ class TrainerConfig(_Section):
         default=False, description="start from the last blessed model's weights, when there is one"
     )
 
+    @field_validator("pretrained_weights", mode="before")
+    @classmethod
+    def _null_is_none(cls, value: object) -> object:
+        return "none" if value is None else value
+
     @model_validator(mode="after")
     def _steps_cover_epochs(self) -> TrainerConfig:
         if self.random_crop_area is not None:
@@ -139,5 +165,15 @@ class TrainerConfig(_Section):
             raise ValueError(
                 f"profile_batches must be (first, last) with 0 < first <= last, "
                 f"got {self.profile_batches}"
+            )
+        if self.frozen_backbone_epochs > self.epochs:
+            raise ValueError(
+                f"frozen_backbone_epochs ({self.frozen_backbone_epochs}) must be at most "
+                f"epochs ({self.epochs})"
+            )
+        if self.frozen_backbone_epochs and self.pretrained_weights == "none":
+            raise ValueError(
+                "frozen_backbone_epochs needs pretrained_weights (imagenet or a file): a frozen "
+                "random backbone teaches the head nothing"
             )
         return self

@@ -12,7 +12,8 @@ from common.config.trainer import TrainerConfig
 # What the Trainer's fit logs for the eval split; accuracy is maximised, loss minimised.
 TunerObjective = Literal["val_accuracy", "val_loss"]
 # TrainerConfig fields a search may not vary: they choose the device or the bookkeeping,
-# fix what every trial is measured on, or set the length (trials: `tuner.trial_steps`).
+# fix what every trial is measured on, or set the length (trials: `tuner.trial_steps`); the
+# pretrained weights are a file every trial must start from, not a value to search.
 UNTUNABLE_TRAINER_FIELDS = frozenset(
     {
         "train_steps",
@@ -23,6 +24,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "tpu_preflight",
         "profile_batches",
         "warm_start",
+        "pretrained_weights",
         "accelerator_memory_gib",
         "eval_steps",
         "seed",

@@ -9,6 +9,10 @@ padding so the CNNs also fit small images (8x8 digits), and fixed names so Tenso
 tags and preflight messages name the same layer in every run. The final softmax always
 computes in float32, whatever the precision policy, so losses and served probabilities
 keep full precision.
+
+A backbone module (one Keras application behind a new head, `_backbone.py`) also
+has a `BACKBONE`; only backbones take `trainer.pretrained_weights` and the
+fine-tuning phases (`trainer.frozen_backbone_epochs`).
 """
 
 from __future__ import annotations
@@ -20,8 +24,10 @@ from collections.abc import Callable
 
 import tf_keras
 
-from common.config import ConfigError
+from common.config import ConfigError, TrainerConfig
 from components.contract import IMAGE_KEY
+from components.models import _pretrained
+from components.models._backbone import Backbone, freeze_backbone
 from components.models._user_model import (
     is_user_model,
     load_user_model_fn,
@@ -30,11 +36,17 @@ from components.models._user_model import (
 )
 
 __all__ = [
+    "BACKBONES",
     "MODEL_BUILDERS",
     "build_model",
+    "check_backbone_settings",
     "check_model",
     "compile_model",
+    "freeze_backbone",
+    "is_backbone",
     "is_user_model",
+    "load_pretrained_weights",
+    "require_downloadable_weights",
     "user_model_source",
 ]
 
@@ -42,10 +54,14 @@ LogitsFn = Callable[
     [tf_keras.layers.Layer, int, tf_keras.mixed_precision.Policy], tf_keras.layers.Layer
 ]
 
-MODEL_BUILDERS: dict[str, LogitsFn] = {
-    module.name: importlib.import_module(f"{__name__}.{module.name}").logits
+_MODULES = {
+    module.name: importlib.import_module(f"{__name__}.{module.name}")
     for module in pkgutil.iter_modules(__path__)
     if not module.name.startswith("_")
+}
+MODEL_BUILDERS: dict[str, LogitsFn] = {name: module.logits for name, module in _MODULES.items()}
+BACKBONES: dict[str, Backbone] = {
+    name: module.BACKBONE for name, module in _MODULES.items() if hasattr(module, "BACKBONE")
 }
 
 
@@ -72,6 +88,62 @@ def check_model(name: str) -> None:
         get_model_builder(name)
 
 
+def is_backbone(name: str) -> bool:
+    """A built-in Keras application behind a new head (pretrained weights, fine-tuning)."""
+    return name in BACKBONES
+
+
+def check_backbone_settings(trainer: TrainerConfig, image_shape: tuple[int, int, int]) -> None:
+    """Fails fast, before any component runs, on backbone settings that cannot work.
+
+    No network: a gs:// PATH is read, and `imagenet` fetched, where the model trains
+    (`require_downloadable_weights` checks the latter for a run on this machine).
+
+    Raises:
+      ConfigError: pretrained weights or frozen epochs for a model that is not a
+        backbone, images a backbone cannot take, or a local PATH that is no .h5 file.
+    """
+    backbone = BACKBONES.get(trainer.model)
+    if backbone is None:
+        if trainer.pretrained_weights != _pretrained.NONE:
+            raise ConfigError(
+                f"trainer.pretrained_weights: model {trainer.model!r} is not a backbone "
+                f"({', '.join(sorted(BACKBONES))}); leave it none"
+            )
+        return
+    backbone.check_image_shape(image_shape)
+    _pretrained.check_weights_source(trainer.pretrained_weights)
+
+
+def require_downloadable_weights(trainer: TrainerConfig, image_shape: tuple[int, int, int]) -> None:
+    """For a run that trains on this machine: `imagenet` is cached or can be downloaded.
+
+    Raises:
+      ConfigError: one line naming the file to fetch and how to set PATH instead.
+    """
+    if trainer.pretrained_weights == _pretrained.IMAGENET and is_backbone(trainer.model):
+        _pretrained.require_imagenet_weights(BACKBONES[trainer.model], image_shape)
+
+
+def load_pretrained_weights(
+    model: tf_keras.Model, trainer: TrainerConfig, image_shape: tuple[int, int, int]
+) -> str | None:
+    """Loads `trainer.pretrained_weights` into the backbone of `model` (built by `build_model`).
+
+    Returns:
+      The weights file read, or None (`none`, or not a backbone).
+
+    Raises:
+      ConfigError: the file is missing, unreadable or another backbone's, or
+        `imagenet` can neither be found in Keras's cache nor downloaded.
+    """
+    if not is_backbone(trainer.model):
+        return None
+    return _pretrained.load_pretrained_weights(
+        model, BACKBONES[trainer.model], trainer.pretrained_weights, image_shape
+    )
+
+
 def build_model(
     name: str,
     image_shape: tuple[int, int, int],
@@ -87,7 +159,7 @@ def build_model(
       image_shape: height, width, channels of one image.
       num_classes: size of the output layer.
       precision: Keras precision policy for the hidden layers, e.g.
-        'mixed_bfloat16'. Variables stay float32 under every policy.
+        'mixed_bfloat16'. Trained variables stay float32 under every policy.
       dropout: the dropout rate of a model whose `logits` takes a `dropout`
         keyword (None keeps the model's own); it changes no weights, so a
         serving copy built without it is the same model.

@@ -10,17 +10,17 @@ can be wrong is reported in one line naming it and what to change.
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import importlib.util
 import inspect
 import pathlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import tf_keras
 
 from common.config import ConfigError
+from components.models._precision import global_policy
 
 # package.module:function, as in Python entry points.
 REFERENCE = re.compile(r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*)$")
@@ -83,16 +83,6 @@ def user_model_source(reference: str) -> pathlib.Path:
     return origin.parent if spec.submodule_search_locations else origin
 
 
-@contextlib.contextmanager
-def _global_policy(policy: tf_keras.mixed_precision.Policy) -> Iterator[None]:
-    previous = tf_keras.mixed_precision.global_policy()
-    tf_keras.mixed_precision.set_global_policy(policy)
-    try:
-        yield
-    finally:
-        tf_keras.mixed_precision.set_global_policy(previous)
-
-
 def _applies_softmax(model: tf_keras.Model) -> bool:
     last = model.layers[-1] if model.layers else None
     return isinstance(last, tf_keras.layers.Softmax) or (
@@ -114,7 +104,7 @@ def user_logits(
     """
     function = load_user_model_fn(reference)
     image_shape = tuple(inputs.shape[1:])
-    with _global_policy(policy):
+    with global_policy(policy):
         model = function(image_shape, num_classes)
     if not isinstance(model, tf_keras.Model):
         raise _fail(

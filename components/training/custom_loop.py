@@ -130,12 +130,13 @@ def train_custom_loop(
     global_batch_size: int,
     jit_compile: bool,
     callbacks: list[tf_keras.callbacks.Callback],
+    initial_epoch: int = 0,
 ) -> tf_keras.callbacks.History:
     """Trains like `model.fit` would, with the loop written out.
 
-    Resumes at the epoch after the last one backed up: the BackupAndRestore
-    callback restores the weights, optimizer and epoch counter when training
-    begins, exactly as in `fit`.
+    Starts at `initial_epoch` (as `fit`'s), or at the epoch after the last one
+    backed up: the BackupAndRestore callback restores the weights, optimizer and
+    epoch counter when training begins, exactly as in `fit`.
     """
     loop = CustomLoop(model, strategy, global_batch_size, jit_compile)
     history = tf_keras.callbacks.History()
@@ -145,7 +146,7 @@ def train_custom_loop(
     model.stop_training = False
     callback_list.on_train_begin()
     # The same private hook fit uses to read the backed-up epoch counter.
-    initial_epoch, _ = model._maybe_load_initial_counters_from_ckpt(steps_per_epoch, 0)
+    initial_epoch, _ = model._maybe_load_initial_counters_from_ckpt(steps_per_epoch, initial_epoch)
     iterator = iter(train_dataset)
     for epoch in range(initial_epoch, epochs):
         loop.train_metrics.reset()

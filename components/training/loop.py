@@ -13,7 +13,7 @@ from common.config import TrainerConfig
 from components.device.policy import TrainingPolicy
 from components.training.custom_loop import train_custom_loop
 from components.training.input_pipeline import EvalInput, count_examples
-from components.training.training_logs import training_callbacks
+from components.training.training_logs import Phase, training_callbacks
 
 
 def steps_per_epoch(
@@ -42,20 +42,26 @@ def train(
     batch_size: int,
     log_dir: str,
     backup_dir: str,
+    phase: Phase | None = None,
 ) -> tf_keras.callbacks.History:
-    """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches.
+    """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches, or one phase's.
 
     `config.loop` picks Keras's `fit` or the custom loop; both use the same
     callbacks (backups, TensorBoard, epoch lines) and report the same metrics. Each
-    epoch validates on every example of `eval_input`.
+    epoch validates on every example of `eval_input`. With a fine-tuning `phase`
+    only its epochs train, numbered as in the whole run; the profiler traces the
+    phase that trains the backbone, the step that costs the most.
     """
+    first_epoch, end_epoch = (phase.first_epoch, phase.end_epoch) if phase else (0, config.epochs)
+    profiles = phase is None or phase.backbone_trainable
     callbacks = training_callbacks(
         log_dir,
         backup_dir,
         config.epochs,
         steps_per_epoch * batch_size,
-        config.profile_batches,
+        config.profile_batches if profiles else None,
         eval_input.examples,
+        phase,
     )
     if config.loop == "custom":
         return train_custom_loop(
@@ -63,7 +69,8 @@ def train(
             strategy,
             train_dataset,
             strategy.experimental_distribute_dataset(eval_input.dataset),
-            epochs=config.epochs,
+            epochs=end_epoch,
+            initial_epoch=first_epoch,
             steps_per_epoch=steps_per_epoch,
             steps_per_execution=policy.steps_per_execution,
             global_batch_size=batch_size,
@@ -72,7 +79,8 @@ def train(
         )
     return model.fit(
         train_dataset,
-        epochs=config.epochs,
+        epochs=end_epoch,
+        initial_epoch=first_epoch,
         steps_per_epoch=steps_per_epoch,
         validation_data=eval_input.dataset,
         callbacks=callbacks,

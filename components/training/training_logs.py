@@ -8,6 +8,7 @@ Backups let a Trainer that was interrupted resume at its last finished epoch.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -21,6 +22,26 @@ from absl import logging
 SAMPLE_IMAGE_COUNT = 8
 # Subfolder of the log dir for summaries written once per run (images, configuration).
 RUN_SUMMARY_DIR = "run"
+
+
+@dataclasses.dataclass(frozen=True)
+class Phase:
+    """One phase of a fine-tuning schedule (`components.training.fine_tune`).
+
+    Attributes:
+      name: what the epoch lines, TensorBoard and training_info call it.
+      first_epoch: its first epoch, counted from 0 over the whole run.
+      end_epoch: the epoch after its last.
+      backbone_trainable: whether the backbone trains in it.
+      keep_backup: keep its backup when it ends, so a Trainer restarted in a later
+        phase restores this one's result instead of training it again.
+    """
+
+    name: str
+    first_epoch: int
+    end_epoch: int
+    backbone_trainable: bool
+    keep_backup: bool = False
 
 
 def _as_code_block(text: str) -> str:
@@ -38,9 +59,12 @@ class EpochLogger(tf_keras.callbacks.Callback):
     says how many eval examples the val_ metrics cover: every one of the split.
     """
 
-    def __init__(self, epochs: int, examples_per_epoch: int, eval_examples: int):
+    def __init__(
+        self, epochs: int, examples_per_epoch: int, eval_examples: int, phase: str | None = None
+    ):
         super().__init__()
         self._epochs = epochs
+        self._phase = f"{phase}; " if phase else ""
         self._examples_per_epoch = examples_per_epoch
         self._validated = (
             f"val on all {eval_examples} eval examples" if eval_examples else "no eval examples"
@@ -62,10 +86,11 @@ class EpochLogger(tf_keras.callbacks.Callback):
         examples_per_second = self._examples_per_epoch / max(training_seconds, 1e-9)
         metrics = " ".join(f"{name}={value:.4g}" for name, value in sorted((logs or {}).items()))
         logging.info(
-            "epoch %d/%d: %s (%.1f s, %.0f examples/s, %s)",
+            "epoch %d/%d: %s (%s%.1f s, %.0f examples/s, %s)",
             epoch + 1,
             self._epochs,
             metrics,
+            self._phase,
             seconds,
             examples_per_second,
             self._validated,
@@ -78,15 +103,16 @@ class EpochLogger(tf_keras.callbacks.Callback):
 class ModelSummaryLogger(tf_keras.callbacks.Callback):
     """Writes Keras's layer-by-layer model summary as TensorBoard text when training starts."""
 
-    def __init__(self, log_dir: str):
+    def __init__(self, log_dir: str, step: int = 0):
         super().__init__()
         self._log_dir = log_dir
+        self._step = step  # a later phase's summary (other trainable counts) sits at its epoch
 
     def on_train_begin(self, logs: dict[str, float] | None = None) -> None:
         lines: list[str] = []
         self.model.summary(print_fn=lines.append)
         writer = tf.summary.create_file_writer(os.path.join(self._log_dir, RUN_SUMMARY_DIR))
-        with writer.as_default(step=0):
+        with writer.as_default(step=self._step):
             tf.summary.text("model_summary", _as_code_block("\n".join(lines)))
         writer.close()
 
@@ -98,6 +124,18 @@ class LearningRateLogger(tf_keras.callbacks.Callback):
         if logs is not None:
             learning_rate = self.model.optimizer.learning_rate
             logs["learning_rate"] = float(tf_keras.backend.get_value(learning_rate))
+
+
+class PhaseLogger(tf_keras.callbacks.Callback):
+    """Adds `backbone_trainable` (0 or 1) to the epoch logs: TensorBoard shows when it thawed."""
+
+    def __init__(self, phase: Phase):
+        super().__init__()
+        self._trainable = float(phase.backbone_trainable)
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, float] | None = None) -> None:
+        if logs is not None:
+            logs["backbone_trainable"] = self._trainable
 
 
 def backup_dir_for(model_run_dir: str, training_inputs: dict[str, Any]) -> str:
@@ -149,17 +187,23 @@ def training_callbacks(
     examples_per_epoch: int,
     profile_batches: tuple[int, int] | None,
     eval_examples: int,
+    phase: Phase | None = None,
 ) -> list[tf_keras.callbacks.Callback]:
     """The callbacks every training run uses, in the order they must run.
 
-    LearningRateLogger and EpochLogger come before TensorBoard so the learning
-    rate, epoch time and throughput they add to the epoch logs are written too.
+    LearningRateLogger, EpochLogger and PhaseLogger come before TensorBoard so the
+    learning rate, epoch time, throughput and phase they add to the epoch logs are
+    written too. `phase` is the fine-tuning phase being trained, if any.
     """
+    phase_loggers = [PhaseLogger(phase)] if phase else []
     return [
-        tf_keras.callbacks.BackupAndRestore(backup_dir),
-        ModelSummaryLogger(log_dir),
+        tf_keras.callbacks.BackupAndRestore(
+            backup_dir, delete_checkpoint=not (phase and phase.keep_backup)
+        ),
+        ModelSummaryLogger(log_dir, phase.first_epoch if phase else 0),
         LearningRateLogger(),
-        EpochLogger(epochs, examples_per_epoch, eval_examples),
+        EpochLogger(epochs, examples_per_epoch, eval_examples, phase.name if phase else None),
+        *phase_loggers,
         tf_keras.callbacks.TensorBoard(
             log_dir=log_dir,
             histogram_freq=1,

@@ -8,11 +8,22 @@ import tf_keras
 
 from common.config import ConfigError
 from components import models
-from components.models import MODEL_BUILDERS, build_model, compile_model
+from components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model
 
 
-@pytest.mark.parametrize("name", sorted(MODEL_BUILDERS))
-@pytest.mark.parametrize("image_shape", [(8, 8, 1), (28, 28, 1), (32, 32, 3)])
+# Backbones take 32x32 and up (test_backbones.py); the CNNs any size.
+@pytest.mark.parametrize(
+    ("name", "image_shape"),
+    [
+        (name, shape)
+        for name in sorted(MODEL_BUILDERS)
+        for shape in (
+            [(32, 32, 1), (32, 32, 3)]
+            if name in BACKBONES
+            else [(8, 8, 1), (28, 28, 1), (32, 32, 3)]
+        )
+    ],
+)
 def test_models_map_images_of_any_configured_shape_to_class_probabilities(name, image_shape):
     model = build_model(name, image_shape, num_classes=7)
     images = np.random.default_rng(0).random((3, *image_shape), dtype=np.float32)

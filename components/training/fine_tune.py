@@ -1,0 +1,139 @@
+"""Fine-tuning a pretrained backbone: the new head alone first, then the whole model, slower.
+
+With `trainer.frozen_backbone_epochs` N > 0 a backbone trains in two phases, each
+one `train` call (Keras reads `trainable` when it builds the step, so each phase
+compiles anew, with an optimizer of its own):
+
+1. `frozen_backbone`, epochs 1 to N: the backbone frozen, BatchNorm in inference
+   mode; the new head learns on pretrained features at the recipe's rate, which
+   warms up and decays within the phase.
+2. `fine_tune`, epochs N+1 to the end: every backbone layer but BatchNorm trains,
+   at `fine_tune_learning_rate_factor` x the recipe's peak rate, again warmed up
+   and decayed within the phase, so the pretrained features are adjusted, not
+   overwritten by the large updates a random head would send back first.
+
+Each phase backs up into its own subfolder of the backup folder. The first's
+backup outlives it: a Trainer restarted during the second phase replays no epoch
+of the first (its `train` restores the phase's last state and has no epoch left),
+then resumes the second at its last finished epoch. The chief removes the first
+phase's backup when the second has finished.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import tensorflow as tf
+import tf_keras
+
+from common.config import TrainerConfig
+from components.device.policy import TrainingPolicy
+from components.models import compile_model, freeze_backbone
+from components.training.input_pipeline import EvalInput
+from components.training.learning_rate import make_optimizer, peak_learning_rate
+from components.training.loop import train
+from components.training.training_logs import Phase
+
+FROZEN_BACKBONE, FINE_TUNE = "frozen_backbone", "fine_tune"
+
+
+def fine_tuning_phases(config: TrainerConfig) -> list[Phase]:
+    """The schedule's phases; empty without `frozen_backbone_epochs` (one ordinary training)."""
+    frozen = config.frozen_backbone_epochs
+    if not frozen:
+        return []
+    fine_tunes = frozen < config.epochs
+    phases = [Phase(FROZEN_BACKBONE, 0, frozen, backbone_trainable=False, keep_backup=fine_tunes)]
+    if fine_tunes:
+        phases.append(Phase(FINE_TUNE, frozen, config.epochs, backbone_trainable=True))
+    return phases
+
+
+def phase_config(config: TrainerConfig, phase: Phase) -> TrainerConfig:
+    """The recipe one phase trains with: the fine-tuning phase at the lower peak rate."""
+    if not phase.backbone_trainable:
+        return config
+    return config.model_copy(
+        update={"learning_rate": config.learning_rate * config.fine_tune_learning_rate_factor}
+    )
+
+
+def describe_phases(config: TrainerConfig, global_batch_size: int) -> list[dict[str, Any]]:
+    """What training_info records of each phase: its epochs (from 1) and peak rate."""
+    return [
+        {
+            "phase": phase.name,
+            "epochs": [phase.first_epoch + 1, phase.end_epoch],
+            "backbone_trainable": phase.backbone_trainable,
+            "peak_learning_rate": peak_learning_rate(
+                phase_config(config, phase), global_batch_size
+            ),
+        }
+        for phase in fine_tuning_phases(config)
+    ]
+
+
+def _joined(model: tf_keras.Model, histories: list[tf_keras.callbacks.History]):
+    """One History over every phase's epochs, as a single `fit` would have returned."""
+    joined = tf_keras.callbacks.History()
+    joined.set_model(model)
+    joined.epoch = []
+    for history in histories:
+        joined.epoch += history.epoch
+        for name, values in history.history.items():
+            joined.history.setdefault(name, []).extend(values)
+    return joined
+
+
+def train_fine_tuned(
+    model: tf_keras.Model,
+    train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
+    eval_input: EvalInput,
+    *,
+    strategy: tf.distribute.Strategy,
+    policy: TrainingPolicy,
+    config: TrainerConfig,
+    steps_per_epoch: int,
+    batch_size: int,
+    log_dir: str,
+    backup_dir: str,
+    is_chief: bool = True,
+) -> tf_keras.callbacks.History:
+    """Trains a backbone model phase by phase (`fine_tuning_phases`); compiles it for each.
+
+    Args:
+      model: built by `build_model` for a backbone, with its pretrained weights.
+      is_chief: removes the first phase's backup at the end (one worker of several).
+      Others: as `components.training.loop.train`.
+    """
+    histories = []
+    for phase in fine_tuning_phases(config):
+        with strategy.scope():
+            freeze_backbone(model, frozen=not phase.backbone_trainable)
+            steps = steps_per_epoch * (phase.end_epoch - phase.first_epoch)
+            optimizer = make_optimizer(
+                phase_config(config, phase), batch_size, steps_per_epoch, steps
+            )
+            compile_model(
+                model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
+            )
+        histories.append(
+            train(
+                model,
+                train_dataset,
+                eval_input,
+                strategy=strategy,
+                policy=policy,
+                config=config,
+                steps_per_epoch=steps_per_epoch,
+                batch_size=batch_size,
+                log_dir=log_dir,
+                backup_dir=os.path.join(backup_dir, phase.name),
+                phase=phase,
+            )
+        )
+    kept = os.path.join(backup_dir, FROZEN_BACKBONE)
+    if is_chief and tf.io.gfile.exists(kept):
+        tf.io.gfile.rmtree(kept)
+    return _joined(model, histories)

@@ -1,0 +1,71 @@
+"""`trainer.pretrained_weights: imagenet` with no network: one line, exit 2, nothing run."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from cli.main import EXIT_BAD_CONFIG, main
+from components.models import BACKBONES, _pretrained
+from pipeline import local_runner
+
+
+class _NoRunner:
+    def run(self, pipeline):
+        raise AssertionError("a component ran")
+
+
+@pytest.fixture
+def photos_config(tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "photos.tfrecord").touch()  # never read: the run stops before
+    config = {
+        "output_dir": str(tmp_path / "out"),
+        "dataset": {
+            "name": "photos",
+            "data_dir": str(tmp_path / "data"),
+            "image_shape": [64, 64, 3],
+            "pixel_feature": "image",
+            "label_feature": "label",
+            "num_classes": 3,
+        },
+        "trainer": {"model": "efficientnet_b0", "pretrained_weights": "imagenet"},
+    }
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def test_imagenet_offline_exits_2_with_one_line_naming_the_url_before_any_component(
+    photos_config, tmp_path, monkeypatch, capfd
+):
+    (tmp_path / "home" / ".keras").mkdir(parents=True)  # an empty Keras cache
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(_pretrained, "can_reach", lambda host, *args, **kwargs: False)
+    monkeypatch.setattr(local_runner, "LocalDagRunner", _NoRunner)
+
+    code = main(["run", "--config", str(photos_config)])
+
+    out, err = capfd.readouterr()
+    assert code == EXIT_BAD_CONFIG, out + err
+    weights = BACKBONES["efficientnet_b0"].imagenet_weights((64, 64, 3))
+    (line,) = [line for line in err.splitlines() if "pretrained_weights" in line]
+    assert line == f"tpu-pipeline: {_pretrained.fetch_instructions(weights)}"
+    assert f"curl -o {weights.name} {weights.url}" in line
+    assert out == ""
+
+
+def test_pretrained_weights_on_the_default_model_exits_2_naming_the_field(tmp_path, capfd):
+    code = main(
+        [
+            "run",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--set",
+            "trainer.pretrained_weights=imagenet",
+        ]
+    )
+
+    _, err = capfd.readouterr()
+    assert code == EXIT_BAD_CONFIG
+    assert "trainer.pretrained_weights: model 'cnn_bn' is not a backbone" in err
