@@ -22,7 +22,7 @@ from common.config.dataset import (
 )
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import load_config
-from common.config.pipeline import PipelineConfig
+from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.serving import ServingConfig, TFLiteVariant
 from common.config.trainer import (
     Accelerator,
@@ -66,6 +66,7 @@ __all__ = [
     "LearningRateScaling",
     "ModelRegistryConfig",
     "Optimizer",
+    "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
     "ScheduleConfig",
