@@ -85,6 +85,8 @@ class Settings:
     scale_sizes: tuple[int, ...]
     workdir: pathlib.Path
     pipeline_divisor: int = 1
+    # Real photos for the photo_pipeline section: train/<class>/ and validation/<class>/.
+    photos: pathlib.Path | None = None
 
 
 def median_seconds(fn: Callable[[], object], repeats: int) -> float:
@@ -820,10 +822,13 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
     """The whole pipeline on a photo folder vs a plain Keras script: same network and epochs."""
     quick = settings.pipeline_divisor > 1
     count, side, epochs = (400, 64, 5) if quick else (2000, 96, 10)
-    photos = settings.workdir / f"pipeline-photos-{count}"
-    if not photos.exists():
+    photos = settings.photos or settings.workdir / f"pipeline-photos-{count}"
+    if settings.photos is None and not photos.exists():
+        # Synthetic classes differ by scale, which random crops blur: real photos are fairer.
         data.write_photo_folder(photos / "train", count, seed=0)
         data.write_photo_folder(photos / "validation", count // 5, seed=1)
+    names = sorted(path.name for path in (photos / "train").iterdir() if path.is_dir())
+    count = sum(1 for _ in (photos / "train").glob("*/*"))
     config = settings.workdir / f"photos-{count}.yaml"
     config.write_text(
         json.dumps(
@@ -833,13 +838,13 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
                     "name": "bench-photos",
                     "data_dir": str(photos),
                     "format": "image_folder",
-                    "split_patterns": {"train": "train/*/*.jpg", "eval": "validation/*/*.jpg"},
+                    "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
                     "image_shape": [side, side, 3],
                     "pixel_feature": "image",
                     "label_feature": "label",
-                    "num_classes": 10,
-                    "schema_file": str(settings.workdir / f"photos-{count}-schema.pbtxt"),
-                    "source": {"resize": True, "label_names": data.photo_class_names(10)},
+                    "num_classes": len(names),
+                    "schema_file": str(settings.workdir / f"photos-{photos.name}-schema.pbtxt"),
+                    "source": {"resize": True, "label_names": names},
                 },
                 "trainer": {"model": "resnet20", "epochs": epochs},
                 "evaluator": {"accuracy_lower_bound": 0.0},
@@ -967,6 +972,12 @@ def main(argv: list[str] | None = None) -> int:
         "--workdir", type=pathlib.Path, help="keep data and runs here (default: a temp folder)"
     )
     parser.add_argument(
+        "--photos",
+        type=pathlib.Path,
+        help="photo_pipeline: a folder of real photos, train/<class>/ and validation/<class>/ "
+        "(default: synthetic photos)",
+    )
+    parser.add_argument(
         "--scale-sizes",
         help="comma-separated record counts for the scale section, e.g. 10000,100000",
     )
@@ -984,6 +995,7 @@ def main(argv: list[str] | None = None) -> int:
         scale_sizes=_scale_sizes(args),
         workdir=workdir,
         pipeline_divisor=10 if args.quick else 1,
+        photos=args.photos,
     )
     skip_autograph_for_tf_keras()
     rows = []

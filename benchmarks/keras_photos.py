@@ -38,7 +38,8 @@ def main(photos: str, side: int, epochs: int, model_name: str) -> None:
         ).map(lambda images, labels: (images / 255.0, labels))
         for name in ("train", "validation")
     }
-    model = build_model(model_name, (side, side, 3), 10)
+    classes = sum(1 for entry in os.scandir(os.path.join(photos, "train")) if entry.is_dir())
+    model = build_model(model_name, (side, side, 3), classes)
     compile_model(model, tf_keras.optimizers.Adam(TrainerConfig().learning_rate), False, "float32")
     model.fit(splits["train"], epochs=epochs, verbose=0)
     _, accuracy = model.evaluate(splits["validation"], verbose=0)
