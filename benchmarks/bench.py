@@ -987,6 +987,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
     workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-bench-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     settings = Settings(
         repeats=3 if args.quick else 5,
         steps=20 if args.quick else 50,
