@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from common.config import DatasetConfig
+from benchmarks.data import photo_dataset
 from components.images.crop import random_resized_crop
 from components.images.decode import decode_encoded_image
 
@@ -22,15 +22,7 @@ def _photo(fmt: str, size=(120, 80)) -> bytes:
     return buffer.getvalue()
 
 
-DATASET = DatasetConfig(
-    name="photos",
-    format="image_folder",
-    image_shape=(32, 32, 3),
-    pixel_feature="image",
-    label_feature="label",
-    num_classes=2,
-    source={"resize": True},
-)
+DATASET = photo_dataset((32, 32, 3), classes=2)
 
 
 @pytest.mark.parametrize("fmt", ["JPEG", "PNG"])

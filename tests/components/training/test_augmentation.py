@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from benchmarks.data import photo_dataset
 from common.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
 from components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
@@ -12,15 +13,7 @@ def _pixel_data(image_shape) -> DatasetConfig:
     return DatasetConfig(**{**BUILTIN_DATASETS["digits"], "image_shape": image_shape})
 
 
-PHOTOS = DatasetConfig(
-    name="photos",
-    format="image_folder",
-    image_shape=(96, 96, 3),
-    pixel_feature="image",
-    label_feature="label",
-    num_classes=3,
-    source={"resize": True},
-)
+PHOTOS = photo_dataset((96, 96, 3), classes=3)
 
 
 @pytest.mark.parametrize(

@@ -7,22 +7,13 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from benchmarks.data import build_transform_graph
-from common.config import DatasetConfig
+from benchmarks.data import build_transform_graph, photo_dataset
 from components.contract import IMAGE_KEY
 from components.images.decode import decode_encoded_image, unit_range
 from components.training.augmentation import Augmentation
 from components.training.input_pipeline import make_dataset, make_eval_dataset
 
-PHOTOS = DatasetConfig(
-    name="photos",
-    format="image_folder",
-    image_shape=(24, 24, 3),
-    pixel_feature="image",
-    label_feature="label",
-    num_classes=3,
-    source={"resize": True},
-)
+PHOTOS = photo_dataset((24, 24, 3), classes=3)
 
 
 def _jpeg(rng: np.random.Generator, size: tuple[int, int]) -> bytes:
