@@ -48,6 +48,7 @@ from components.models import (
     check_model,
     is_user_model,
     user_model_source,
+    weights_fingerprint,
 )
 from components.pusher import AtomicPusher
 from pipeline.eval_config import build_eval_config
@@ -171,12 +172,15 @@ def user_code_fingerprint(package_dir: pathlib.Path | None = None) -> str:
 def code_version(config: PipelineConfig) -> str:
     """The fingerprint of the code the components run.
 
-    It covers the user's own model package too, so editing it retrains instead
-    of reusing a cached Trainer.
+    It covers the user's own model package and a local pretrained weights file too,
+    so editing either retrains instead of reusing a cached Trainer.
     """
     version = user_code_fingerprint()
     if is_user_model(config.trainer.model):
         version += "+" + user_code_fingerprint(user_model_source(config.trainer.model))
+    weights = weights_fingerprint(config.trainer.pretrained_weights)
+    if weights is not None:
+        version += "+weights-" + weights
     return version
 
 

@@ -19,6 +19,7 @@ hash-split by the output config.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import apache_beam as beam
@@ -78,6 +79,24 @@ def _split_configs(
         exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config
     )
     return input_config, output_config
+
+
+# Serialized examples of float pixels take about this many times their source's bytes
+# (4-byte floats from 1-byte or compressed values); encoded images about their own bytes.
+FLOAT_PIXEL_EXPANSION = 8
+_FINGERPRINT_BYTES = re.compile(r"total_bytes:(\d+)")
+
+
+def expected_output_bytes(exec_properties: dict[str, Any], dataset: DatasetConfig) -> int:
+    """About how many serialized bytes the examples will take, from TFX's input fingerprint.
+
+    TFX's driver already stats every input file for its fingerprint
+    (`split:…,num_files:…,total_bytes:…`), so no second listing of a bucket is needed;
+    without one (the executor called directly), 0.
+    """
+    fingerprint = exec_properties.get(example_gen_utils.FINGERPRINT_PROPERTY_NAME) or ""
+    source_bytes = sum(int(found) for found in _FINGERPRINT_BYTES.findall(fingerprint))
+    return source_bytes if dataset.stores_encoded_images else source_bytes * FLOAT_PIXEL_EXPANSION
 
 
 def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):
@@ -180,10 +199,11 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         examples.split_names = artifact_utils.encode_split_names(
             example_gen_utils.generate_output_split_names(input_config, output_config)
         )
+        expected_bytes = expected_output_bytes(exec_properties, _dataset_from(exec_properties))
         with self._make_beam_pipeline() as pipeline:
             for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
                 split_dir = artifact_utils.get_split_uri(outputs, name)
-                _ = split | f"WriteSplit[{name}]" >> WriteShuffledSplit(split_dir)
+                _ = split | f"WriteSplit[{name}]" >> WriteShuffledSplit(split_dir, expected_bytes)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         file_format = exec_properties.get(
             standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FORMAT_TFRECORDS_GZIP

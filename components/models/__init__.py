@@ -48,6 +48,7 @@ __all__ = [
     "load_pretrained_weights",
     "require_downloadable_weights",
     "user_model_source",
+    "weights_fingerprint",
 ]
 
 LogitsFn = Callable[
@@ -123,6 +124,9 @@ def require_downloadable_weights(trainer: TrainerConfig, image_shape: tuple[int,
     """
     if trainer.pretrained_weights == _pretrained.IMAGENET and is_backbone(trainer.model):
         _pretrained.require_imagenet_weights(BACKBONES[trainer.model], image_shape)
+
+
+weights_fingerprint = _pretrained.weights_fingerprint
 
 
 def load_pretrained_weights(

@@ -81,6 +81,20 @@ def require_imagenet_weights(backbone: Backbone, image_shape: tuple[int, int, in
         raise ConfigError(fetch_instructions(weights))
 
 
+def weights_fingerprint(source: str) -> str | None:
+    """Size and modification time of a local weights file, so replacing it retrains.
+
+    The path alone is in the Trainer's configuration, and TFX would reuse a cached
+    Trainer trained on the old file. None for `none`, `imagenet` (a fixed, hashed
+    file) and gs:// objects (give a new object a new name; its generation is not read
+    offline).
+    """
+    if source in (NONE, IMAGENET) or _is_remote(source) or not os.path.isfile(source):
+        return None
+    found = os.stat(source)
+    return f"{found.st_size}-{found.st_mtime_ns}"
+
+
 def check_weights_source(source: str) -> None:
     """A local PATH must be an existing .h5 file; gs:// is read only where it trains.
 

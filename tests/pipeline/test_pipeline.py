@@ -47,6 +47,22 @@ def test_editing_the_users_model_package_changes_the_code_version(tmp_path, monk
     assert code_version(config) != before
 
 
+def test_replacing_the_pretrained_weights_file_at_its_path_changes_the_code_version(tmp_path):
+    """The config holds only the path: without this, a new file would reuse a cached Trainer."""
+    weights = tmp_path / "backbone.h5"
+    weights.write_bytes(b"first weights")
+    config = load_config(
+        None, {"trainer.model": "mobilenet_v2", "trainer.pretrained_weights": str(weights)}
+    )
+
+    before = code_version(config)
+    assert before.startswith(user_code_fingerprint() + "+weights-")
+    assert code_version(config) == before
+    weights.write_bytes(b"second, longer weights")
+    assert code_version(config) != before
+    assert code_version(load_config()) == user_code_fingerprint()  # no weights file: no suffix
+
+
 @pytest.mark.parametrize(
     "field, value",
     [("trainer.model", "no_such_model"), ("dataset.format", "no_such_format")],

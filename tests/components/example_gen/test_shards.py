@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import io
+import random
 
+import apache_beam as beam
 import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
 
 from common.config import DatasetConfig
-from components.example_gen.shards import shard_count, shard_name
+from components.example_gen.executor import expected_output_bytes
+from components.example_gen.shards import (
+    TARGET_SHARD_BYTES,
+    WriteShuffledSplit,
+    key_range,
+    overlapping_shards,
+    record_key,
+    shard_count,
+    shard_name,
+    spill_buckets,
+)
 from tests.components.example_gen.conftest import run_executor
 
 CLASSES = 10
@@ -78,3 +90,69 @@ def test_a_class_sorted_folder_is_written_shuffled_into_several_shards(
 )
 def test_shard_count_follows_the_documented_rule(records, size, expected):
     assert shard_count(records, size) == expected
+
+
+@pytest.mark.parametrize("buckets, shards", [(16, 16), (16, 5), (16, 1), (32, 16), (16, 1044)])
+def test_every_key_reaches_its_shard_through_a_spill_bucket(buckets, shards):
+    rng = random.Random(buckets * shards)
+    keys = [rng.getrandbits(64) for _ in range(2_000)] + [0, 2**64 - 1]
+    for key in keys:
+        assert key_range(key, shards) in overlapping_shards(
+            key_range(key, buckets), buckets, shards
+        )
+    # Each bucket is read by its own shards only: about shards / buckets of them, plus a boundary.
+    widest = max(len(overlapping_shards(b, buckets, shards)) for b in range(buckets))
+    assert widest <= -(-shards // buckets) + 1
+
+
+def _write_split(records: list[bytes], split_dir, expected_bytes: int) -> list[list[bytes]]:
+    with beam.Pipeline() as pipeline:
+        _ = (
+            pipeline
+            | beam.Create(records, reshuffle=False)
+            | WriteShuffledSplit(str(split_dir), expected_bytes)
+        )
+    shards = sorted(split_dir.iterdir())
+    return [
+        [r.numpy() for r in tf.data.TFRecordDataset(str(s), compression_type="GZIP")]
+        for s in shards
+    ]
+
+
+def test_the_spill_estimate_changes_no_file_and_leaves_no_spill(tmp_path):
+    """Sizing the spill by a wrong estimate costs reads, never a different output."""
+    records = [f"record {index}".encode() * (1 + index % 7) for index in range(700)]
+    records += records[:3]  # identical records are kept, each once per copy
+
+    guessed = _write_split(records, tmp_path / "guessed", 0)
+    oversized = _write_split(records, tmp_path / "oversized", 200 * TARGET_SHARD_BYTES)
+    reordered = _write_split(records[::-1], tmp_path / "reordered", 0)
+
+    assert spill_buckets(0) == 16 and spill_buckets(200 * TARGET_SHARD_BYTES) == 200
+    assert len(guessed) == shard_count(len(records), sum(map(len, records))) == 11
+    assert guessed == oversized == reordered
+    assert sorted(sum(guessed, [])) == sorted(records)
+    for shard in guessed:
+        assert [record_key(r) for r in shard] == sorted(record_key(r) for r in shard)
+    assert not [p for p in (tmp_path / "guessed").iterdir() if p.name.startswith(".")]
+
+
+def test_the_spill_is_sized_from_tfx_input_fingerprint():
+    fingerprint = (
+        "split:train,num_files:3,total_bytes:1000,xor_checksum:1,sum_checksum:2\n"
+        "split:eval,num_files:1,total_bytes:500,xor_checksum:1,sum_checksum:2"
+    )
+    photos = DatasetConfig(
+        name="photos",
+        image_shape=(8, 8, 3),
+        pixel_feature="image",
+        label_feature="label",
+        num_classes=2,
+        format="image_folder",
+    )
+    floats = photos.model_copy(update={"format": "npz"})
+    properties = {"input_fingerprint": fingerprint}
+
+    assert expected_output_bytes(properties, photos) == 1500
+    assert expected_output_bytes(properties, floats) == 1500 * 8
+    assert expected_output_bytes({}, photos) == 0
