@@ -7,6 +7,7 @@ label distribution that moved too far from the previous span's
 downstream runs and nothing is pushed.
 """
 
+import json
 import os
 
 from common.tfx_api import (
@@ -29,17 +30,24 @@ def DataGate(  # noqa: N802 (TFX names components in CamelCase)
     label_feature: Parameter[str],
     label_drift_threshold: Parameter[float],
     previous_statistics: InputArtifact[ExampleStatistics] = None,
+    class_names: Parameter[str] = "[]",
 ) -> None:
     """Fails with every problem listed when the data breaks the schema or its labels drifted.
 
     Drift is checked when there are `previous_statistics` (none for the first
-    span) and `label_drift_threshold` is above 0.
+    span) and `label_drift_threshold` is above 0. `class_names` is a JSON list
+    (`source.label_names`; empty without names) that names the class that drifted.
     """
     problems = describe_anomalies(anomalies)
     if previous_statistics is not None and label_drift_threshold > 0:
         schema_file = os.path.join(schema.uri, "schema.pbtxt")
         problems += label_drift(
-            statistics, previous_statistics, schema_file, label_feature, label_drift_threshold
+            statistics,
+            previous_statistics,
+            schema_file,
+            label_feature,
+            label_drift_threshold,
+            json.loads(class_names),
         )
     if problems:
         raise DataRejectedError(

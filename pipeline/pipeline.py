@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import pathlib
 from typing import Any
 
@@ -278,6 +279,7 @@ def create_pipeline(
         schema=schema_gen.outputs["schema"],
         label_feature=dataset.label_feature,
         label_drift_threshold=dataset.label_drift_threshold or 0.0,
+        class_names=json.dumps(list(dataset.source.label_names or ())),
         previous_statistics=previous_statistics.outputs["statistics"]
         if previous_statistics
         else None,

@@ -11,6 +11,8 @@ checked. StatisticsGen must get the schema, so int labels are counted per value.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Sequence
 
 import tensorflow_data_validation as tfdv
 from absl import logging
@@ -79,14 +81,34 @@ def _statistics_spans(store, statistics_ids: list[int]) -> dict[int, int]:
     }
 
 
+_MOST_MOVED_VALUE = re.compile(r"(maximum difference is: )(\d+)")
+
+
+def name_the_class(description: str, class_names: Sequence[str]) -> str:
+    """TFDV's drift description with the most-moved label value followed by its class name."""
+
+    def named(found: re.Match) -> str:
+        value = int(found.group(2))
+        if value >= len(class_names):
+            return found.group(0)
+        return f"{found.group(0)} ({class_names[value]!r})"
+
+    return _MOST_MOVED_VALUE.sub(named, description)
+
+
 def label_drift(
     statistics: Artifact,
     previous_statistics: Artifact,
     schema_file: str,
     label_feature: str,
     threshold: float,
+    class_names: Sequence[str] = (),
 ) -> list[str]:
-    """One line per split whose label distribution moved more than `threshold` (L-infinity)."""
+    """One line per split whose label distribution moved more than `threshold` (L-infinity).
+
+    `class_names` (label order; empty when the labels have no names) name the class
+    whose share moved most.
+    """
     schema = tfdv.load_schema_text(schema_file)
     tfdv.get_feature(schema, label_feature).drift_comparator.infinity_norm.threshold = threshold
     previous_splits = set(artifact_utils.decode_split_names(previous_statistics.split_names))
@@ -108,7 +130,7 @@ def label_drift(
             if any(reason.type == _L_INFINITY_HIGH for reason in info.reason):
                 problems.append(
                     f"{split}: {feature}: label mix drifted from the previous span "
-                    f"({info.description})"
+                    f"({name_the_class(info.description, class_names)})"
                 )
     return problems
 
