@@ -2,65 +2,23 @@
 
 from __future__ import annotations
 
-import http.server
-import json
 import socket
-import threading
-
-import pytest
 
 from common.webhook import post_message, slack_message
-
-
-class _Recorder(http.server.BaseHTTPRequestHandler):
-    """Answers every POST with the server's `status` (or never, if `hang`), recording the body."""
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.received.append((self.headers["Content-Type"], json.loads(body)))
-        if self.server.hang:
-            self.server.release.wait()
-            return
-        self.send_response(self.server.status)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:  # keep the test output clean
-        pass
-
-
-@pytest.fixture
-def webhook_server():
-    """Starts loopback servers: `start(status=200, hang=False)` returns (url, server)."""
-    servers = []
-
-    def start(status: int = 200, hang: bool = False):
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-        server.received, server.status, server.hang = [], status, hang
-        server.release = threading.Event()
-        server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_port}/services/SECRET", server
-
-    yield start
-    for server in servers:
-        server.release.set()
-        server.shutdown()
-        server.server_close()
-
+from tests.common.webhook_server import webhook_server
 
 MESSAGE = slack_message("run *blessed and pushed*", ["accuracy=0.98"])
 
 
-def test_a_webhook_that_accepts_receives_the_message_as_json(webhook_server):
-    url, server = webhook_server()
-    assert post_message(url, MESSAGE, timeout_s=5) is None
+def test_a_webhook_that_accepts_receives_the_message_as_json():
+    with webhook_server() as (url, server):
+        assert post_message(url, MESSAGE, timeout_s=5) is None
     assert server.received == [("application/json", MESSAGE)]
 
 
-def test_a_webhook_answering_500_becomes_one_warning_without_the_secret_path(webhook_server):
-    url, server = webhook_server(status=500)
-    warning = post_message(url, MESSAGE, timeout_s=5)
+def test_a_webhook_answering_500_becomes_one_warning_without_the_secret_path():
+    with webhook_server(status=500) as (url, server):
+        warning = post_message(url, MESSAGE, timeout_s=5)
     assert warning == (
         f"notify.webhook (127.0.0.1:{server.server_port}) refused the message: "
         "HTTP 500 Internal Server Error"
@@ -68,11 +26,11 @@ def test_a_webhook_answering_500_becomes_one_warning_without_the_secret_path(web
     assert "SECRET" not in warning and len(server.received) == 1
 
 
-def test_a_webhook_that_never_answers_is_given_up_after_the_timeout(webhook_server):
-    url, server = webhook_server(hang=True)
-    warning = post_message(url, MESSAGE, timeout_s=0.5)
-    # The server answers only once released (at teardown): returning at all is the bound.
-    assert not server.release.is_set()
+def test_a_webhook_that_never_answers_is_given_up_after_the_timeout():
+    with webhook_server(hang=True) as (url, server):
+        warning = post_message(url, MESSAGE, timeout_s=0.5)
+        # The server answers only once the block ends: returning at all is the bound.
+        assert not server.release.is_set()
     assert warning == f"notify.webhook (127.0.0.1:{server.server_port}) did not answer within 0.5 s"
     assert len(server.received) == 1
 
