@@ -213,7 +213,7 @@ def _has_new_inputs(config) -> bool:
             flush=True,
         )
         return False
-    print(f"tpu-pipeline: {news} since the last successful run", file=sys.stderr, flush=True)
+    print(f"tpu-pipeline: {news}", file=sys.stderr, flush=True)
     return True
 
 

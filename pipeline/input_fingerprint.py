@@ -48,9 +48,9 @@ class InputFingerprint:
     def changes_since(self, last: InputFingerprint) -> str | None:
         """What is new since `last`, in a few words; None when nothing is."""
         if self.config != last.config:
-            return "the configuration changed"
+            return "the configuration changed since the last successful run"
         if (self.data_root, self.patterns) != (last.data_root, last.patterns):
-            return "the data folder or its patterns changed"
+            return "the data folder or its patterns changed since the last successful run"
         changed = sorted(
             path
             for path in self.files.keys() | last.files.keys()
@@ -59,7 +59,7 @@ class InputFingerprint:
         if not changed:
             return None
         more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-        return f"new or changed input: {changed[0]}{more}"
+        return f"new or changed input since the last successful run: {changed[0]}{more}"
 
 
 def config_digest(config: PipelineConfig) -> str:
@@ -125,6 +125,6 @@ def new_inputs(config: PipelineConfig) -> str | None:
     """
     last = read_last_success(config.run_dir)
     if last is None:
-        return "no successful run yet"
+        return "no successful run in this run folder yet"
     now = fingerprint_inputs(config, pathlib.Path(last.data_root), last.patterns)
     return now.changes_since(last)

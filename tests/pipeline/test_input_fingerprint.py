@@ -48,7 +48,10 @@ def test_nothing_new_since_the_last_successful_run(recorded):
 
 def test_a_new_span_is_new_data(recorded, tmp_path):
     write(tmp_path / "data" / "span-2" / "a.tfrecord")
-    assert new_inputs(recorded) == "new or changed input: span-2/a.tfrecord"
+    assert (
+        new_inputs(recorded)
+        == "new or changed input since the last successful run: span-2/a.tfrecord"
+    )
 
 
 def test_a_new_file_in_a_span_is_new_data_but_a_file_no_pattern_matches_is_not(recorded, tmp_path):
@@ -56,7 +59,10 @@ def test_a_new_file_in_a_span_is_new_data_but_a_file_no_pattern_matches_is_not(r
     write(tmp_path / "data" / ".span-3.partial" / "a.tfrecord")  # a span import under way
     assert new_inputs(recorded) is None
     write(tmp_path / "data" / "span-1" / "b.tfrecord")
-    assert new_inputs(recorded) == "new or changed input: span-1/b.tfrecord"
+    assert (
+        new_inputs(recorded)
+        == "new or changed input since the last successful run: span-1/b.tfrecord"
+    )
 
 
 def test_a_file_rewritten_with_the_same_size_in_the_same_second_is_changed(recorded, tmp_path):
@@ -64,29 +70,35 @@ def test_a_file_rewritten_with_the_same_size_in_the_same_second_is_changed(recor
     before = path.stat()
     write(path, b"RECORDS")
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1))  # 1 ns later
-    assert new_inputs(recorded) == "new or changed input: span-1/a.tfrecord"
+    assert (
+        new_inputs(recorded)
+        == "new or changed input since the last successful run: span-1/a.tfrecord"
+    )
 
 
 def test_a_removed_file_is_a_change(recorded, tmp_path):
     (tmp_path / "data" / "span-1" / "a.tfrecord").unlink()
-    assert new_inputs(recorded) == "new or changed input: span-1/a.tfrecord"
+    assert (
+        new_inputs(recorded)
+        == "new or changed input since the last successful run: span-1/a.tfrecord"
+    )
 
 
 def test_another_configuration_counts_as_new_but_another_webhook_does_not(recorded, tmp_path):
     webhook = spans_config(tmp_path, **{"notify.webhook": "https://hooks.example.com/x"})
     assert new_inputs(webhook) is None
     assert new_inputs(spans_config(tmp_path, **{"trainer.epochs": 3})) == (
-        "the configuration changed"
+        "the configuration changed since the last successful run"
     )
 
 
 def test_a_run_folder_without_a_successful_run_always_runs(tmp_path):
     config = spans_config(tmp_path)
-    assert new_inputs(config) == "no successful run yet"
+    assert new_inputs(config) == "no successful run in this run folder yet"
     config.run_dir.mkdir(parents=True)
     (config.run_dir / LAST_SUCCESS_FILE).write_text("{not json")  # a damaged record: run
     assert read_last_success(config.run_dir) is None
-    assert new_inputs(config) == "no successful run yet"
+    assert new_inputs(config) == "no successful run in this run folder yet"
 
 
 def test_every_change_tfx_examplegen_sees_in_the_latest_span_is_seen(tmp_path):
