@@ -5,8 +5,8 @@ passing the DAG's final status (KFP's PipelineTaskFinalStatus as JSON): the
 state, the error, and the job's resource name. The handler cannot read the
 pipeline's artifacts (TFX 1.16 gives exit handlers no input artifacts), so the
 message names the outcome, the error and the run's console page, where the
-metrics, the blessing and the push are. A DataGate that failed is data
-rejected: it fails only to stop data that breaks the schema or drifts.
+metrics, the blessing and the push are. A failure naming the DataGate is data
+rejected: the DataGate fails only to stop data that breaks the schema or drifts.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
@@ -35,7 +35,8 @@ def vertex_run_message(pipeline_name: str, final_status: str) -> dict:
         final_status, pipeline_spec_pb2.PipelineTaskFinalStatus(), ignore_unknown_fields=True
     )
     outcome = _OUTCOMES.get(status.state, status.state.lower() or FAILED)
-    if outcome == FAILED and f"[{NodeIds.DATA_GATE}]" in status.error.message:
+    # Vertex's error names the failed tasks (its exact wording is not checked here: offline).
+    if outcome == FAILED and re.search(rf"\b{NodeIds.DATA_GATE}\b", status.error.message):
         outcome = DATA_REJECTED
     details = [status.error.message] if status.error.message else []
     job = _JOB_NAME.match(status.pipeline_job_resource_name)

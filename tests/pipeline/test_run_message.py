@@ -97,3 +97,18 @@ def test_a_blessed_model_the_pusher_did_not_publish_is_told_apart_from_a_push():
     held = blessed(pushed_model=None, push_note="the run stopped before the Pusher")
     assert run_outcome(held) == "blessed, not pushed"
     assert run_message(held, REPORT)["text"].splitlines()[1] == "passed every threshold"
+
+
+def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
+    from common.config import load_config
+    from pipeline.run_message import notify_run
+    from tests.common.webhook_server import webhook_server
+
+    assert notify_run(load_config(), blessed(), REPORT) is None  # no notify: section, no post
+    with webhook_server(hang=True) as (url, server):
+        config = load_config(None, {"notify.webhook": url, "notify.timeout_seconds": 0.5})
+        warning = notify_run(config, blessed(), REPORT)
+        assert not server.release.is_set()  # it returned while the server still hung
+    assert warning.endswith("did not answer within 0.5 s")
+    ((_, message),) = server.received
+    assert message == run_message(blessed(), REPORT)
