@@ -31,6 +31,7 @@ from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex
 from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
 from components.example_gen.errors import DataFormatError
+from pipeline.input_fingerprint import new_inputs, record_success
 from pipeline.metadata_check import DamagedMetadataError, check_metadata_store
 from pipeline.run_lock import RunInProgressError, exclusive_run
 
@@ -91,6 +92,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--model", help=MODEL_HELP)
     run.add_argument(
         "--verbose", action="store_true", help="show the full logs instead of progress lines"
+    )
+    run.add_argument(
+        "--if-new-data",
+        action="store_true",
+        help="exit 0 at once, saying so, unless a new span, a new or changed input file or "
+        "another configuration arrived since this run folder's last successful run",
     )
     run.add_argument(
         "--summary-json",
@@ -158,15 +165,28 @@ def _run(args: argparse.Namespace) -> int:
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_file = config.run_dir / "logs" / f"run-{stamp}.log"
+    run_log = None if args.verbose else str(log_file)
     if not args.verbose:
         quiet_library_warnings()
     with exclusive_run(config.run_dir):
         check_metadata_store(config.metadata_path)
-        if args.verbose:
-            summary, report = _run_pipeline(config, sys.stderr, None)
-        else:
-            with output_to_log_file(log_file) as terminal:
-                summary, report = _run_pipeline(config, terminal, str(log_file))
+        if args.if_new_data and not _has_new_inputs(config):
+            return EXIT_OK
+        try:
+            if args.verbose:
+                summary, report, inputs = _run_pipeline(config, sys.stderr, None)
+            else:
+                with output_to_log_file(log_file) as terminal:
+                    summary, report, inputs = _run_pipeline(config, terminal, run_log)
+        except (ConfigError, DataFormatError, RunInterrupted) as error:  # before any component
+            if config.notify:
+                from pipeline.run_summary import RunSummary
+
+                name = config.full_pipeline_name
+                _notify(config, RunSummary.without_results(name, [], error, run_log), None)
+            raise
+        if summary.succeeded:
+            record_success(config.run_dir, inputs)
     if summary.problems():
         print(summary.problems(), file=sys.stderr, flush=True)
     if report:
@@ -175,6 +195,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.summary_json:
         args.summary_json.parent.mkdir(parents=True, exist_ok=True)
         args.summary_json.write_text(summary.to_json())
+    _notify(config, summary, report)
     if summary.interrupted:
         return exit_code(received_signal())
     if summary.data_rejected:
@@ -182,23 +203,53 @@ def _run(args: argparse.Namespace) -> int:
     return EXIT_OK if summary.succeeded else EXIT_FAILED
 
 
+def _has_new_inputs(config) -> bool:
+    """`--if-new-data`: whether anything arrived since the last successful run, saying so."""
+    news = new_inputs(config)
+    if news is None:
+        print(
+            f"tpu-pipeline: nothing to do: no new data since the last successful run "
+            f"in {config.run_dir}",
+            flush=True,
+        )
+        return False
+    print(f"tpu-pipeline: {news}", file=sys.stderr, flush=True)
+    return True
+
+
+def _notify(config, summary, report: str | None) -> None:
+    """Tells `notify.webhook` (if set) how the run ended; if it cannot, one warning line."""
+    from pipeline.run_message import notify_run
+
+    warning = notify_run(config, summary, report)
+    if warning:
+        print(f"tpu-pipeline: warning: {warning}; the run's result stands", file=sys.stderr)
+
+
 def _run_pipeline(config, progress, log_file):
-    """Runs the pipeline with progress on `progress`; returns the summary and the report line.
+    """Runs the pipeline with progress on `progress`.
+
+    Returns:
+      The summary, the report line, and the fingerprint of the inputs as the run
+      started (recorded if it succeeds, for `--if-new-data`).
 
     Raises:
       DataFormatError: the data folder is missing or has no file to read; nothing ran.
     """
     from pipeline.data_sources import prepare_data_root
+    from pipeline.input_fingerprint import fingerprint_inputs, input_patterns
 
-    prepare_data_root(config)  # a wrong data folder stops here in one line, not in ExampleGen
+    data_root = prepare_data_root(config)  # a wrong data folder stops here in one line
+    # Taken before ExampleGen reads: a file landing during the run counts as new next time.
+    inputs = fingerprint_inputs(config, data_root, input_patterns(config.dataset))
     from pipeline.local_runner import run_local
 
     print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", file=progress)
 
     summary = run_local(config, progress, log_file)
     if summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later
-        return summary, None
-    return summary, write_run_report(config, summary)
+        return summary, None, inputs
+    return summary, write_run_report(config, summary), inputs
 
 
 def _schema_output(args: argparse.Namespace) -> pathlib.Path:

@@ -68,6 +68,8 @@ _PATHS = {
     "metadata": "tfx.orchestration.metadata",
     "LocalDagRunner": "tfx.orchestration.local.local_dag_runner:LocalDagRunner",
     "kubeflow_v2_dag_runner": "tfx.orchestration.kubeflow.v2.kubeflow_v2_dag_runner",
+    "exit_handler": "tfx.orchestration.kubeflow.decorators:exit_handler",
+    "FinalStatusStr": "tfx.orchestration.kubeflow.decorators:FinalStatusStr",
     # Vertex AI training (imports the Vertex AI SDK: ask for these only in kubeflow/).
     "VertexTrainer": "tfx.extensions.google_cloud_ai_platform.trainer.component:Trainer",
     "ai_platform_constants": "tfx.extensions.google_cloud_ai_platform.constants",

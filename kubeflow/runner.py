@@ -159,6 +159,11 @@ def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, 
         output_dir=str(output.parent),
         output_filename=output.name,
     )
+    from kubeflow.exit_handler import notify_exit_handler
+
+    handler = notify_exit_handler(config)
+    if handler is not None:  # runs after the DAG, however it ended
+        runner.set_exit_handler(handler)
     return runner.run(
         build_vertex_pipeline(config),
         parameter_values=runtime_parameter_defaults(config),

@@ -22,6 +22,7 @@ from common.config.dataset import (
 )
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import load_config
+from common.config.notify import NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.serving import ServingConfig, TFLiteVariant
 from common.config.trainer import (
@@ -65,6 +66,7 @@ __all__ = [
     "LearningRateDecay",
     "LearningRateScaling",
     "ModelRegistryConfig",
+    "NotifyConfig",
     "Optimizer",
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from common.config.base import _Section
 from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from common.config.evaluator import EvaluatorConfig
+from common.config.notify import NotifyConfig
 from common.config.serving import ServingConfig
 from common.config.trainer import TrainerConfig
 from common.config.tuner import TunerConfig
@@ -53,6 +54,9 @@ class PipelineConfig(_Section):
     )
     vertex: VertexConfig | None = Field(
         default=None, description="Vertex AI Pipelines settings, read by compile/submit/schedule"
+    )
+    notify: NotifyConfig | None = Field(
+        default=None, description="a webhook told each run's outcome (local and Vertex)"
     )
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ from sklearn.datasets import load_digits
 
 from cli.main import main
 from pipeline.data_sources import write_digits_tfrecord
+from tests.common.webhook_server import webhook_server
 from tests.components.example_gen.conftest import record_ends
 
 pytestmark = pytest.mark.slow
@@ -138,37 +139,63 @@ def write_digits_in_two_folders(data_dir, eval_count: int) -> None:
                 writer.write(record)
 
 
-def test_split_patterns_from_the_command_line_choose_the_eval_files(tmp_path, capfd):
+def test_split_patterns_choose_the_eval_files_and_the_run_notifies_and_is_not_repeated(
+    tmp_path, capfd
+):
+    """One real run, three behaviours: split patterns, the webhook's one message, and
+    `--if-new-data` running the first time and doing nothing the second."""
     data_dir, eval_count = tmp_path / "data", 250
     write_digits_in_two_folders(data_dir, eval_count)
     summary_path = tmp_path / "summary.json"
+    with webhook_server() as (url, webhook):
+        # In this process (the CLI's own main): the libraries other tests loaded need no new import.
+        code = main(
+            run_args := [
+                "run",
+                "--if-new-data",
+                "--data-dir",
+                str(data_dir),
+                "--output-dir",
+                str(tmp_path / "out"),
+                "--train-steps",
+                "20",
+                "--set",
+                "dataset.split_patterns.train=fit/*.tfrecord",
+                "--set",
+                "dataset.split_patterns.eval=holdout/*.tfrecord",
+                "--set",
+                "trainer.epochs=1",
+                "--set",
+                "serving.tflite_variants=[]",
+                "--set",
+                f"notify.webhook={url}",
+                "--summary-json",
+                str(summary_path),
+            ]
+        )
+        out, err = capfd.readouterr()
+        assert code == 0, out + err
+        assert err.startswith("tpu-pipeline: no successful run in this run folder yet\n")
+        summary = json.loads(summary_path.read_text())
+        ((content_type, message),) = webhook.received  # one message, with the outcome
+        assert content_type == "application/json"
+        title, why, metrics, *rest = message["text"].splitlines()
+        outcome = "blessed and pushed" if summary["blessed"] else "not blessed"
+        assert title.endswith(f": *{outcome}*") and summary["blessing_reason"] in why
+        assert metrics.startswith("metrics: accuracy=") and f"example_count={eval_count}" in metrics
+        run_dir = tmp_path / "out" / "tpu-pipeline-digits"
+        assert f"report: {run_dir / 'report' / 'report.html'}" in rest
+        logs = sorted((run_dir / "logs").iterdir())
 
-    # In this process (the CLI's own main): the libraries other tests loaded need no new import.
-    code = main(
-        [
-            "run",
-            "--data-dir",
-            str(data_dir),
-            "--output-dir",
-            str(tmp_path / "out"),
-            "--train-steps",
-            "20",
-            "--set",
-            "dataset.split_patterns.train=fit/*.tfrecord",
-            "--set",
-            "dataset.split_patterns.eval=holdout/*.tfrecord",
-            "--set",
-            "trainer.epochs=1",
-            "--set",
-            "serving.tflite_variants=[]",
-            "--summary-json",
-            str(summary_path),
-        ]
-    )
-
-    out, err = capfd.readouterr()
-    assert code == 0, out + err
-    summary = json.loads(summary_path.read_text())
+        # Nothing new: the same command exits 0 at once, in one line, running nothing.
+        assert main(run_args) == 0
+        again_out, again_err = capfd.readouterr()
+        assert again_out == (
+            f"tpu-pipeline: nothing to do: no new data since the last successful run in {run_dir}\n"
+        )
+        assert again_err == ""
+        assert sorted((run_dir / "logs").iterdir()) == logs  # no run started, not even its log
+        assert len(webhook.received) == 1
     assert summary["metrics"]["example_count"] == eval_count  # the Evaluator saw holdout/ only
     assert f"val on all {eval_count} eval examples" in err  # and so did the Trainer
     run_dir = tmp_path / "out" / "tpu-pipeline-digits"

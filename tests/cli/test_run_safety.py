@@ -9,13 +9,16 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from pipeline.input_fingerprint import LAST_SUCCESS_FILE
 from pipeline.run_lock import exclusive_run
+from tests.common.webhook_server import webhook_server
 
 RUN_DIR_NAME = "tpu-pipeline-digits"
 
@@ -96,9 +99,17 @@ def test_sigint_then_sigterm_during_the_trainer_stop_the_run_and_push_nothing(tm
     hold_lock_and_die_by_kill_9(run_dir)  # a lock left by a dead run must not block
 
     # Started as a script's background job (SIGINT ignored), where Ctrl-C used to do nothing.
-    first = start_cli(*run_args(tmp_path, "first.json"), ignore_sigint=True)
-    lines, epoch_line = signal_at_first_epoch(first, signal.SIGINT)
+    with webhook_server() as (url, webhook):
+        notify = ["--set", f"notify.webhook={url}"]
+        first = start_cli(*run_args(tmp_path, "first.json"), *notify, ignore_sigint=True)
+        lines, epoch_line = signal_at_first_epoch(first, signal.SIGINT)
     output = "".join(lines)
+    ((_, message),) = webhook.received  # told once, however the run ended
+    assert message["text"].splitlines()[:2] == [
+        f"tpu-pipeline tpu-pipeline-digits on {socket.gethostname()}: *interrupted*",
+        "by SIGINT during Trainer; the same command resumes it",
+    ]
+    assert not (run_dir / LAST_SUCCESS_FILE).exists()  # `--if-new-data` would run it again
     assert epoch_line, output
     assert first.returncode == 130, output
     assert "INTERRUPTED by SIGINT during Trainer" in output

@@ -138,3 +138,25 @@ def test_max_image_side_needs_an_image_source_and_room_for_the_image_shape():
         load_config(None, {**photos, "dataset.source.max_image_side": 200})
     shrinking = load_config(None, {**photos, "dataset.source.max_image_side": 512})
     assert shrinking.dataset.source.max_image_side == 512
+
+
+def test_notify_takes_an_http_or_https_webhook_with_a_bounded_timeout():
+    config = load_config(None, {"notify.webhook": "https://hooks.slack.com/services/T/B/X"})
+    assert config.notify.timeout_seconds == 10
+    assert load_config().notify is None  # no webhook: nobody is told
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"notify.webhook": "ftp://hooks.example.com/x"}, r"notify\.webhook: must be an http"),
+        ({"notify.webhook": "hooks.slack.com/services/x"}, r"notify\.webhook: must be an http"),
+        ({"notify.webhook": "https:///no-host"}, r"notify\.webhook: must be an http"),
+        ({"notify.webhook": "https://h", "notify.timeout_seconds": 0}, r"timeout_seconds"),
+        ({"notify.webhook": "https://h", "notify.timeout_seconds": 600}, r"timeout_seconds"),
+        ({"notify.timeout_seconds": 5}, r"notify\.webhook: Field required"),
+    ],
+)
+def test_a_bad_notify_section_names_the_field(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(None, overrides)

@@ -1,0 +1,85 @@
+"""The one message a webhook hears about a run: its outcome, key metrics and where to look.
+
+Built from the same RunSummary the terminal shows, so the message and the
+run's exit code never disagree about how the run ended.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from common.config import PipelineConfig
+from common.webhook import post_message, slack_message
+from pipeline.run_summary import RunSummary
+
+BLESSED_AND_PUSHED = "blessed and pushed"
+BLESSED_NOT_PUSHED = "blessed, not pushed"
+NOT_BLESSED = "not blessed"
+DATA_REJECTED = "data rejected"
+FAILED = "failed"
+INTERRUPTED = "interrupted"
+
+# Shown first, in this order, when the Evaluator computed them.
+_KEY_METRICS = ("accuracy", "example_count")
+
+
+def run_outcome(summary: RunSummary) -> str:
+    """How the run ended, in the words the message and the README use."""
+    if summary.interrupted:
+        return INTERRUPTED
+    if summary.data_rejected:
+        return DATA_REJECTED
+    if not summary.succeeded:
+        return FAILED
+    if not summary.blessed:
+        return NOT_BLESSED
+    return BLESSED_AND_PUSHED if summary.pushed_model else BLESSED_NOT_PUSHED
+
+
+def _why(summary: RunSummary, outcome: str) -> str:
+    if outcome == INTERRUPTED:
+        return f"by {summary.interrupted}; the same command resumes it"
+    if outcome in (DATA_REJECTED, FAILED):
+        return (summary.error or "").splitlines()[0] if summary.error else ""
+    if outcome == BLESSED_AND_PUSHED:
+        return f"{summary.blessing_reason}; {summary.push_note}"
+    return summary.blessing_reason or summary.push_note
+
+
+def run_message(summary: RunSummary, report: str | None) -> dict[str, Any]:
+    """The Slack-compatible message for `summary`.
+
+    Args:
+      summary: the finished run's summary.
+      report: the `report: PATH` line the terminal shows, or None (an interrupted run).
+    """
+    outcome = run_outcome(summary)
+    why = _why(summary, outcome)
+    text = f"tpu-pipeline {summary.pipeline} on {socket.gethostname()}: *{outcome}*"
+    details = [why] if why else []
+    if summary.metrics:
+        names = [m for m in _KEY_METRICS if m in summary.metrics]
+        shown = ", ".join(f"{name}={summary.metrics[name]:.4g}" for name in names)
+        if summary.baseline_metrics and "accuracy" in summary.baseline_metrics:
+            shown += f" (baseline accuracy={summary.baseline_metrics['accuracy']:.4g})"
+        details.append(f"metrics: {shown}")
+    if summary.pushed_model:
+        details.append(f"pushed: {summary.pushed_model}")
+    if report:
+        details.append(report)
+    if summary.log_file:
+        details.append(f"logs: {summary.log_file}")
+    return slack_message(text, details)
+
+
+def notify_run(config: PipelineConfig, summary: RunSummary, report: str | None) -> str | None:
+    """Posts the run's message to `notify.webhook`, if set; returns a warning if it was not taken.
+
+    Takes at most `notify.timeout_seconds`; never raises for the webhook's sake.
+    """
+    if config.notify is None:
+        return None
+    return post_message(
+        config.notify.webhook, run_message(summary, report), config.notify.timeout_seconds
+    )
