@@ -220,7 +220,7 @@ def summarize_run(
                 else "new version"
             )
         else:
-            summary.push_note = "not blessed"
+            summary.push_note = custom_property(pushed, "push_refused") or "not blessed"
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
         summary.serving_variants = serving_variants(model_dir, summary.pushed_model)
