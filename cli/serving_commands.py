@@ -102,7 +102,21 @@ def _run_action(args: argparse.Namespace) -> int:
         print(f"restored {restored.version}{' (serving)' if restored.serving else ''}")
     else:
         return _bless(config, args)
+    if action in ("rollback", "pin", "restore"):
+        _follow_serving_folder(config)
     return 0
+
+
+def _follow_serving_folder(config: PipelineConfig) -> None:
+    """Points the next run's baseline at what serves now (see pipeline/served_baseline.py)."""
+    from pipeline.served_baseline import follow_serving_folder
+
+    changed = follow_serving_folder(
+        config.metadata_path, config.full_pipeline_name, str(config.serving_dir)
+    )
+    for what, ids in changed.items():
+        if ids:
+            print(f"baseline: {what} {len(ids)} blessing(s) in ML Metadata")
 
 
 def _print_versions(base: str) -> None:

@@ -50,7 +50,8 @@ class ManualBlessing:
     push: PushResult
 
 
-def _store(metadata_path: pathlib.Path) -> metadata_store.MetadataStore:
+def open_store(metadata_path: pathlib.Path) -> metadata_store.MetadataStore:
+    """The run folder's ML Metadata store, for writing; never creates a missing one."""
     if not metadata_path.exists():  # opening a missing SQLite store would create it
         raise FileNotFoundError(
             f"{metadata_path}: no metadata store; bless a model of a run folder that has run"
@@ -68,9 +69,10 @@ def _int(artifact: metadata_store_pb2.Artifact, name: str) -> int | None:
     )
 
 
-def _artifacts_of_type(
+def artifacts_of_type(
     store: metadata_store.MetadataStore, context_id: int, type_name: str
 ) -> list[metadata_store_pb2.Artifact]:
+    """The context's artifacts of one type, whatever their state."""
     artifact_type = store.get_artifact_type(type_name)
     return [a for a in store.get_artifacts_by_context(context_id) if a.type_id == artifact_type.id]
 
@@ -81,7 +83,7 @@ def blessings_of(
     """Every ModelBlessing in the pipeline context that says `blessed=1` for the model."""
     return [
         blessing
-        for blessing in _artifacts_of_type(store, context_id, "ModelBlessing")
+        for blessing in artifacts_of_type(store, context_id, "ModelBlessing")
         if _int(blessing, "current_model_id") == model_id and _int(blessing, "blessed") == 1
     ]
 
@@ -143,9 +145,9 @@ def bless_model(
     """
     if not reason.strip():
         raise ServingFolderError("serving bless: --reason must say why the Evaluator is overruled")
-    store = _store(metadata_path)
+    store = open_store(metadata_path)
     context = store.get_context_by_type_and_name("pipeline", pipeline_name)
-    models = _artifacts_of_type(store, context.id, "Model") if context else []
+    models = artifacts_of_type(store, context.id, "Model") if context else []
     if model_id is not None:
         models = [m for m in models if m.id == model_id]
     if not models:
