@@ -86,7 +86,7 @@ def _run_action(args: argparse.Namespace) -> int:
     base = str(config.serving_dir)
     action = args.serving_action
     if action == "list":
-        _print_versions(base)
+        _print_versions(config)
     elif action == "rollback":
         rolled_back, served = versions.rollback(base, args.reason)
         print(f"rolled back {rolled_back.version} to {rolled_back.path}; serving {served.version}")
@@ -119,9 +119,13 @@ def _follow_serving_folder(config: PipelineConfig) -> None:
             print(f"baseline: {what} {len(ids)} blessing(s) in ML Metadata")
 
 
-def _print_versions(base: str) -> None:
+def _print_versions(config: PipelineConfig) -> None:
+    """A line per version: served or why set aside, and what ML Metadata knows of it."""
     from components.serving.versions import list_versions, pinned
+    from pipeline.version_history import version_facts
 
+    base = str(config.serving_dir)
+    facts = version_facts(config.metadata_path, config.full_pipeline_name)
     found = list_versions(base)
     if not found:
         print(f"{base}: no versions")
@@ -135,7 +139,8 @@ def _print_versions(base: str) -> None:
             )
         else:
             state = "in place"
-        print(f"{version.version}  {state}")
+        known = f"  ({facts[version.version]})" if version.version in facts else ""
+        print(f"{version.version}  {state}{known}")
     record = pinned(base)
     if record:
         print(f"pinned to {record['version']} ({record['reason']}): runs push nothing")

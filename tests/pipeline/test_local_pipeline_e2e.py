@@ -156,3 +156,13 @@ def test_the_next_run_takes_the_manually_blessed_model_as_its_baseline(blessed_b
     assert second.push_note == "pushed by the manual blessing"
     # The report `serving bless` wrote says so too.
     assert "blessed by hand" in (config.run_dir / "report" / "report.html").read_text()
+
+
+def test_serving_list_shows_the_accuracy_and_the_manual_blessing(blessed_by_hand, capsys):
+    from cli.main import main
+
+    config, _, _, _ = blessed_by_hand
+    assert main(["serving", "list", "--output-dir", str(config.output_dir)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "SERVING  (accuracy 0." in line
+    assert "blessed by hand by " in line and "accepted for the demo" in line
