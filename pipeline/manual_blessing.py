@@ -24,6 +24,7 @@ import pathlib
 import socket
 import time
 
+from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
@@ -72,8 +73,11 @@ def _int(artifact: metadata_store_pb2.Artifact, name: str) -> int | None:
 def artifacts_of_type(
     store: metadata_store.MetadataStore, context_id: int, type_name: str
 ) -> list[metadata_store_pb2.Artifact]:
-    """The context's artifacts of one type, whatever their state."""
-    artifact_type = store.get_artifact_type(type_name)
+    """The context's artifacts of one type, whatever their state (none if no run made one)."""
+    try:
+        artifact_type = store.get_artifact_type(type_name)
+    except errors.NotFoundError:
+        return []
     return [a for a in store.get_artifacts_by_context(context_id) if a.type_id == artifact_type.id]
 
 
