@@ -14,14 +14,13 @@ An endpoint's traffic is not moved: redeploy `model@default` to follow the alias
 from __future__ import annotations
 
 import datetime
-import getpass
-import socket
 from collections.abc import Sequence
 
 from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import ConfigError, PipelineConfig
+from components.serving.versions import operator_name
 from kubeflow.model_registry import ROLLED_BACK_LABEL, is_rolled_back
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent
@@ -111,7 +110,7 @@ def _calls(
     now: datetime.datetime | None,
 ) -> list[ApiCall]:
     now = now or datetime.datetime.now(datetime.timezone.utc)
-    who = f"{getpass.getuser()}@{socket.gethostname()}"
+    who = operator_name()
     rolled_back = gca.Model(
         name=f"{model_name}@{current}",
         labels={**labels, ROLLED_BACK_LABEL: str(int(now.timestamp()))},

@@ -18,10 +18,8 @@ push then finds the version already served).
 from __future__ import annotations
 
 import dataclasses
-import getpass
 import os
 import pathlib
-import socket
 import time
 
 from ml_metadata import errors
@@ -29,7 +27,12 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from components.serving.publish import PushResult, push_model_version
-from components.serving.versions import ServingFolderError, push_refusal, serving_lock
+from components.serving.versions import (
+    ServingFolderError,
+    operator_name,
+    push_refusal,
+    serving_lock,
+)
 from pipeline.metadata_check import check_metadata_store
 
 EXECUTION_TYPE = "ManualBlessing"
@@ -168,7 +171,7 @@ def bless_model(
         if refusal:
             raise ServingFolderError(f"not blessed: {refusal}")
         push = push_model_version(model_dir, serving_dir)
-    blessed_by = f"{getpass.getuser()}@{socket.gethostname()}"
+    blessed_by = operator_name()
     blessing_id = _record(store, context, model, reason, blessed_by, push, metadata_path.parent)
     return ManualBlessing(model.id, blessing_id, reason, blessed_by, push)
 

@@ -143,7 +143,8 @@ def list_versions(base_directory: str) -> list[Version]:
     return sorted(versions, key=lambda v: int(v.version))
 
 
-def _who() -> str:
+def operator_name() -> str:
+    """Who acts (user@host), for the notes people read later."""
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
@@ -158,7 +159,7 @@ def _set_aside(
             "move one of them away by hand"
         )
     when = clock().astimezone().isoformat(timespec="seconds")
-    _write_json(_note_path(base_directory, version), {**note, "when": when, "who": _who()})
+    _write_json(_note_path(base_directory, version), {**note, "when": when, "who": operator_name()})
     os.rename(
         os.path.join(base_directory, version),
         os.path.join(_rolled_back_dir(base_directory), version),
@@ -177,6 +178,12 @@ def rollback(
     """
     _require_local(base_directory)
     with serving_lock(base_directory):
+        record = pinned(base_directory)
+        if record:
+            raise ServingFolderError(
+                f"{base_directory}: serving is pinned to {record['version']}; pin another "
+                "version, or `tpu-pipeline serving unpin` first"
+            )
         in_place = pushed_versions(base_directory)
         if len(in_place) < 2:
             raise ServingFolderError(
@@ -215,7 +222,7 @@ def pin(
             note = {"action": "pin", "reason": f"pinned to {version}: {reason}"}
             _set_aside(base_directory, name, note, clock)
         when = clock().astimezone().isoformat(timespec="seconds")
-        pin_record = {"version": version, "reason": reason, "when": when, "who": _who()}
+        pin_record = {"version": version, "reason": reason, "when": when, "who": operator_name()}
         _write_json(os.path.join(base_directory, PIN_FILE), pin_record)
     return newer
 

@@ -99,6 +99,8 @@ def test_pin_sets_newer_versions_aside_and_stops_the_pusher_until_unpinned(tmp_p
     assert "pinned to version 100 (known good)" in push_refusal(new_model, base)
     with pytest.raises(ServingFolderError, match="pinned to 100"):
         restore(base, "102")
+    with pytest.raises(ServingFolderError, match="pinned to 100"):
+        rollback(base, "while pinned")
     assert unpin(base)["version"] == "100"
     assert push_refusal(new_model, base) is None
     assert restore(base, "102").serving
