@@ -18,7 +18,6 @@ push then finds the version already served).
 from __future__ import annotations
 
 import dataclasses
-import os
 import pathlib
 import time
 
@@ -26,6 +25,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+from common.tfx_api import path_utils
 from components.serving.publish import PushResult, push_model_version
 from components.serving.versions import (
     ServingFolderError,
@@ -38,9 +38,8 @@ from pipeline.metadata_check import check_metadata_store
 EXECUTION_TYPE = "ManualBlessing"
 REASON_PROPERTY = "manual_blessing_reason"
 BLESSED_BY_PROPERTY = "manual_blessed_by"
-# What TFX's Evaluator writes into a blessing folder, and the properties its readers use.
+# What TFX's Evaluator writes into a blessing folder.
 BLESSED_FILE = "BLESSED"
-SERVING_MODEL_DIR = "Format-Serving"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -165,7 +164,7 @@ def bless_model(
         raise ServingFolderError(
             f"model {model.id} ({model.uri}) is blessed already; nothing to do"
         )
-    model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
+    model_dir = path_utils.serving_model_path(model.uri)
     with serving_lock(serving_dir):
         refusal = push_refusal(model_dir, serving_dir)
         if refusal:

@@ -19,14 +19,10 @@ import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
 
+from common.tfx_api import path_utils
 from components.serving.publish import model_fingerprint, pushed_versions
 from components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
-from pipeline.manual_blessing import (
-    SERVING_MODEL_DIR,
-    artifacts_of_type,
-    blessings_of,
-    open_store,
-)
+from pipeline.manual_blessing import artifacts_of_type, blessings_of, open_store
 
 WITHDRAWN_PROPERTY = "withdrawn_by_rollback"
 
@@ -54,7 +50,7 @@ def follow_serving_folder(
     }
     updated = []
     for model in artifacts_of_type(store, context.id, "Model"):
-        model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
+        model_dir = path_utils.serving_model_path(model.uri)
         if not os.path.exists(os.path.join(model_dir, "fingerprint.pb")):
             continue  # a model whose files are gone cannot be served either way
         fingerprint = model_fingerprint(model_dir)
