@@ -27,6 +27,7 @@ from cli.report_commands import (
     run_report_command,
     write_run_report,
 )
+from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
@@ -147,6 +148,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_vertex_commands(commands)
     add_data_commands(commands)
     add_report_commands(commands)
+    add_serving_commands(commands)
     return parser
 
 
@@ -340,6 +342,8 @@ def _run_command(args: argparse.Namespace) -> int:
             return _preflight(args)
         if args.command in REPORT_COMMANDS:
             return run_report_command(args)
+        if args.command == SERVING_COMMAND:
+            return run_serving_command(args)
         if args.command == "data":
             run_data_command(args)
             return EXIT_OK

@@ -184,3 +184,49 @@ def _planned_calls(
     if action == "update":
         return {"lookup": lookup, "update": requests.update_schedule_call(schedule, found)}
     return {"lookup": lookup, action: requests.named_schedule_call(action, found)}
+
+
+def run_registry_action(config: PipelineConfig, action: str, reason: str, dry_run: bool) -> int:
+    """`serving list|rollback --vertex`: the Model Registry entry's versions, or a rollback."""
+    from cli.console import quiet_library_warnings
+
+    quiet_library_warnings()
+    from kubeflow import model_aliases as aliases
+    from kubeflow.vertex_api import VertexUnreachableError, connect, send
+
+    lookup = aliases.find_model_call(config)
+    if dry_run:
+        if action == "list":
+            planned = {
+                "lookup": lookup,
+                "versions": aliases.list_versions_call(aliases.FOUND_MODEL),
+            }
+        else:
+            planned = aliases.planned_rollback_calls(config, reason)
+        _print_calls(planned)
+        return 0
+    region = _region(config)
+    try:
+        credentials = connect(region)
+        found = list(send(lookup, region, credentials))
+        if not found:
+            print(
+                f"tpu-pipeline: no registry entry matches {lookup.request.filter}", file=sys.stderr
+            )
+            return 1
+        model_name = found[0].name
+        versions = list(send(aliases.list_versions_call(model_name), region, credentials))
+        if action == "list":
+            for version in sorted(versions, key=lambda v: int(v.version_id)):
+                marks = list(version.version_aliases)
+                if aliases.is_rolled_back(version.labels):
+                    marks.append(f"rolled back: {version.version_description}")
+                print(f"{version.version_id}  {', '.join(marks)}")
+            return 0
+        for call in aliases.rollback_calls(model_name, versions, reason):
+            send(call, region, credentials)
+        print(f"rolled back {model_name}: {aliases.DEFAULT_ALIAS} moved to {call.request.name}")
+        return 0
+    except (VertexUnreachableError, aliases.RollbackError) as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return 1

@@ -24,8 +24,11 @@ from common.tfx_api import (
     tfx_pusher_executor,
 )
 from components.serving.publish import push_model_version
+from components.serving.versions import push_refusal, serving_lock
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
+# Why a blessed model was not published (a pin, or the model was rolled back).
+PUSH_REFUSED_PROPERTY = "push_refused"
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
@@ -51,9 +54,11 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusherExecutor pushes to a filesystem destination only")
-        result = push_model_version(
-            self.GetModelPath(input_dict), destination.filesystem.base_directory
-        )
+        base_directory = destination.filesystem.base_directory
+        with serving_lock(base_directory):  # rollback and pin take turns with the push
+            if self._refuse_push(input_dict, base_directory, pushed_model):
+                return
+            result = push_model_version(self.GetModelPath(input_dict), base_directory)
         if result.newly_pushed:
             logging.info("Model pushed as version %s: %s", result.version, result.version_dir)
         else:
@@ -62,6 +67,18 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             pushed_model, pushed_destination=result.version_dir, pushed_version=result.version
         )
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(not result.newly_pushed))
+
+    def _refuse_push(
+        self, input_dict: dict[str, list[Any]], base_directory: str, pushed_model: Any
+    ) -> bool:
+        """Marks the model not pushed when a pin stands or it was rolled back before."""
+        refusal = push_refusal(self.GetModelPath(input_dict), base_directory)
+        if refusal is None:
+            return False
+        logging.warning("Blessed model not pushed: %s", refusal)
+        self._MarkNotPushed(pushed_model)
+        pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, refusal)
+        return True
 
 
 class AtomicPusher(Pusher):

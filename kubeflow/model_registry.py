@@ -29,6 +29,8 @@ from components.serving.publish import model_fingerprint
 REGISTRY_KEY = "vertex_model_registry"
 # Label keys and values allow lowercase letters, digits, '_' and '-', up to 63 characters.
 FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"
+# Set by `tpu-pipeline serving rollback --vertex` (kubeflow/model_aliases.py).
+ROLLED_BACK_LABEL = "tpu_pipeline_rolled_back"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,9 +86,14 @@ def register_model_version(
             labels={FINGERPRINT_LABEL: label},
             **location,
         )
-    if registry.endpoint_display_name:
+    if registry.endpoint_display_name and not is_rolled_back(model.labels):
         _deploy_unless_deployed(aiplatform, model, registry, location)
     return Registration(model, newly_registered)
+
+
+def is_rolled_back(labels: Any) -> bool:
+    """Whether a version's labels say it was rolled back: never deployed again by a run."""
+    return ROLLED_BACK_LABEL in dict(labels or {})
 
 
 def _version_labelled(aiplatform: Any, parent: str, label: str, location: dict) -> Any | None:

@@ -84,10 +84,15 @@ def connect(region: str) -> Any:
 
 def send(call: Any, region: str, credentials: Any) -> Any:
     """Makes one API call (`kubeflow.vertex_requests.ApiCall`): one try, with a deadline."""
-    from google.cloud.aiplatform_v1 import PipelineServiceClient, ScheduleServiceClient
+    from google.cloud.aiplatform_v1 import (
+        ModelServiceClient,
+        PipelineServiceClient,
+        ScheduleServiceClient,
+    )
 
     service, method = call.method.split(".")
     client_type = {
+        "ModelService": ModelServiceClient,
         "PipelineService": PipelineServiceClient,
         "ScheduleService": ScheduleServiceClient,
     }

@@ -47,6 +47,11 @@ class RunRecord:
             first_execution_id = max((e.id for e in executions), default=0) + 1
         self._first_execution_id = first_execution_id
 
+    @property
+    def store(self) -> metadata_store.MetadataStore:
+        """The run's ML Metadata store, for records no node made (a manual blessing)."""
+        return self._store
+
     def node(self, node_id: str) -> NodeRecord:
         """Status and outputs of `node_id`'s newest execution in this run."""
         context = self._store.get_context_by_type_and_name(

@@ -22,6 +22,7 @@ from pipeline.evaluation_results import (
     class_metrics,
     overall_metrics,
 )
+from pipeline.manual_blessing import manual_blessing_of
 from pipeline.pipeline import NodeIds
 from pipeline.run_record import RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
@@ -66,6 +67,8 @@ class RunSummary:
     per_class_metrics: list[ClassMetrics] = dataclasses.field(default_factory=list)
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
     schema_bootstrapped: str | None = None
+    # Set when a person blessed the model the Evaluator refused: reason and blessed_by.
+    manual_blessing: dict[str, str] | None = None
 
     @classmethod
     def without_results(
@@ -148,6 +151,26 @@ class RunSummary:
         return "\n".join(lines)
 
 
+def _apply_manual_blessing(
+    summary: RunSummary, record: RunRecord, pipeline_name: str, model_id: int
+) -> None:
+    """A blessing given by hand after the run overrides the Evaluator's refusal."""
+    recorded = manual_blessing_of(record.store, pipeline_name, model_id)
+    if recorded is None:
+        return
+    summary.manual_blessing = {"reason": recorded.reason, "blessed_by": recorded.blessed_by}
+    refused = (
+        f"; the Evaluator refused: {summary.blessing_reason}" if summary.blessing_reason else ""
+    )
+    summary.blessing_reason = (
+        f"blessed by hand by {recorded.blessed_by}: {recorded.reason}{refused}"
+    )
+    summary.blessed = True
+    if recorded.pushed_destination:
+        summary.pushed_model = recorded.pushed_destination
+        summary.push_note = "pushed by the manual blessing"
+
+
 def describe_variants(variants: list[dict[str, Any]]) -> list[str]:
     """A line per served model: eval accuracy, size, single-image latency, where or why not."""
     if not variants:
@@ -220,7 +243,9 @@ def summarize_run(
                 else "new version"
             )
         else:
-            summary.push_note = "not blessed"
+            summary.push_note = custom_property(pushed, "push_refused") or "not blessed"
+    if trainer.outputs.get("model"):
+        _apply_manual_blessing(summary, record, pipeline_name, trainer.outputs["model"][0].id)
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
         summary.serving_variants = serving_variants(model_dir, summary.pushed_model)

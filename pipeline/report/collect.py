@@ -105,7 +105,7 @@ def _latest_log(run_dir: pathlib.Path) -> str | None:
     return str(logs[-1]) if logs else None
 
 
-def _summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummary:
+def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummary:
     """Rebuilds the run summary from MLMD alone, for a report made after the run.
 
     MLMD records that a component failed but not why; anomalies explain a
@@ -219,7 +219,7 @@ def collect_report(
         dataset = config.dataset
     class_names = list(dataset.class_names) if dataset else []
     if summary is None:
-        summary = _summarize_stored_run(stored, class_names)
+        summary = summarize_stored_run(stored, class_names)
     report = RunReport(
         pipeline=summary.pipeline,
         run_id=stored.run_id if stored else None,

@@ -100,3 +100,69 @@ def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
     assert summary.succeeded, summary.error
     assert summary.metrics["accuracy"] >= 0.90
     assert summary.blessed and summary.pushed_model
+
+
+@pytest.fixture(scope="module")
+def blessed_by_hand(tmp_path_factory):
+    """A run the Evaluator refuses, blessed by hand through the CLI, then a second run."""
+    from cli.main import main
+
+    output_dir = tmp_path_factory.mktemp("manual-blessing")
+    unreachable = {"evaluator.accuracy_lower_bound": 1.0}
+    config = small_digits_config(output_dir, **unreachable)
+    refused = run_local(config, io.StringIO())
+    assert refused.succeeded and not refused.blessed, refused.error
+    flags = ["--output-dir", str(output_dir), "--set", "evaluator.accuracy_lower_bound=1.0"]
+    bless = ["serving", "bless", "--reason", "accepted for the demo", *flags]
+    codes = [main(bless), main(bless)]  # the second finds it blessed already
+    second = run_local(config, io.StringIO())
+    assert second.succeeded, second.error
+    return config, refused, codes, second
+
+
+def test_a_manual_blessing_is_recorded_in_mlmd_and_pushes_the_refused_model(blessed_by_hand):
+    config, refused, codes, _ = blessed_by_hand
+    assert refused.pushed_model is None and codes == [0, 1]
+    store = mlmd_store(config)
+    (model,) = store.get_artifacts_by_type("Model")
+    blessings = [
+        b
+        for b in store.get_artifacts_by_type("ModelBlessing")
+        if b.custom_properties["current_model_id"].int_value == model.id
+    ]
+    by_hand = [b for b in blessings if "manual_blessing_reason" in b.custom_properties]
+    # Both Evaluator runs refused the model; the one blessing by hand stands beside them.
+    assert sorted(b.custom_properties["blessed"].int_value for b in blessings) == [0, 0, 1]
+    assert len(by_hand) == 1 and by_hand[0].custom_properties["blessed"].int_value == 1
+    assert by_hand[0].custom_properties["manual_blessing_reason"].string_value == (
+        "accepted for the demo"
+    )
+    (manual,) = store.get_executions_by_type("ManualBlessing")
+    assert input_artifact_ids(store, manual.id, "model") == [model.id]
+    (version,) = pushed_versions(str(config.serving_dir))
+    assert serving_accuracy(config.serving_dir / version, config) >= 0.95
+
+
+def test_the_next_run_takes_the_manually_blessed_model_as_its_baseline(blessed_by_hand):
+    config, _, _, second = blessed_by_hand
+    store = mlmd_store(config)
+    (model,) = store.get_artifacts_by_type("Model")
+    evaluations = executions_of(store, config, "Evaluator")
+    assert input_artifact_ids(store, evaluations[0].id, "baseline_model") == []
+    assert input_artifact_ids(store, evaluations[1].id, "baseline_model") == [model.id]
+    assert second.blessed and second.manual_blessing["reason"] == "accepted for the demo"
+    assert second.blessing_reason.startswith("blessed by hand by ")
+    assert "the Evaluator refused" in second.blessing_reason
+    assert second.push_note == "pushed by the manual blessing"
+    # The report `serving bless` wrote says so too.
+    assert "blessed by hand" in (config.run_dir / "report" / "report.html").read_text()
+
+
+def test_serving_list_shows_the_accuracy_and_the_manual_blessing(blessed_by_hand, capsys):
+    from cli.main import main
+
+    config, _, _, _ = blessed_by_hand
+    assert main(["serving", "list", "--output-dir", str(config.output_dir)]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert "SERVING  (accuracy 0." in line
+    assert "blessed by hand by " in line and "accepted for the demo" in line

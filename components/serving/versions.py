@@ -1,0 +1,300 @@
+"""Which version a model server serves, and moving versions aside without ever losing one.
+
+TF Serving (and any server given `--model_base_path`) serves the highest
+all-digit version folder. So rollback and pin move versions out of its way, into
+`.rolled_back/<version>/` (a hidden folder no server reads), each with a note
+`.rolled_back/<version>.json` saying why, when and who; nothing is deleted and
+`restore` moves a version back. Each move is one `os.rename` on one file
+system: a crash (kill -9 too) leaves a version either served or set aside,
+never half-moved, and a note without its folder is ignored. An OS lock on the
+serving folder makes rollback, pin, restore and the Pusher's publish take turns,
+so two at once never pick the same version.
+
+A pin is also written down (`.pinned.json`): a highest-version server would
+serve the next run's push over it, so while the pin stands the Pusher publishes
+nothing. Moves need a local disk: on Cloud Storage a folder rename copies object
+by object (STACK.md), and there the Model Registry's aliases do this job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import fcntl
+import getpass
+import json
+import os
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from common.tfx_api import fileio
+from components.serving.publish import model_fingerprint, pushed_versions
+
+ROLLED_BACK_DIR = ".rolled_back"
+PIN_FILE = ".pinned.json"
+LOCK_FILE = ".serving.lock"
+
+
+class ServingFolderError(RuntimeError):
+    """The operation cannot be done on this serving folder (says why and what to do)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """One version of the serving folder.
+
+    Attributes:
+      version: the folder name (digits).
+      path: where it is now (in place, or under `.rolled_back/`).
+      serving: whether a highest-version server serves it.
+      note: why it was set aside (reason, when, who, how), or None while in place.
+    """
+
+    version: str
+    path: str
+    serving: bool
+    note: dict[str, Any] | None = None
+
+
+def _is_remote(base_directory: str) -> bool:
+    return "://" in base_directory
+
+
+def _require_local(base_directory: str) -> None:
+    if _is_remote(base_directory):
+        raise ServingFolderError(
+            f"{base_directory}: moving versions needs a local serving folder (on Cloud "
+            "Storage a rename copies object by object); on Vertex AI use --vertex"
+        )
+
+
+@contextlib.contextmanager
+def serving_lock(base_directory: str) -> Iterator[None]:
+    """Holds the serving folder's lock (waiting for it); a no-op on an object store.
+
+    An OS file lock (flock): the kernel drops it when its holder dies, so a
+    killed operation never blocks the next one.
+    """
+    if _is_remote(base_directory):
+        yield
+        return
+    os.makedirs(base_directory, exist_ok=True)
+    fd = os.open(os.path.join(base_directory, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _rolled_back_dir(base_directory: str) -> str:
+    return os.path.join(base_directory, ROLLED_BACK_DIR)
+
+
+def _note_path(base_directory: str, version: str) -> str:
+    return os.path.join(_rolled_back_dir(base_directory), f"{version}.json")
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as file:
+        return json.loads(file.read())
+
+
+def _write_json(path: str, content: dict[str, Any]) -> None:
+    """Writes a whole file or none: a temporary file, then one rename over the old one."""
+    partial = f"{path}.{os.getpid()}.partial"
+    with open(partial, "w") as file:
+        json.dump(content, file, indent=2)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(partial, path)
+
+
+def set_aside_versions(base_directory: str) -> list[str]:
+    """Versions under `.rolled_back/` (a whole model each), oldest first."""
+    return pushed_versions(_rolled_back_dir(base_directory))
+
+
+def pinned(base_directory: str) -> dict[str, Any] | None:
+    """The pin record (version, reason, when, who), or None when nothing is pinned."""
+    return _read_json(os.path.join(base_directory, PIN_FILE))
+
+
+def list_versions(base_directory: str) -> list[Version]:
+    """Every version, in place or set aside, oldest first; the newest in place serves."""
+    in_place = pushed_versions(base_directory)
+    versions = [
+        Version(name, os.path.join(base_directory, name), serving=name == in_place[-1])
+        for name in in_place
+    ]
+    versions += [
+        Version(
+            name,
+            os.path.join(_rolled_back_dir(base_directory), name),
+            serving=False,
+            note=_read_json(_note_path(base_directory, name)),
+        )
+        for name in set_aside_versions(base_directory)
+    ]
+    return sorted(versions, key=lambda v: int(v.version))
+
+
+def operator_name() -> str:
+    """Who acts (user@host), for the notes people read later."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def _set_aside(
+    base_directory: str, version: str, note: dict[str, Any], clock: Callable[[], datetime.datetime]
+) -> None:
+    """Moves one version into `.rolled_back/`, the note first (a lone note is ignored)."""
+    os.makedirs(_rolled_back_dir(base_directory), exist_ok=True)
+    if os.path.exists(os.path.join(_rolled_back_dir(base_directory), version)):
+        raise ServingFolderError(
+            f"{base_directory}: version {version} is both served and in {ROLLED_BACK_DIR}/; "
+            "move one of them away by hand"
+        )
+    when = clock().astimezone().isoformat(timespec="seconds")
+    _write_json(_note_path(base_directory, version), {**note, "when": when, "who": operator_name()})
+    os.rename(
+        os.path.join(base_directory, version),
+        os.path.join(_rolled_back_dir(base_directory), version),
+    )
+
+
+def rollback(
+    base_directory: str,
+    reason: str,
+    clock: Callable[[], datetime.datetime] = datetime.datetime.now,
+) -> tuple[Version, Version]:
+    """Sets the served version aside so the one before it serves; returns (rolled back, now served).
+
+    Raises:
+      ServingFolderError: fewer than two versions in place (nothing to go back to).
+    """
+    _require_local(base_directory)
+    with serving_lock(base_directory):
+        record = pinned(base_directory)
+        if record:
+            raise ServingFolderError(
+                f"{base_directory}: serving is pinned to {record['version']}; pin another "
+                "version, or `tpu-pipeline serving unpin` first"
+            )
+        in_place = pushed_versions(base_directory)
+        if len(in_place) < 2:
+            raise ServingFolderError(
+                f"{base_directory}: {len(in_place)} version(s) in place, nothing to roll back "
+                "to; `tpu-pipeline serving list` shows the versions set aside"
+            )
+        newest = in_place[-1]
+        _set_aside(base_directory, newest, {"action": "rollback", "reason": reason}, clock)
+    return _find(base_directory, newest), _find(base_directory, in_place[-2])
+
+
+def pin(
+    base_directory: str,
+    version: str,
+    reason: str,
+    clock: Callable[[], datetime.datetime] = datetime.datetime.now,
+) -> list[str]:
+    """Makes `version` the served one: newer versions go aside, and the Pusher stops.
+
+    A version set aside earlier is restored first. Returns the versions moved aside.
+
+    Raises:
+      ServingFolderError: there is no such version.
+    """
+    _require_local(base_directory)
+    with serving_lock(base_directory):
+        if version in set_aside_versions(base_directory):
+            _move_back(base_directory, version)
+        in_place = pushed_versions(base_directory)
+        if version not in in_place:
+            raise ServingFolderError(
+                f"{base_directory}: no version {version}; `tpu-pipeline serving list` shows them"
+            )
+        newer = [name for name in in_place if int(name) > int(version)]
+        for name in reversed(newer):  # newest first: each step leaves a valid served version
+            note = {"action": "pin", "reason": f"pinned to {version}: {reason}"}
+            _set_aside(base_directory, name, note, clock)
+        when = clock().astimezone().isoformat(timespec="seconds")
+        pin_record = {"version": version, "reason": reason, "when": when, "who": operator_name()}
+        _write_json(os.path.join(base_directory, PIN_FILE), pin_record)
+    return newer
+
+
+def unpin(base_directory: str) -> dict[str, Any] | None:
+    """Removes the pin (the versions it set aside stay aside); returns the pin it removed."""
+    _require_local(base_directory)
+    with serving_lock(base_directory):
+        record = pinned(base_directory)
+        if record:
+            os.remove(os.path.join(base_directory, PIN_FILE))
+    return record
+
+
+def restore(base_directory: str, version: str) -> Version:
+    """Moves a version set aside back in place (it serves again if it is the newest).
+
+    Raises:
+      ServingFolderError: no such version set aside, or a pin to an older version stands.
+    """
+    _require_local(base_directory)
+    with serving_lock(base_directory):
+        if version not in set_aside_versions(base_directory):
+            raise ServingFolderError(
+                f"{base_directory}: no version {version} in {ROLLED_BACK_DIR}/; "
+                "`tpu-pipeline serving list` shows the versions set aside"
+            )
+        record = pinned(base_directory)
+        if record and int(version) > int(record["version"]):
+            raise ServingFolderError(
+                f"{base_directory}: serving is pinned to {record['version']}; "
+                "`tpu-pipeline serving unpin` first"
+            )
+        _move_back(base_directory, version)
+    return _find(base_directory, version)
+
+
+def _move_back(base_directory: str, version: str) -> None:
+    """The folder first, then its note: a crash between leaves a lone note, ignored."""
+    target = os.path.join(base_directory, version)
+    if os.path.exists(target):
+        raise ServingFolderError(f"{target} exists; refusing to replace it")
+    os.rename(os.path.join(_rolled_back_dir(base_directory), version), target)
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(_note_path(base_directory, version))
+
+
+def _find(base_directory: str, version: str) -> Version:
+    return next(v for v in list_versions(base_directory) if v.version == version)
+
+
+def push_refusal(model_dir: str, base_directory: str) -> str | None:
+    """Why the Pusher must not publish `model_dir` now, or None.
+
+    A pin stands, or the same model (by fingerprint) was set aside: a rolled-back
+    model is never served again by a later run unless a person restores it.
+    """
+    record = pinned(base_directory)
+    if record:
+        return (
+            f"serving is pinned to version {record['version']} ({record['reason']}); "
+            "`tpu-pipeline serving unpin` to push again"
+        )
+    fingerprint = model_fingerprint(model_dir)
+    for version in set_aside_versions(base_directory):
+        if (
+            model_fingerprint(os.path.join(_rolled_back_dir(base_directory), version))
+            == fingerprint
+        ):
+            note = _read_json(_note_path(base_directory, version)) or {}
+            return (
+                f"this model was rolled back as version {version} ({note.get('reason', '')}); "
+                f"`tpu-pipeline serving restore {version}` to serve it again"
+            )
+    return None

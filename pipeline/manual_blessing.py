@@ -1,0 +1,241 @@
+"""A person blesses a model the Evaluator refused: recorded in ML Metadata, then served.
+
+TFX's baseline resolver (`LatestBlessedModelStrategy`) takes the newest Model
+that some ModelBlessing artifact in the pipeline's context marks `blessed=1`
+for its id (`current_model_id`). So a manual blessing is exactly that: a new
+ModelBlessing (the Evaluator's refused one stays, history is not rewritten),
+with the reason and who gave it, the output of a `ManualBlessing` execution
+whose input is the Model, plus the PushedModel it published. The next run's
+Evaluator compares against this model, the one being served, and the run
+summary and report say it was blessed by hand.
+
+The model is published first and recorded second: a blessing recorded for a
+model that never reached the serving folder would move the baseline away from
+what is served. A crash between the two is repaired by blessing again (the
+push then finds the version already served).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import time
+
+from ml_metadata import errors
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from common.tfx_api import path_utils
+from components.serving.publish import PushResult, push_model_version
+from components.serving.versions import (
+    ServingFolderError,
+    operator_name,
+    push_refusal,
+    serving_lock,
+)
+from pipeline.metadata_check import check_metadata_store
+
+EXECUTION_TYPE = "ManualBlessing"
+REASON_PROPERTY = "manual_blessing_reason"
+BLESSED_BY_PROPERTY = "manual_blessed_by"
+# What TFX's Evaluator writes into a blessing folder.
+BLESSED_FILE = "BLESSED"
+
+
+@dataclasses.dataclass(frozen=True)
+class ManualBlessing:
+    """A recorded manual blessing: which model, why, by whom, and where it serves."""
+
+    model_id: int
+    blessing_id: int
+    reason: str
+    blessed_by: str
+    push: PushResult
+
+
+def open_store(metadata_path: pathlib.Path) -> metadata_store.MetadataStore:
+    """The run folder's ML Metadata store, for writing; never creates a missing one."""
+    if not metadata_path.exists():  # opening a missing SQLite store would create it
+        raise FileNotFoundError(
+            f"{metadata_path}: no metadata store; bless a model of a run folder that has run"
+        )
+    check_metadata_store(metadata_path)
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = str(metadata_path)
+    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE
+    return metadata_store.MetadataStore(connection)
+
+
+def _int(artifact: metadata_store_pb2.Artifact, name: str) -> int | None:
+    return (
+        artifact.custom_properties[name].int_value if name in artifact.custom_properties else None
+    )
+
+
+def artifacts_of_type(
+    store: metadata_store.MetadataStore, context_id: int, type_name: str
+) -> list[metadata_store_pb2.Artifact]:
+    """The context's artifacts of one type, whatever their state (none if no run made one)."""
+    try:
+        artifact_type = store.get_artifact_type(type_name)
+    except errors.NotFoundError:
+        return []
+    return [a for a in store.get_artifacts_by_context(context_id) if a.type_id == artifact_type.id]
+
+
+def blessings_of(
+    store: metadata_store.MetadataStore, context_id: int, model_id: int
+) -> list[metadata_store_pb2.Artifact]:
+    """Every ModelBlessing in the pipeline context that says `blessed=1` for the model."""
+    return [
+        blessing
+        for blessing in artifacts_of_type(store, context_id, "ModelBlessing")
+        if _int(blessing, "current_model_id") == model_id and _int(blessing, "blessed") == 1
+    ]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordedBlessing:
+    """A manual blessing as ML Metadata holds it (what the run summary shows)."""
+
+    reason: str
+    blessed_by: str
+    pushed_destination: str | None
+
+
+def manual_blessing_of(
+    store: metadata_store.MetadataStore, pipeline_name: str, model_id: int
+) -> RecordedBlessing | None:
+    """The newest manual blessing of the model, and where it pushed the model; or None."""
+    context = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    if context is None:
+        return None
+    manual = [
+        b
+        for b in blessings_of(store, context.id, model_id)
+        if REASON_PROPERTY in b.custom_properties
+    ]
+    if not manual:
+        return None
+    blessing = max(manual, key=lambda b: b.id)
+    made_by = next(
+        e
+        for e in store.get_events_by_artifact_ids([blessing.id])
+        if e.type == metadata_store_pb2.Event.OUTPUT
+    )
+    pushed = [
+        store.get_artifacts_by_id([e.artifact_id])[0]
+        for e in store.get_events_by_execution_ids([made_by.execution_id])
+        if e.type == metadata_store_pb2.Event.OUTPUT and e.path.steps[0].key == "pushed_model"
+    ]
+    destination = pushed[0].custom_properties["pushed_destination"].string_value if pushed else None
+    return RecordedBlessing(
+        blessing.custom_properties[REASON_PROPERTY].string_value,
+        blessing.custom_properties[BLESSED_BY_PROPERTY].string_value,
+        destination,
+    )
+
+
+def bless_model(
+    metadata_path: pathlib.Path,
+    pipeline_name: str,
+    serving_dir: str,
+    reason: str,
+    model_id: int | None = None,
+) -> ManualBlessing:
+    """Blesses (and pushes) the pipeline's newest Model, or the one with `model_id`.
+
+    Raises:
+      ServingFolderError: the model is blessed already, no such model, or the
+        serving folder refuses it (a pin, or it was rolled back: restore it instead).
+    """
+    if not reason.strip():
+        raise ServingFolderError("serving bless: --reason must say why the Evaluator is overruled")
+    store = open_store(metadata_path)
+    context = store.get_context_by_type_and_name("pipeline", pipeline_name)
+    models = artifacts_of_type(store, context.id, "Model") if context else []
+    if model_id is not None:
+        models = [m for m in models if m.id == model_id]
+    if not models:
+        which = f"model {model_id}" if model_id is not None else "trained model"
+        raise ServingFolderError(f"{metadata_path}: no {which} of pipeline {pipeline_name}")
+    model = max(models, key=lambda m: m.id)
+    if blessings_of(store, context.id, model.id):
+        raise ServingFolderError(
+            f"model {model.id} ({model.uri}) is blessed already; nothing to do"
+        )
+    model_dir = path_utils.serving_model_path(model.uri)
+    with serving_lock(serving_dir):
+        refusal = push_refusal(model_dir, serving_dir)
+        if refusal:
+            raise ServingFolderError(f"not blessed: {refusal}")
+        push = push_model_version(model_dir, serving_dir)
+    blessed_by = operator_name()
+    blessing_id = _record(store, context, model, reason, blessed_by, push, metadata_path.parent)
+    return ManualBlessing(model.id, blessing_id, reason, blessed_by, push)
+
+
+def _record(
+    store: metadata_store.MetadataStore,
+    context: metadata_store_pb2.Context,
+    model: metadata_store_pb2.Artifact,
+    reason: str,
+    blessed_by: str,
+    push: PushResult,
+    run_dir: pathlib.Path,
+) -> int:
+    """Writes the ManualBlessing execution, its ModelBlessing and PushedModel; the blessing's id."""
+    folder = run_dir / "pipeline_root" / EXECUTION_TYPE / f"{time.time_ns()}"
+    (folder / "blessing").mkdir(parents=True)
+    (folder / "blessing" / BLESSED_FILE).touch()
+    blessing = _artifact(store, "ModelBlessing", folder / "blessing")
+    for name, value in {
+        "blessed": 1,
+        "current_model_id": model.id,
+        "current_model": model.uri,
+        REASON_PROPERTY: reason,
+        BLESSED_BY_PROPERTY: blessed_by,
+    }.items():
+        _set(blessing, name, value)
+    pushed = _artifact(store, "PushedModel", folder / "pushed_model")
+    for name, value in {
+        "pushed": 1,
+        "pushed_destination": push.version_dir,
+        "pushed_version": push.version,
+    }.items():
+        _set(pushed, name, value)
+    execution_type = metadata_store_pb2.ExecutionType(name=EXECUTION_TYPE)
+    execution = metadata_store_pb2.Execution(
+        type_id=store.put_execution_type(execution_type),
+        last_known_state=metadata_store_pb2.Execution.COMPLETE,
+    )
+    _set(execution, REASON_PROPERTY, reason)
+    _set(execution, BLESSED_BY_PROPERTY, blessed_by)
+    events = [
+        (model, _event(metadata_store_pb2.Event.INPUT, "model")),
+        (blessing, _event(metadata_store_pb2.Event.OUTPUT, "blessing")),
+        (pushed, _event(metadata_store_pb2.Event.OUTPUT, "pushed_model")),
+    ]
+    _, artifact_ids, _ = store.put_execution(execution, events, [context])
+    return artifact_ids[1]
+
+
+def _artifact(
+    store: metadata_store.MetadataStore, type_name: str, uri: pathlib.Path
+) -> metadata_store_pb2.Artifact:
+    return metadata_store_pb2.Artifact(
+        type_id=store.get_artifact_type(type_name).id,
+        uri=str(uri),
+        state=metadata_store_pb2.Artifact.LIVE,  # the resolver reads LIVE artifacts only
+    )
+
+
+def _set(message, name: str, value: int | str) -> None:
+    field = "int_value" if isinstance(value, int) else "string_value"
+    setattr(message.custom_properties[name], field, value)
+
+
+def _event(kind: int, key: str) -> metadata_store_pb2.Event:
+    event = metadata_store_pb2.Event(type=kind)
+    event.path.steps.add().key = key
+    return event

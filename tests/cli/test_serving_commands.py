@@ -1,0 +1,29 @@
+"""`tpu-pipeline serving`: the folder operations through the command line, with their exit codes."""
+
+from __future__ import annotations
+
+from cli.main import main
+from common.config import load_config
+from components.serving.publish import push_model_version
+from tests.components.serving.test_publish import Clock, save_model
+
+
+def test_rollback_list_pin_and_restore_through_the_cli(tmp_path, capsys):
+    flags = ["--output-dir", str(tmp_path / "output")]
+    serving_dir = str(load_config(None, {"output_dir": str(tmp_path / "output")}).serving_dir)
+    for i in range(3):
+        push_model_version(save_model(tmp_path / f"m{i}", float(i)), serving_dir, Clock(100 + i))
+
+    assert main(["serving", "rollback", "--reason", "wrong labels", *flags]) == 0
+    assert "rolled back 102" in capsys.readouterr().out
+    assert main(["serving", "list", *flags]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[:2] == ["100  in place", "101  SERVING"]
+    assert listed[2].startswith("102  set aside by rollback ") and "wrong labels" in listed[2]
+
+    assert main(["serving", "pin", "100", "--reason", "known good", *flags]) == 0
+    assert main(["serving", "restore", "102", *flags]) == 1
+    assert "pinned to 100; `tpu-pipeline serving unpin` first" in capsys.readouterr().err
+    assert main(["serving", "unpin", *flags]) == 0
+    assert main(["serving", "restore", "102", *flags]) == 0
+    assert "restored 102 (serving)" in capsys.readouterr().out
