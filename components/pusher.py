@@ -3,12 +3,16 @@
 TFX's Pusher names each version by the clock, so a cached rerun (the same
 model, blessed again against itself) pushes a second copy. This executor
 publishes through `components/serving/publish.py`, which recognises a model
-already served and never leaves a version half-written. TFX names the
-executor by this module's path in compiled pipelines, so it stays here.
+already served and never leaves a version half-written. Before a new version is
+published, a model server loads the candidate and answers its warmup requests
+through every signature (`components/serving/server_check.py`); a candidate that
+fails is not pushed and the Pusher fails. TFX names the executor by this
+module's path in compiled pipelines, so it stays here.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from absl import logging
@@ -23,9 +27,13 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_pusher_executor,
 )
+from components.contract import read_dataset, read_serving
 from components.serving.publish import push_model_version
+from components.serving.server_check import CheckResult, check_model
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
+# How the serving check went, in words ("passed (serving_default, ... in 2.1 s, ...)").
+SERVING_CHECK_PROPERTY = "serving_check"
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
@@ -51,8 +59,21 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusherExecutor pushes to a filesystem destination only")
+        custom_config = json.loads(
+            exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}"
+        )
+        num_classes = read_dataset(custom_config).num_classes
+        timeout = read_serving(custom_config).check_timeout_seconds
+        checks: list[CheckResult] = []
+
+        def check_first(model_dir: str) -> None:
+            checks.append(check_model(model_dir, num_classes, timeout))
+            logging.info("Serving check %s", checks[-1].to_text())
+
         result = push_model_version(
-            self.GetModelPath(input_dict), destination.filesystem.base_directory
+            self.GetModelPath(input_dict),
+            destination.filesystem.base_directory,
+            before_publish=check_first,
         )
         if result.newly_pushed:
             logging.info("Model pushed as version %s: %s", result.version, result.version_dir)
@@ -62,6 +83,10 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             pushed_model, pushed_destination=result.version_dir, pushed_version=result.version
         )
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(not result.newly_pushed))
+        pushed_model.set_string_custom_property(
+            SERVING_CHECK_PROPERTY,
+            checks[0].to_text() if checks else "not run: the model is already served",
+        )
 
 
 class AtomicPusher(Pusher):

@@ -15,6 +15,7 @@ from typing import Any
 from common.interrupts import received_signal
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.serving.server_check import ServingCheckError
 from components.serving.tflite_variants import read_measurements
 from pipeline.evaluation_results import (
     ClassMetrics,
@@ -66,6 +67,8 @@ class RunSummary:
     per_class_metrics: list[ClassMetrics] = dataclasses.field(default_factory=list)
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
     schema_bootstrapped: str | None = None
+    # The Pusher's serving check: "passed (...)", "failed: why", "not run: ...", or None.
+    serving_check: str | None = None
 
     @classmethod
     def without_results(
@@ -142,6 +145,8 @@ class RunSummary:
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
+        if self.serving_check:
+            lines.append(f"serving check: {self.serving_check}")
         lines.extend(describe_variants(self.serving_variants))
         if self.log_file:
             lines.append(f"logs: {self.log_file}")
@@ -219,8 +224,12 @@ def summarize_run(
                 if custom_property(pushed, "already_pushed")
                 else "new version"
             )
+            summary.serving_check = custom_property(pushed, "serving_check") or None
         else:
             summary.push_note = "not blessed"
+    if isinstance(error, ServingCheckError):
+        summary.push_note = "the candidate failed the serving check"
+        summary.serving_check = f"failed: {error}"
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
         summary.serving_variants = serving_variants(model_dir, summary.pushed_model)
