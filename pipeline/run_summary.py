@@ -85,6 +85,7 @@ class RunSummary:
             where = next((c.id for c in components if c.status == "interrupted"), None)
             interrupted = f"{signum.name} during {where}" if where else signum.name
         error_text = f"{type(error).__name__}: {error}" if error else None
+        failed_check = isinstance(error, ServingCheckError)
         return cls(
             pipeline=pipeline,
             succeeded=error is None and interrupted is None,
@@ -97,11 +98,14 @@ class RunSummary:
             blessed=False,
             blessing_reason="",
             pushed_model=None,
-            push_note="the run stopped before the Pusher",
+            push_note="the candidate failed the serving check"
+            if failed_check
+            else "the run stopped before the Pusher",
             trainer=None,
             tuning=None,
             log_file=log_file,
             interrupted=interrupted,
+            serving_check=f"failed: {error}" if failed_check else None,
         )
 
     def to_json(self) -> str:
@@ -227,9 +231,6 @@ def summarize_run(
             summary.serving_check = custom_property(pushed, "serving_check") or None
         else:
             summary.push_note = "not blessed"
-    if isinstance(error, ServingCheckError):
-        summary.push_note = "the candidate failed the serving check"
-        summary.serving_check = f"failed: {error}"
     if trainer.status != "skipped" and trainer.outputs.get("model"):
         model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
         summary.serving_variants = serving_variants(model_dir, summary.pushed_model)

@@ -34,12 +34,16 @@ WARMUP_EXAMPLES = 8
 
 
 def signature_defs(saved_model_dir: str) -> dict[str, meta_graph_pb2.SignatureDef]:
-    """The signatures the SavedModel publishes (read from saved_model.pb, without loading it)."""
+    """The signatures the SavedModel publishes, `serving_default` first, then by name.
+
+    Read from saved_model.pb, without loading the model.
+    """
     with tf.io.gfile.GFile(os.path.join(saved_model_dir, "saved_model.pb"), "rb") as handle:
         saved_model = saved_model_pb2.SavedModel.FromString(handle.read())
     signatures = saved_model.meta_graphs[0].signature_def
     # `__saved_model_init_op` is TF's own initialiser, not a signature a client calls.
-    return {name: signatures[name] for name in sorted(signatures) if not name.startswith("__")}
+    names = sorted(signatures, key=lambda name: (name != SERVING_SIGNATURE, name))
+    return {name: signatures[name] for name in names if not name.startswith("__")}
 
 
 def _encoded_images(serialized: list[bytes], dataset: DatasetConfig) -> np.ndarray:

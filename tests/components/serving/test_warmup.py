@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
+from common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
+from components.images.decode import decode_encoded_images
 from components.serving.warmup import (
     WARMUP_EXAMPLES,
     WARMUP_FILE,
@@ -20,6 +22,8 @@ from tests.components.serving.served_models import (
     save_model,
     write_eval_split,
 )
+
+PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
 
 
 def test_each_signature_gets_the_same_eval_examples_in_its_own_input(tmp_path):
@@ -42,6 +46,32 @@ def test_each_signature_gets_the_same_eval_examples_in_its_own_input(tmp_path):
     np.testing.assert_allclose(decoded * 16 / 255, pixels, atol=16 / 255 / 2 + 1e-6)
 
 
+def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels():
+    photos = DatasetConfig(**BUILTIN_DATASETS["signs"])
+    jpegs = [path.read_bytes() for path in sorted(PHOTOS.glob("validation/*/*.JPG"))[:2]]
+    serialized = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    photos.pixel_feature: tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[jpeg])
+                    ),
+                    photos.label_feature: tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[0])
+                    ),
+                }
+            )
+        ).SerializeToString()
+        for jpeg in jpegs
+    ]
+    images, pixels = build_requests(serialized, photos, ["images", "pixels"])
+    assert list(tf.make_ndarray(images.inputs["images"])) == jpegs
+    np.testing.assert_array_equal(
+        tf.make_ndarray(pixels.inputs["pixels"]),
+        decode_encoded_images(tf.constant(jpegs), photos).numpy(),
+    )
+
+
 def test_a_signature_without_a_request_builder_is_refused(tmp_path):
     serialized = eval_examples(tmp_path / "eval", 4)
     with pytest.raises(ValueError, match=r"no warmup request for signature\(s\) \['embeddings'\]"):
@@ -60,11 +90,7 @@ def test_the_warmup_file_parses_and_runs_as_tf_serving_replays_it(tmp_path):
     ]
     assert all(log.WhichOneof("log_type") == "predict_log" for log in logs)
     names = [log.predict_log.request.model_spec.signature_name for log in logs]
-    assert (
-        sorted(names)
-        == sorted(signature_defs(model_dir))
-        == ["images", "pixels", "serving_default"]
-    )
+    assert names == list(signature_defs(model_dir)) == ["serving_default", "images", "pixels"]
 
     model = tf.saved_model.load(model_dir)
     classes = {}
