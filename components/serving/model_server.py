@@ -52,17 +52,7 @@ class LoadedModel:
             raise KeyError(f'Serving signature name: "{signature_name}" not found in signature def')
         signature = self._model.signatures[signature_name]
         specs = signature.structured_input_signature[1]
-        tensors = {
-            key: tf.constant(
-                np.asarray(
-                    value,
-                    dtype=object
-                    if specs[key].dtype == tf.string
-                    else specs[key].dtype.as_numpy_dtype,
-                )
-            )
-            for key, value in inputs.items()
-        }
+        tensors = {key: tf.constant(value, specs[key].dtype) for key, value in inputs.items()}
         return {key: tensor.numpy() for key, tensor in signature(**tensors).items()}
 
     def replay_warmup(self) -> None:
