@@ -138,3 +138,9 @@ def test_max_image_side_needs_an_image_source_and_room_for_the_image_shape():
         load_config(None, {**photos, "dataset.source.max_image_side": 200})
     shrinking = load_config(None, {**photos, "dataset.source.max_image_side": 512})
     assert shrinking.dataset.source.max_image_side == 512
+
+
+def test_the_serving_check_needs_a_positive_time_budget():
+    assert load_config(None, {}).serving.check_timeout_seconds == 120
+    with pytest.raises(ConfigError, match=r"serving.check_timeout_seconds: .*greater than 0"):
+        load_config(None, {"serving.check_timeout_seconds": 0})
