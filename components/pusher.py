@@ -29,7 +29,7 @@ from common.tfx_api import (
 )
 from components.contract import read_dataset, read_serving
 from components.serving.publish import push_model_version
-from components.serving.server_check import CheckResult, check_model
+from components.serving.server_check import ServingCheckResult, check_model
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 # How the serving check went, in words ("passed (serving_default, ... in 2.1 s, ...)").
@@ -64,7 +64,7 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         num_classes = read_dataset(custom_config).num_classes
         timeout = read_serving(custom_config).check_timeout_seconds
-        checks: list[CheckResult] = []
+        checks: list[ServingCheckResult] = []
 
         def check_first(model_dir: str) -> None:
             checks.append(check_model(model_dir, num_classes, timeout))

@@ -50,15 +50,20 @@ class ServingCheckError(Exception):
 
 
 @dataclasses.dataclass(frozen=True)
-class CheckResult:
-    """A passed check: the signatures that answered, how long it all took, and which server."""
+class ServingCheckResult:
+    """A passed check: the signatures that answered, how long the answers and the server's
+    start (process and model load) took, and which server."""
 
     signatures: tuple[str, ...]
-    seconds: float
+    answer_seconds: float
+    start_seconds: float
     server: str
 
     def to_text(self) -> str:
-        return f"passed ({', '.join(self.signatures)} in {self.seconds:.1f} s, {self.server})"
+        return (
+            f"passed ({', '.join(self.signatures)} in {self.answer_seconds:.1f} s; "
+            f"{self.server} up in {self.start_seconds:.1f} s)"
+        )
 
 
 def server_command(base_path: str, grpc_port: int, rest_port: int) -> tuple[str, list[str]]:
@@ -207,7 +212,7 @@ def _stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
-def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> CheckResult:
+def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> ServingCheckResult:
     """Serves `model_dir` from a fresh server process and checks every signature's answer.
 
     Raises:
@@ -238,6 +243,7 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Che
             )
         try:
             _wait_until_available(url, server, log_path, deadline, timeout_seconds)
+            available = time.monotonic()
             for request in requests:
                 outputs = _predict(f"{url}:predict", request, deadline, timeout_seconds)
                 examples = len(tf.make_ndarray(next(iter(request.inputs.values()))))
@@ -248,4 +254,6 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Che
                     )
         finally:
             _stop(server)
-        return CheckResult(signatures, time.monotonic() - start, server_name)
+        return ServingCheckResult(
+            signatures, time.monotonic() - available, available - start, server_name
+        )
