@@ -32,7 +32,8 @@ from components.serving.publish import push_model_version
 from components.serving.server_check import ServingCheckResult, check_model
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
-# How the serving check went, in words ("passed (serving_default, ... in 2.1 s, ...)").
+# How the serving check went, in words: "passed (serving_default, images, pixels in
+# 0.3 s; model_server.py up in 29.6 s)", or why it did not run.
 SERVING_CHECK_PROPERTY = "serving_check"
 
 
@@ -59,9 +60,8 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusherExecutor pushes to a filesystem destination only")
-        custom_config = json.loads(
-            exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}"
-        )
+        # The serving check's sections (`components.contract.pusher_sections`).
+        custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         num_classes = read_dataset(custom_config).num_classes
         timeout = read_serving(custom_config).check_timeout_seconds
         checks: list[ServingCheckResult] = []
