@@ -59,6 +59,14 @@ def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any
     }
 
 
+def pusher_sections(config: PipelineConfig) -> dict[str, Any]:
+    """The Pusher's: the serving check's time budget and the number of classes it expects."""
+    return {
+        DATASET_SECTION: config.dataset.model_dump(mode="json"),
+        SERVING_SECTION: config.serving.model_dump(mode="json"),
+    }
+
+
 def tuner_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
     """The Tuner's: the shared sections and the search itself."""
     return {
@@ -78,7 +86,7 @@ def read_trainer(custom_config: dict[str, Any]) -> TrainerConfig:
 
 
 def read_serving(custom_config: dict[str, Any]) -> ServingConfig:
-    """The serving section (the Trainer's custom_config only)."""
+    """The serving section (the Trainer's and the Pusher's custom_config)."""
     return ServingConfig.model_validate(custom_config[SERVING_SECTION])
 
 

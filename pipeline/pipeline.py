@@ -39,7 +39,12 @@ from common.tfx_api import (
     trainer_pb2,
     tuner_pb2,
 )
-from components.contract import component_sections, trainer_sections, tuner_sections
+from components.contract import (
+    component_sections,
+    pusher_sections,
+    trainer_sections,
+    tuner_sections,
+)
 from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.example_gen.factory import build_example_gen
@@ -88,7 +93,8 @@ class ComponentOverrides:
     Attributes:
       trainer_class: the Trainer component, e.g. one that runs a Vertex AI custom job.
       trainer_custom_config: entries merged over the Trainer's custom_config.
-      pusher_class: the Pusher component; `pusher_custom_config` is its custom_config.
+      pusher_class: the Pusher component; `pusher_custom_config` is merged over its
+        custom_config (the serving check's sections).
       train_args: replaces TrainArgs from config, e.g. with a runtime parameter.
       tuner_class: the Tuner component (None: the local one, `components.tuner`).
       tuner_custom_config: entries merged over the Tuner's custom_config.
@@ -331,7 +337,7 @@ def create_pipeline(
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),
-        custom_config=overrides.pusher_custom_config,
+        custom_config={**pusher_sections(config), **(overrides.pusher_custom_config or {})},
     ).with_id(NodeIds.PUSHER)
 
     return tfx_pipeline.Pipeline(

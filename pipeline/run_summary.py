@@ -15,6 +15,7 @@ from typing import Any
 from common.interrupts import received_signal
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.serving.server_check import ServingCheckError
 from components.serving.tflite_variants import read_measurements
 from pipeline.evaluation_results import (
     ClassMetrics,
@@ -69,6 +70,8 @@ class RunSummary:
     schema_bootstrapped: str | None = None
     # Set when a person blessed the model the Evaluator refused: reason and blessed_by.
     manual_blessing: dict[str, str] | None = None
+    # The Pusher's serving check: "passed (...)", "failed: why", "not run: ...", or None.
+    serving_check: str | None = None
 
     @classmethod
     def without_results(
@@ -85,6 +88,7 @@ class RunSummary:
             where = next((c.id for c in components if c.status == "interrupted"), None)
             interrupted = f"{signum.name} during {where}" if where else signum.name
         error_text = f"{type(error).__name__}: {error}" if error else None
+        failed_check = isinstance(error, ServingCheckError)
         return cls(
             pipeline=pipeline,
             succeeded=error is None and interrupted is None,
@@ -97,11 +101,14 @@ class RunSummary:
             blessed=False,
             blessing_reason="",
             pushed_model=None,
-            push_note="the run stopped before the Pusher",
+            push_note="the candidate failed the serving check"
+            if failed_check
+            else "the run stopped before the Pusher",
             trainer=None,
             tuning=None,
             log_file=log_file,
             interrupted=interrupted,
+            serving_check=f"failed: {error}" if failed_check else None,
         )
 
     def to_json(self) -> str:
@@ -145,6 +152,8 @@ class RunSummary:
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
+        if self.serving_check:
+            lines.append(f"serving check: {self.serving_check}")
         lines.extend(describe_variants(self.serving_variants))
         if self.log_file:
             lines.append(f"logs: {self.log_file}")
@@ -242,6 +251,7 @@ def summarize_run(
                 if custom_property(pushed, "already_pushed")
                 else "new version"
             )
+            summary.serving_check = custom_property(pushed, "serving_check") or None
         else:
             summary.push_note = custom_property(pushed, "push_refused") or "not blessed"
     if trainer.outputs.get("model"):

@@ -1,4 +1,5 @@
-"""The `serving:` section: the TFLite variants published beside each blessed SavedModel."""
+"""The `serving:` section: the TFLite variants published beside each blessed SavedModel,
+and the time budget of the serving check before a push."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ class ServingConfig(_Section):
     )
     latency_examples: int = Field(
         default=200, ge=1, description="eval images each model classifies one at a time, timed"
+    )
+    check_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="the Pusher's serving check: starting a model server on the candidate "
+        "and every signature's answer must fit in this many seconds",
     )
 
     @model_validator(mode="after")

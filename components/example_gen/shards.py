@@ -15,9 +15,10 @@ disk, one per range of keys (`bucket`), and only the small spill-file names are
 grouped. Each final shard then reads the spill files whose key range overlaps
 its own, sorts its records (one shard in memory: ~128 MiB for a large split)
 and writes them gzipped. On a distributed runner each bundle writes its own spill
-files (at most one per key range), in the output folder's file system. Shards: `shard_count` below, written under a temporary
-folder and renamed into place only once every shard is written, like Beam's own
-file sinks.
+files (at most one per key range), in the output folder's file system.
+
+Shards: `shard_count` below, written under a temporary folder and renamed into
+place only once every shard is written, like Beam's own file sinks.
 """
 
 from __future__ import annotations

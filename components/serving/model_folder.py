@@ -1,6 +1,7 @@
 """Everything one trained model is served as, written into the Trainer's model folder.
 
-The SavedModel first, then each variant measured against it (TFLite today).
+The SavedModel first, then TF Serving's warmup requests for it, then each variant
+measured against it (TFLite today).
 The Trainer writes them, not a later component, so the variants are part of
 the model artifact and the Pusher's one copy publishes exactly what was
 measured. A new serving format is one more step here and a module beside this one.
@@ -17,6 +18,7 @@ from absl import logging
 from common.config import DatasetConfig, ServingConfig
 from components.serving.export import export_serving_model, serving_copy
 from components.serving.tflite_variants import export_tflite_variants
+from components.serving.warmup import write_warmup_requests
 
 
 def write_model_folder(
@@ -31,7 +33,8 @@ def write_model_folder(
     eval_files: list[str],
     training_info: dict[str, Any],
 ) -> None:
-    """Exports the SavedModel with the trained `weights`, then its measured variants.
+    """Exports the SavedModel with the trained `weights`, its warmup requests, then its
+    measured variants.
 
     Args:
       weights: the trained model's weights (read on every worker, see `serving_copy`).
@@ -51,5 +54,6 @@ def write_model_folder(
         export_dir,
         training_info,
     )
+    write_warmup_requests(export_dir, eval_files, dataset)
     for measured in export_tflite_variants(export_dir, train_files, eval_files, dataset, serving):
         logging.info("Serving variant %s", measured)

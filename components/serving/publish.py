@@ -90,18 +90,25 @@ def pushed_versions(base_directory: str) -> list[str]:
 
 
 def push_model_version(
-    model_dir: str, base_directory: str, clock: Callable[[], float] = time.time
+    model_dir: str,
+    base_directory: str,
+    clock: Callable[[], float] = time.time,
+    before_publish: Callable[[str], None] | None = None,
 ) -> PushResult:
     """Publishes `model_dir` as a new version under `base_directory`, unless already there.
 
     The version number is the push time in seconds, or one more than the newest
-    version if that is later, so versions always increase.
+    version if that is later, so versions always increase. `before_publish(model_dir)`
+    runs only for a model not served yet, before anything is copied; what it
+    raises stops the push.
     """
     fingerprint = model_fingerprint(model_dir)
     for version in pushed_versions(base_directory):
         version_dir = os.path.join(base_directory, version)
         if model_fingerprint(version_dir) == fingerprint:
             return PushResult(version_dir, version, newly_pushed=False)
+    if before_publish is not None:
+        before_publish(model_dir)
     names = _version_names(base_directory)
     version = str(max(int(clock()), int(names[-1]) + 1 if names else 0))
     version_dir = os.path.join(base_directory, version)

@@ -160,3 +160,9 @@ def test_notify_takes_an_http_or_https_webhook_with_a_bounded_timeout():
 def test_a_bad_notify_section_names_the_field(overrides, message):
     with pytest.raises(ConfigError, match=message):
         load_config(None, overrides)
+
+
+def test_the_serving_check_needs_a_positive_time_budget():
+    assert load_config(None, {}).serving.check_timeout_seconds == 120
+    with pytest.raises(ConfigError, match=r"serving.check_timeout_seconds: .*greater than 0"):
+        load_config(None, {"serving.check_timeout_seconds": 0})

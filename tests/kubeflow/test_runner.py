@@ -224,6 +224,19 @@ def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spe
     assert "vertex_model_registry" not in json.dumps(without_registry)
 
 
+@pytest.mark.parametrize("target", ["cpu", "tpu"])
+def test_the_pusher_checks_the_candidate_in_a_model_server_on_vertex(compile_spec, target):
+    config, spec, _ = compile_spec(target, **{"serving.check_timeout_seconds": 45})
+    # The check runs in the Pusher's own step (InfraValidator cannot compile for Vertex):
+    # its executor is the checking one, with the budget and the classes it checks against.
+    custom_config = task_parameter(spec, "Pusher", "custom_config")
+    assert custom_config["serving"]["check_timeout_seconds"] == 45
+    assert custom_config["dataset"]["num_classes"] == config.dataset.num_classes
+    assert ("vertex_model_registry" in custom_config) == (target == "tpu")
+    args = " ".join(executor(spec, "Pusher")["args"])
+    assert "AtomicPusherExecutor" in args or "RegistryPusherExecutor" in args
+
+
 def test_compile_without_vertex_section_names_the_section_and_the_templates():
     with pytest.raises(ConfigError, match="vertex: section missing.*vertex-cpu.yaml"):
         require_vertex(load_config(None, {}))

@@ -10,6 +10,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 
 from components.serving.publish import pushed_versions
+from components.serving.warmup import read_warmup_requests
 from pipeline.local_runner import run_local
 from tests.conftest import small_digits_config
 from tests.pipeline.e2e_helpers import (
@@ -40,6 +41,13 @@ def test_first_run_blesses_and_pushes_a_model_that_serves_raw_examples(digits_ru
     pushed = pathlib.Path(summary.pushed_model)
     assert pushed.parent == config.serving_dir and pushed.name.isdigit()
     assert serving_accuracy(pushed, config) >= 0.95
+    # A model server answered every signature before the push, and said so.
+    assert "serving check: passed (serving_default, images, pixels in " in summary.to_text()
+    assert [r.model_spec.signature_name for r in read_warmup_requests(str(pushed))] == [
+        "serving_default",
+        "images",
+        "pixels",
+    ]
 
 
 def test_pushed_model_records_how_it_was_trained(digits_run):
@@ -92,6 +100,7 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
     assert pushed_versions(str(config.serving_dir)) == [pathlib.Path(first.pushed_model).name]
     assert second.pushed_model == first.pushed_model
     assert second.push_note == "already served; not pushed again"
+    assert second.serving_check == "not run: the model is already served"
 
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):

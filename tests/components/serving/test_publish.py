@@ -45,6 +45,23 @@ def test_the_same_model_is_not_pushed_twice(tmp_path):
     assert pushed_versions(str(tmp_path / "serving")) == ["1000"]
 
 
+def test_the_check_before_publishing_runs_for_a_new_model_only_and_can_stop_it(tmp_path):
+    model = save_model(tmp_path / "model", 1.0)
+    serving = str(tmp_path / "serving")
+    checked = []
+    push_model_version(model, serving, clock=Clock(1000), before_publish=checked.append)
+    push_model_version(model, serving, clock=Clock(2000), before_publish=checked.append)
+    assert checked == [model]  # the served model is not checked again
+
+    def refuse(model_dir):
+        raise RuntimeError("signature 'pixels' failed")
+
+    other = save_model(tmp_path / "other", 2.0)
+    with pytest.raises(RuntimeError, match="pixels"):
+        push_model_version(other, serving, clock=Clock(3000), before_publish=refuse)
+    assert pushed_versions(serving) == ["1000"] and sorted(os.listdir(serving)) == ["1000"]
+
+
 def test_a_model_with_other_weights_gets_a_later_version_even_if_the_clock_lags(tmp_path):
     serving = str(tmp_path / "serving")
     push_model_version(save_model(tmp_path / "a", 1.0), serving, clock=Clock(1000))

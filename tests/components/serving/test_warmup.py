@@ -1,0 +1,106 @@
+"""TF Serving's warmup file: eval examples for every signature, read back as TF Serving does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
+from components.images.decode import decode_encoded_images
+from components.serving.warmup import (
+    WARMUP_EXAMPLES,
+    WARMUP_FILE,
+    build_requests,
+    signature_defs,
+    write_warmup_requests,
+)
+from tests.components.serving.served_models import (
+    DIGITS,
+    eval_examples,
+    save_model,
+    write_eval_split,
+)
+
+PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
+
+
+def test_each_signature_gets_the_same_eval_examples_in_its_own_input(tmp_path):
+    serialized = eval_examples(tmp_path / "eval", 4)
+    requests = build_requests(serialized, DIGITS, ["images", "pixels", "serving_default"])
+    by_name = {r.model_spec.signature_name: r for r in requests}
+    assert list(by_name) == ["images", "pixels", "serving_default"]
+
+    examples = tf.make_ndarray(by_name["serving_default"].inputs["examples"])
+    assert list(examples) == serialized
+    pixels = tf.make_ndarray(by_name["pixels"].inputs["pixels"])
+    stored = [
+        tf.train.Example.FromString(s).features.feature["pixels"].float_list.value
+        for s in serialized
+    ]
+    np.testing.assert_array_equal(pixels, np.reshape(stored, (4, 8, 8, 1)))
+    # The images are 8-bit PNGs of those pixels (digits' 0..16 spread over 0..255).
+    pngs = tf.make_ndarray(by_name["images"].inputs["images"])
+    decoded = np.stack([tf.io.decode_png(png).numpy() for png in pngs]).astype(np.float32)
+    np.testing.assert_allclose(decoded * 16 / 255, pixels, atol=16 / 255 / 2 + 1e-6)
+
+
+def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels():
+    photos = DatasetConfig(**BUILTIN_DATASETS["signs"])
+    jpegs = [path.read_bytes() for path in sorted(PHOTOS.glob("validation/*/*.JPG"))[:2]]
+    serialized = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    photos.pixel_feature: tf.train.Feature(
+                        bytes_list=tf.train.BytesList(value=[jpeg])
+                    ),
+                    photos.label_feature: tf.train.Feature(
+                        int64_list=tf.train.Int64List(value=[0])
+                    ),
+                }
+            )
+        ).SerializeToString()
+        for jpeg in jpegs
+    ]
+    images, pixels = build_requests(serialized, photos, ["images", "pixels"])
+    assert list(tf.make_ndarray(images.inputs["images"])) == jpegs
+    np.testing.assert_array_equal(
+        tf.make_ndarray(pixels.inputs["pixels"]),
+        decode_encoded_images(tf.constant(jpegs), photos).numpy(),
+    )
+
+
+def test_a_signature_without_a_request_builder_is_refused(tmp_path):
+    serialized = eval_examples(tmp_path / "eval", 4)
+    with pytest.raises(ValueError, match=r"no warmup request for signature\(s\) \['embeddings'\]"):
+        build_requests(serialized, DIGITS, ["serving_default", "embeddings"])
+
+
+def test_the_warmup_file_parses_and_runs_as_tf_serving_replays_it(tmp_path):
+    model_dir = save_model(tmp_path / "model")
+    write_warmup_requests(model_dir, write_eval_split(tmp_path / "eval"), DIGITS)
+
+    # As TF Serving reads it: TFRecords of PredictionLog, each a predict_log's request.
+    path = tmp_path / "model" / WARMUP_FILE
+    logs = [
+        prediction_log_pb2.PredictionLog.FromString(record.numpy())
+        for record in tf.data.TFRecordDataset(str(path))
+    ]
+    assert all(log.WhichOneof("log_type") == "predict_log" for log in logs)
+    names = [log.predict_log.request.model_spec.signature_name for log in logs]
+    assert names == list(signature_defs(model_dir)) == ["serving_default", "images", "pixels"]
+
+    model = tf.saved_model.load(model_dir)
+    classes = {}
+    for log in logs:
+        request = log.predict_log.request
+        inputs = {key: tf.make_ndarray(proto) for key, proto in request.inputs.items()}
+        outputs = model.signatures[request.model_spec.signature_name](**inputs)
+        probabilities = outputs["probabilities"].numpy()
+        assert probabilities.shape == (WARMUP_EXAMPLES, DIGITS.num_classes)
+        np.testing.assert_allclose(probabilities.sum(axis=1), 1, atol=1e-5)
+        classes[request.model_spec.signature_name] = probabilities.argmax(axis=1)
+    # The same examples: examples and pixels give the same classes.
+    np.testing.assert_array_equal(classes["serving_default"], classes["pixels"])

@@ -1,0 +1,63 @@
+"""The Pusher's executor: a blessed candidate is pushed only once a model server answered it."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+
+import pytest
+
+from common.config import load_config
+from common.tfx_api import proto_utils, pusher_pb2, standard_artifacts
+from components.contract import pusher_sections
+from components.pusher import SERVING_CHECK_PROPERTY, AtomicPusherExecutor
+from components.serving.server_check import ServingCheckError
+from components.serving.warmup import WARMUP_FILE, write_warmup_requests
+from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+
+
+def _push(tmp_path: pathlib.Path, broken: dict[str, str] | None = None):
+    """Runs the executor on a blessed candidate; returns (pushed_model artifact, serving dir)."""
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "model")
+    candidate = save_model(tmp_path / "model" / "Format-Serving", broken)
+    write_warmup_requests(candidate, write_eval_split(tmp_path / "eval"), DIGITS)
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_int_custom_property("blessed", 1)
+    pushed_model = standard_artifacts.PushedModel()
+    pushed_model.uri = str(tmp_path / "pushed_model")
+    serving_dir = tmp_path / "serving"
+    destination = pusher_pb2.PushDestination(
+        filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=str(serving_dir))
+    )
+    config = load_config(None, {"output_dir": str(tmp_path / "out")})
+    exec_properties = {
+        "push_destination": proto_utils.proto_to_json(destination),
+        "custom_config": json.dumps(pusher_sections(config)),
+    }
+    AtomicPusherExecutor().Do(
+        {"model": [model], "model_blessing": [blessing]},
+        {"pushed_model": [pushed_model]},
+        exec_properties,
+    )
+    return pushed_model, serving_dir
+
+
+def test_a_candidate_that_passes_the_check_is_pushed_with_its_warmup_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # the Python model server
+    pushed_model, serving_dir = _push(tmp_path)
+    (version,) = os.listdir(serving_dir)
+    assert (serving_dir / version / WARMUP_FILE).is_file()
+    check = pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY)
+    assert check.startswith("passed (serving_default, images, pixels in ")
+    assert "; model_server.py up in " in check
+
+
+def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(
+        ServingCheckError, match=r"^signature 'pixels': answered shape \[8, 9\], expected \[8, 10\]"
+    ):
+        _push(tmp_path, {"pixels": "wrong_shape"})
+    assert not (tmp_path / "serving").exists()

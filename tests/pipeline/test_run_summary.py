@@ -1,0 +1,28 @@
+"""What a run says about the serving check, when it passed and when it stopped the push."""
+
+from __future__ import annotations
+
+import json
+
+from components.serving.server_check import ServingCheckError
+from pipeline.run_summary import ComponentResult, RunSummary
+
+
+def test_a_failed_serving_check_says_which_signature_and_that_nothing_was_pushed():
+    error = ServingCheckError("signature 'pixels': answered shape [8, 9], expected [8, 10]")
+    summary = RunSummary.without_results(
+        "digits", [ComponentResult("Pusher", "failed", 3.0)], error, None
+    )
+    assert not summary.succeeded
+    assert summary.problems() == f"FAILED: ServingCheckError: {error}"
+    lines = summary.to_text().splitlines()
+    assert "pushed: nothing (the candidate failed the serving check)" in lines
+    assert f"serving check: failed: {error}" in lines
+    assert json.loads(summary.to_json())["serving_check"] == f"failed: {error}"
+
+
+def test_a_run_stopped_before_the_pusher_says_nothing_about_the_check():
+    summary = RunSummary.without_results("digits", [], RuntimeError("Trainer failed"), None)
+    assert summary.serving_check is None
+    assert "serving check" not in summary.to_text()
+    assert "pushed: nothing (the run stopped before the Pusher)" in summary.to_text()
