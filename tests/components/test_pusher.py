@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 
 import pytest
@@ -12,6 +11,7 @@ from common.config import load_config
 from common.tfx_api import proto_utils, pusher_pb2, standard_artifacts
 from components.contract import pusher_sections
 from components.pusher import SERVING_CHECK_PROPERTY, AtomicPusherExecutor
+from components.serving.publish import pushed_versions
 from components.serving.server_check import ServingCheckError
 from components.serving.warmup import WARMUP_FILE, write_warmup_requests
 from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
@@ -47,7 +47,7 @@ def _push(tmp_path: pathlib.Path, broken: dict[str, str] | None = None):
 def test_a_candidate_that_passes_the_check_is_pushed_with_its_warmup_file(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # the Python model server
     pushed_model, serving_dir = _push(tmp_path)
-    (version,) = os.listdir(serving_dir)
+    (version,) = pushed_versions(str(serving_dir))
     assert (serving_dir / version / WARMUP_FILE).is_file()
     check = pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY)
     assert check.startswith("passed (serving_default, images, pixels in ")
@@ -60,4 +60,4 @@ def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):
         ServingCheckError, match=r"^signature 'pixels': answered shape \[8, 9\], expected \[8, 10\]"
     ):
         _push(tmp_path, {"pixels": "wrong_shape"})
-    assert not (tmp_path / "serving").exists()
+    assert not pushed_versions(str(tmp_path / "serving"))
