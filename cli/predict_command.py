@@ -77,6 +77,11 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
     add_config_flags(predict, "YAML configuration file naming the dataset")
 
 
+def beam_args(args: argparse.Namespace) -> list[str]:
+    """Beam's pipeline options: every `--beam-arg`, then everything after `--`."""
+    return [*args.beam_flags, *args.beam_args]
+
+
 def run_predict(args: argparse.Namespace) -> int:
     """Runs `predict`; prints where the predictions went and how many there are."""
     config = config_from_args(args, {"dataset": args.dataset, "dataset.format": args.format})
@@ -100,7 +105,7 @@ def run_predict(args: argparse.Namespace) -> int:
                 pattern=args.pattern,
                 top_k=args.top_k,
                 batch_size=args.batch_size,
-                beam_args=[*args.beam_flags, *args.beam_args],
+                beam_args=beam_args(args),
                 status=status,
             )
         finally:
