@@ -897,7 +897,7 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
 
 
 # Dataset -> training steps of the model, copies of its files predicted on, their pattern.
-PREDICT_DATA = {"digits": (100, 8, "copy-*/*.tfrecord"), "signs": (20, 4, "copy-*/*/*/*.JPG")}
+PREDICT_DATA = {"digits": (100, 8, "copy-*/*.tfrecord"), "signs": (20, 10, "copy-*/*/*/*.JPG")}
 
 
 def _pushed_model(settings: Settings, dataset: str) -> pathlib.Path:

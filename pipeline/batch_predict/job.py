@@ -26,6 +26,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from common.config import ConfigError, DatasetConfig
 from common.tfx_api import fileio
 from components.example_gen.errors import DataFormatError, data_format_error_in
+from components.example_gen.examples import ExampleBuilder
 from components.example_gen.formats import list_inputs, source_format, split_inputs
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
@@ -90,8 +91,6 @@ class _ReadRecords(beam.DoFn):
         self._dataset_json = dataset.model_dump_json()
 
     def setup(self):
-        from components.example_gen.examples import ExampleBuilder
-
         dataset = DatasetConfig.model_validate_json(self._dataset_json)
         self._label_feature = dataset.label_feature
         self._builder = ExampleBuilder(dataset, labels_required=False)
