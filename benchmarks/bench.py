@@ -896,6 +896,105 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
     ]
 
 
+# Dataset -> training steps of the model, copies of its files predicted on, their pattern.
+PREDICT_DATA = {"digits": (100, 8, "copy-*/*.tfrecord"), "signs": (20, 10, "copy-*/*/*/*.JPG")}
+
+
+def _pushed_model(settings: Settings, dataset: str) -> pathlib.Path:
+    """A run folder with a pushed model of `dataset`, trained briefly (its rate is the point)."""
+    output = settings.workdir / "predict-runs"
+    run_dir = output / f"tpu-pipeline-{dataset}"
+    if not any((run_dir / "serving_model").glob("[0-9]*")):
+        run_measured(
+            [
+                *TPU_PIPELINE,
+                "run",
+                "--dataset",
+                dataset,
+                "--output-dir",
+                str(output),
+                "--train-steps",
+                str(PREDICT_DATA[dataset][0]),
+                "--set",
+                "evaluator.accuracy_lower_bound=0",
+                "--set",
+                "serving.tflite_variants=[]",
+            ],
+            settings.workdir / f"predict-train-{dataset}.log",
+        )
+    return run_dir
+
+
+def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]:
+    """`tpu-pipeline predict`'s Beam job vs the SavedModel's own batches of the same records.
+
+    The job's rate is its whole wall time (pipeline set-up, model load, reading and
+    checking every file, writing the CSV); the SavedModel's is `serving_default` on
+    the same serialized examples, already in memory, in the same batches.
+    """
+    from common.config import load_config
+    from components.example_gen.examples import ExampleBuilder
+    from components.example_gen.formats import source_format
+    from components.serving.export import SERVING_INPUT_KEY, SERVING_SIGNATURE
+    from pipeline.batch_predict import run_batch_predictions
+    from pipeline.batch_predict.job import input_files
+    from pipeline.batch_predict.model_path import resolve_model_version
+
+    run_dir = _pushed_model(settings, dataset_name)
+    dataset = load_config(None, {"dataset": dataset_name}).dataset
+    source = dataset.data_dir or str(run_dir / "data" / dataset_name)
+    _, copies, pattern = PREDICT_DATA[dataset_name]
+    data_dir = settings.workdir / f"predict-data-{dataset_name}"
+    if not data_dir.exists():
+        for copy in range(copies):
+            shutil.copytree(source, data_dir / f"copy-{copy}")
+    files = [
+        f for copy in range(copies) for f in input_files(dataset, str(data_dir / f"copy-{copy}"))
+    ]
+    builder = ExampleBuilder(dataset, labels_required=False)
+    examples = [
+        example.SerializeToString()
+        for path in files
+        for _, example in source_format(dataset).read(path, builder)
+    ]
+    batch = 256
+    serve = tf.saved_model.load(resolve_model_version(str(run_dir))).signatures[SERVING_SIGNATURE]
+    batches = [tf.constant(examples[i : i + batch]) for i in range(0, len(examples), batch)]
+
+    def saved_model() -> float:
+        started = time.perf_counter()
+        for examples_batch in batches:
+            serve(**{SERVING_INPUT_KEY: examples_batch})["probabilities"].numpy()
+        return len(examples) / (time.perf_counter() - started)
+
+    def beam_job() -> float:
+        started = time.perf_counter()
+        result = run_batch_predictions(
+            str(run_dir),
+            dataset,
+            str(data_dir),
+            str(settings.workdir / f"predictions-{dataset_name}.csv"),
+            pattern=pattern,
+            batch_size=batch,
+        )
+        assert result.predictions == len(examples), result
+        return result.predictions / (time.perf_counter() - started)
+
+    saved_model()  # traces the signature
+    rates = interleaved_rates({"beam": beam_job, "saved_model": saved_model}, settings.repeats)
+    return [
+        _ratio_row(
+            "predict",
+            f"`predict` Beam job / SavedModel batches, {dataset_name}, {len(examples):,} records",
+            rates,
+            "beam",
+            "saved_model",
+            "predictions/s",
+            0.7,
+        )
+    ]
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -907,6 +1006,8 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "photo_input": bench_photo_input,
     "photo_ingest": bench_photo_ingest,
     "photo_pipeline": bench_photo_pipeline,
+    "predict": bench_predict,
+    "predict_photos": lambda settings: bench_predict(settings, "signs"),
 }
 
 

@@ -29,6 +29,14 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         return key.strip(), value
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_config_flags(
     parser: argparse.ArgumentParser,
     config_help: str = "YAML configuration file (fields: README, Configuration)",

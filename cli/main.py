@@ -19,8 +19,9 @@ import pathlib
 import sys
 import tempfile
 
-from cli.config_flags import add_config_flags, config_from_args
+from cli.config_flags import add_config_flags, config_from_args, positive_int
 from cli.data_commands import add_data_commands, run_data_command
+from cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
 from cli.report_commands import (
     REPORT_COMMANDS,
     add_report_commands,
@@ -51,13 +52,6 @@ MODEL_HELP = (
     "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20, efficientnet_b0, resnet50, "
     "mobilenet_v2) or package.module:function"
 )
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -143,12 +137,13 @@ def _build_parser() -> argparse.ArgumentParser:
     preflight.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
     preflight.add_argument("--model", help=MODEL_HELP)
     preflight.add_argument(
-        "--replicas", type=_positive_int, default=8, help="TPU cores (default: 8)"
+        "--replicas", type=positive_int, default=8, help="TPU cores (default: 8)"
     )
     add_vertex_commands(commands)
     add_data_commands(commands)
     add_report_commands(commands)
     add_serving_commands(commands)
+    add_predict_command(commands)
     return parser
 
 
@@ -344,6 +339,8 @@ def _run_command(args: argparse.Namespace) -> int:
             return run_report_command(args)
         if args.command == SERVING_COMMAND:
             return run_serving_command(args)
+        if args.command == PREDICT_COMMAND:
+            return run_predict(args)
         if args.command == "data":
             run_data_command(args)
             return EXIT_OK

@@ -61,3 +61,13 @@ def op_error_reason(error) -> str:
     message = error.message.splitlines()[0]
     message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
     return message.split(" [Op:")[0]
+
+
+def data_format_error_in(error: BaseException) -> str | None:
+    """The first line of a DataFormatError, however Beam re-raised or wrapped it (else None)."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, DataFormatError):
+            return str(seen).splitlines()[0].split(" [while running")[0]
+        seen = seen.__cause__ or seen.__context__
+    return None

@@ -4,7 +4,10 @@ Every format ends here, so every format yields the same features under the
 names in `DatasetConfig` and is held to the same rules. Float sources give the
 float pixel list (the configured pixel count, finite values); image sources
 give one bytes value, the image as encoded (`images.check_image`). Both have
-the int64 label, in range, and any id feature copied as it is.
+the int64 label, in range, and any id feature copied as it is. Batch
+predictions build examples with `labels_required=False`: a record without a
+label (None) then gives an example without the label feature, as serving
+requests are; a label that is there is still checked.
 """
 
 from __future__ import annotations
@@ -21,10 +24,17 @@ from components.example_gen.images import check_image
 class ExampleBuilder:
     """Turns checked (pixels or encoded image, label) pairs into `tf.train.Example`s."""
 
-    def __init__(self, dataset: DatasetConfig):
+    def __init__(self, dataset: DatasetConfig, labels_required: bool = True):
         self.dataset = dataset
+        self.labels_required = labels_required
         names = dataset.source.label_names
         self._label_of_name = {name: index for index, name in enumerate(names or ())}
+
+    def names_a_class(self, name: str) -> bool:
+        """Whether `name` (an image folder's name) is a class: one of label_names, or an index."""
+        if self._label_of_name:
+            return name in self._label_of_name
+        return name.isdigit() and int(name) < self.dataset.num_classes
 
     def label_index(self, value: object, where: str) -> int:
         """The class index of an int label, or of a string label through `source.label_names`."""
@@ -106,11 +116,9 @@ class ExampleBuilder:
         return self._example(pixels_feature, label, where, {**described, **(extra or {})})
 
     def _example(self, pixels_feature, label, where, extra) -> tf.train.Example:
-        feature = {
-            self.dataset.pixel_feature: pixels_feature,
-            self.dataset.label_feature: tf.train.Feature(
+        feature = {self.dataset.pixel_feature: pixels_feature, **(extra or {})}
+        if label is not None or self.labels_required:
+            feature[self.dataset.label_feature] = tf.train.Feature(
                 int64_list=tf.train.Int64List(value=[self.label_index(label, where)])
-            ),
-            **(extra or {}),
-        }
+            )
         return tf.train.Example(features=tf.train.Features(feature=feature))

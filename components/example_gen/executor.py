@@ -36,7 +36,7 @@ from common.tfx_api import (
     standard_component_specs,
     write_split,
 )
-from components.example_gen.errors import DataFormatError
+from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.examples import ExampleBuilder
 from components.example_gen.formats import (
     EVAL,
@@ -186,7 +186,7 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         try:
             self._generate(output_dict, exec_properties)
         except Exception as error:
-            cause = _data_format_error(error)
+            cause = data_format_error_in(error)
             if cause is None:
                 raise
             raise DataFormatError(cause) from None
@@ -211,13 +211,3 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         if payload_format:
             examples_utils.set_payload_format(examples, payload_format)
         examples_utils.set_file_format(examples, write_split.to_file_format_str(file_format))
-
-
-def _data_format_error(error: BaseException) -> str | None:
-    """The first line of a DataFormatError, however Beam re-raised or wrapped it."""
-    seen: BaseException | None = error
-    while seen is not None:
-        if isinstance(seen, DataFormatError):
-            return str(seen).splitlines()[0].split(" [while running")[0]
-        seen = seen.__cause__ or seen.__context__
-    return None

@@ -120,16 +120,21 @@ def _example_from_record(serialized: bytes, builder: ExampleBuilder, where: str)
         raise DataFormatError(f"{where}: not a tf.train.Example") from None
     pixel_name = source.pixel_feature or dataset.pixel_feature
     label_name = source.label_feature or dataset.label_feature
-    for name, role in ((pixel_name, "pixel"), (label_name, "label"), (source.id_feature, "id")):
+    required = [(pixel_name, "pixel"), (source.id_feature, "id")]
+    if builder.labels_required:
+        required.append((label_name, "label"))
+    for name, role in required:
         if name and name not in features:
             raise DataFormatError(f"{where}: no {role} feature {name!r}")
-    label_feature = features[label_name]
-    label_kind = label_feature.WhichOneof("kind")
-    labels = getattr(label_feature, label_kind).value if label_kind else []
-    if label_kind == "float_list" or len(labels) != 1:
-        raise DataFormatError(
-            f"{where}: label feature {label_name!r} must hold one int64 or string value"
-        )
+    labels = [None]
+    if label_name in features:
+        label_feature = features[label_name]
+        label_kind = label_feature.WhichOneof("kind")
+        labels = getattr(label_feature, label_kind).value if label_kind else []
+        if label_kind == "float_list" or len(labels) != 1:
+            raise DataFormatError(
+                f"{where}: label feature {label_name!r} must hold one int64 or string value"
+            )
     extra = {source.id_feature: features[source.id_feature]} if source.id_feature else None
     pixel_feature = features[pixel_name]
     kind = pixel_feature.WhichOneof("kind")
@@ -304,12 +309,15 @@ def read_image_file(path: str, builder: ExampleBuilder) -> Iterator[Record]:
     """Reads one PNG/JPEG whose class is its folder's name (a number or one of label_names).
 
     The example keeps the file's bytes as they are (shrunk only with `source.max_image_side`).
+    Without `builder.labels_required`, a folder whose name is no class gives no label.
     """
     class_name = posixpath.basename(posixpath.dirname(path))
     with open_source(path) as handle:
         data = handle.read()
     label = class_name
-    if builder.dataset.source.label_names is None and class_name.isdigit():
+    if not builder.labels_required and not builder.names_a_class(class_name):
+        label = None
+    elif builder.dataset.source.label_names is None and class_name.isdigit():
         label = int(class_name)
     yield None, builder.build_image(data, label, path)
 
@@ -318,7 +326,10 @@ def read_image_file(path: str, builder: ExampleBuilder) -> Iterator[Record]:
 
 
 def read_csv(path: str, builder: ExampleBuilder) -> Iterator[Record]:
-    """Reads a CSV with a header: the label column, an optional id column, pixel columns."""
+    """Reads a CSV with a header: the label column, an optional id column, pixel columns.
+
+    Without `builder.labels_required` the label column may be missing.
+    """
     dataset = builder.dataset
     label_name = dataset.source.label_feature or dataset.label_feature
     with open_source(path) as handle:
@@ -327,6 +338,8 @@ def read_csv(path: str, builder: ExampleBuilder) -> Iterator[Record]:
             header = next(rows, None)
             if header is None:
                 raise DataFormatError(f"{path}: is empty")
+            if not builder.labels_required and label_name not in header:
+                label_name = None
             columns = _csv_columns(path, header, label_name, dataset)
             count = 0
             for row in rows:
@@ -341,18 +354,19 @@ def read_csv(path: str, builder: ExampleBuilder) -> Iterator[Record]:
         raise DataFormatError(f"{path}: holds no rows after the header")
 
 
-def _csv_columns(path, header, label_name, dataset) -> tuple[int, int | None, list[int]]:
+def _csv_columns(path, header, label_name, dataset) -> tuple[int | None, int | None, list[int]]:
     id_name = dataset.source.id_feature
     for name in (label_name, id_name):
         if name and name not in header:
             raise DataFormatError(f"{path}: no column {name!r} in the header")
-    label_column = header.index(label_name)
+    label_column = header.index(label_name) if label_name else None
     id_column = header.index(id_name) if id_name else None
     pixel_columns = [i for i in range(len(header)) if i not in (label_column, id_column)]
     if len(pixel_columns) != dataset.pixel_count:
+        others = " and ".join(repr(name) for name in (label_name, id_name) if name)
         raise DataFormatError(
             f"{path}: {len(pixel_columns)} pixel columns, expected {dataset.pixel_count} "
-            f"(every column but {label_name!r}{f' and {id_name!r}' if id_name else ''})"
+            f"(every column{f' but {others}' if others else ''})"
         )
     return label_column, id_column, pixel_columns
 
@@ -366,12 +380,14 @@ def _example_from_row(row, line, path, header, columns, builder):
         pixels = np.array([row[i] for i in pixel_columns], dtype=np.float32)
     except ValueError as error:
         raise DataFormatError(f"{where}: a pixel is not a number ({error})") from None
-    label = row[label_column].strip()
+    label = row[label_column].strip() if label_column is not None else None
     extra = None
     if id_column is not None:
         id_value = tf.train.BytesList(value=[row[id_column].encode()])
         extra = {header[id_column]: tf.train.Feature(bytes_list=id_value)}
-    return builder.build(pixels, int(label) if label.lstrip("-").isdigit() else label, where, extra)
+    if label is not None and label.lstrip("-").isdigit():
+        label = int(label)
+    return builder.build(pixels, label, where, extra)
 
 
 FORMATS: dict[str, SourceFormat] = {

@@ -4,4 +4,4 @@ from benchmarks import bench
 
 
 def test_the_benchmark_imports_and_offers_the_photo_sections():
-    assert {"trainer", "e2e", "photo_input"} <= set(bench.SECTIONS)
+    assert {"trainer", "e2e", "photo_input", "predict", "predict_photos"} <= set(bench.SECTIONS)

@@ -1,0 +1,120 @@
+"""`tpu-pipeline predict`: a pushed model over a folder of raw files, into a readable file.
+
+Registered by cli/main.py. The work is a Beam job (`pipeline/batch_predict/`);
+this module reads the flags: the model, the data and how to read it (the
+dataset fields as flags or from `--config`, as `run` and `data import` take
+them), the output file, and Beam's own arguments (`--beam-arg ARG` or anything
+after `--`), so `--runner=DataflowRunner ...` runs the same job on Dataflow.
+Library logs go to a file in the temp folder; progress to stderr; the result
+line to stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import pathlib
+import sys
+import tempfile
+
+from cli.config_flags import add_config_flags, config_from_args, positive_int
+
+PREDICT_COMMAND = "predict"
+
+
+def add_predict_command(commands: argparse._SubParsersAction) -> None:
+    """Adds `predict` to the `tpu-pipeline` parser."""
+    predict = commands.add_parser(
+        PREDICT_COMMAND,
+        help="batch predictions of a pushed model over a folder of files (Beam)",
+        description="Predicts every record under --data-dir with a pushed model and writes one "
+        "row per record (source, class, class_name, probability, the top k, label if any). "
+        "Beam arguments go after `--`, e.g. -- --runner=DataflowRunner --project=P "
+        "--region=R --temp_location=gs://B/tmp",
+    )
+    predict.add_argument(
+        "--model",
+        required=True,
+        metavar="PATH",
+        help="a pushed version folder, or a run or serving_model folder (its newest version)",
+    )
+    predict.add_argument(
+        "--data-dir",
+        required=True,
+        metavar="DIR",
+        help="folder or bucket of files in any format ExampleGen reads",
+    )
+    predict.add_argument("--dataset", help="the dataset the model was trained on (default digits)")
+    predict.add_argument("--format", help="dataset.format: how to read the files")
+    predict.add_argument(
+        "--pattern",
+        metavar="GLOB",
+        help="files under --data-dir to read (default: dataset.file_pattern, its "
+        "split_patterns, or the format's)",
+    )
+    predict.add_argument(
+        "--output",
+        required=True,
+        metavar="FILE",
+        help="the file to write, by extension: .csv, .jsonl, or .tfrecord (PredictionLog); "
+        "an existing file is replaced only once the new one is whole",
+    )
+    predict.add_argument(
+        "--top-k", type=positive_int, default=3, help="classes listed per record (default: 3)"
+    )
+    predict.add_argument(
+        "--batch-size", type=positive_int, default=256, help="records per model call (256)"
+    )
+    predict.add_argument(
+        "--beam-arg",
+        dest="beam_flags",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="a Beam pipeline option, e.g. --beam-arg=--runner=DataflowRunner (repeatable)",
+    )
+    predict.add_argument("beam_args", nargs="*", help=argparse.SUPPRESS)
+    add_config_flags(predict, "YAML configuration file naming the dataset")
+
+
+def beam_args(args: argparse.Namespace) -> list[str]:
+    """Beam's pipeline options: every `--beam-arg`, then everything after `--`."""
+    return [*args.beam_flags, *args.beam_args]
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """Runs `predict`; prints where the predictions went and how many there are."""
+    config = config_from_args(args, {"dataset": args.dataset, "dataset.format": args.format})
+    from cli.console import output_to_log_file, quiet_library_warnings
+    from pipeline.progress import LiveStatus
+
+    quiet_library_warnings()
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-predict-{stamp}.log"
+    with output_to_log_file(log_file) as terminal:
+        from pipeline.batch_predict import run_batch_predictions
+
+        status = LiveStatus(terminal)
+        status.start(f"predicting {args.data_dir} with {args.model}")
+        try:
+            result = run_batch_predictions(
+                args.model,
+                config.dataset,
+                args.data_dir.rstrip("/"),
+                args.output,
+                pattern=args.pattern,
+                top_k=args.top_k,
+                batch_size=args.batch_size,
+                beam_args=beam_args(args),
+                status=status,
+            )
+        finally:
+            status.stop()
+    accuracy = ""
+    if result.labelled:
+        accuracy = (
+            f"; {result.labelled:,} labelled, accuracy {result.correct / result.labelled:.4f}"
+        )
+    print(f"model: {result.model_dir} ({status.elapsed():.1f} s)", file=sys.stderr)
+    print(f"wrote {result.predictions:,} predictions to {result.output}{accuracy}", flush=True)
+    return 0

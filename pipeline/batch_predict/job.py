@@ -1,0 +1,261 @@
+"""The Beam job behind `tpu-pipeline predict`: read and check records, batch, predict, write.
+
+    files -> Reshuffle -> read each file with ExampleGen's reader (every record checked)
+          -> BatchElements -> serving_default on each batch -> rows -> one output file
+
+Records reach the model as ExampleGen writes them (`ExampleBuilder`), serialized,
+through `serving_default`, so the predictions are what a model server answers
+for the same records. The SavedModel loads once per worker (`DoFn.setup`). Any
+runner works: locally the in-process DirectRunner; Beam arguments (e.g.
+`--runner=DataflowRunner --project=... --region=... --temp_location=gs://...`)
+go to `PipelineOptions` unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import posixpath
+import threading
+from collections.abc import Sequence
+
+import apache_beam as beam
+from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
+from common.config import ConfigError, DatasetConfig
+from common.tfx_api import fileio
+from components.example_gen.errors import DataFormatError, data_format_error_in
+from components.example_gen.examples import ExampleBuilder
+from components.example_gen.formats import list_inputs, source_format, split_inputs
+from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
+from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
+from pipeline.batch_predict.outputs import output_extension, replaced_when_done, write_predictions
+from pipeline.batch_predict.predictions import Prediction, RowFormat
+from pipeline.progress import LiveStatus
+
+_COUNTER_NAMESPACE = "tpu-pipeline-predict"
+
+
+class _InProcessCount:
+    """Records predicted in this process: the live progress of an in-process runner."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.value = 0
+
+    def add(self, count: int) -> None:
+        with self._lock:
+            self.value += count
+
+
+PREDICTED = _InProcessCount()
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchResult:
+    """What a finished job wrote."""
+
+    model_dir: str
+    output: str
+    predictions: int
+    labelled: int
+    correct: int
+
+
+def input_files(dataset: DatasetConfig, data_dir: str, pattern: str | None = None) -> list[str]:
+    """The files to predict on under `data_dir`, sorted.
+
+    `pattern` (relative to data_dir) wins; else the dataset's `file_pattern`, else both
+    of its `split_patterns`, else the format's default; `{SPAN}` matches every span.
+
+    Raises:
+      DataFormatError: the folder is missing or no input file matches (naming both).
+    """
+    source = source_format(dataset)
+    if not fileio.isdir(data_dir):
+        raise DataFormatError(f"--data-dir {data_dir}: no such folder")
+    if pattern is None and dataset.file_pattern is None and dataset.split_patterns:
+        patterns = dataset.split_patterns.model_dump()
+        return sorted(
+            {f for files in split_inputs(data_dir, patterns, source).values() for f in files}
+        )
+    pattern = pattern or dataset.file_pattern or source.default_pattern
+    return list_inputs(posixpath.join(data_dir, pattern.replace("{SPAN}", "*")), source)
+
+
+class _ReadRecords(beam.DoFn):
+    """Yields `(source, serialized example, label or None)` for every record of one file."""
+
+    def __init__(self, dataset: DatasetConfig):
+        self._dataset_json = dataset.model_dump_json()
+
+    def setup(self):
+        dataset = DatasetConfig.model_validate_json(self._dataset_json)
+        self._label_feature = dataset.label_feature
+        self._builder = ExampleBuilder(dataset, labels_required=False)
+        self._read = source_format(dataset).read
+
+    def process(self, path: str):
+        for index, (_, example) in enumerate(self._read(path, self._builder)):
+            labels = example.features.feature[self._label_feature].int64_list.value
+            label = int(labels[0]) if labels else None
+            yield f"{path}:{index}", example.SerializeToString(), label
+
+
+class _Predict(beam.DoFn):
+    """Runs `serving_default` on a batch of records; the SavedModel loads once per worker."""
+
+    def __init__(self, model_dir: str):
+        self._model_dir = model_dir
+        self._predicted = Metrics.counter(_COUNTER_NAMESPACE, "predictions")
+        self._labelled = Metrics.counter(_COUNTER_NAMESPACE, "labelled")
+        self._correct = Metrics.counter(_COUNTER_NAMESPACE, "correct")
+
+    def setup(self):
+        import tensorflow as tf
+
+        self._tf = tf
+        self._model = tf.saved_model.load(self._model_dir)  # keeps the signature's variables
+        self._serve = self._model.signatures[SERVING_SIGNATURE]
+
+    def process(self, batch: Sequence[tuple[str, bytes, int | None]]):
+        examples = self._tf.constant([example for _, example, _ in batch])
+        probabilities = self._serve(**{SERVING_INPUT_KEY: examples})[SERVING_OUTPUT_KEY].numpy()
+        labelled = correct = 0
+        for (source, example, label), scores in zip(batch, probabilities, strict=True):
+            if label is not None:
+                labelled += 1
+                correct += int(scores.argmax() == label)
+            yield Prediction(source, example, scores, label)
+        self._predicted.inc(len(batch))
+        self._labelled.inc(labelled)
+        self._correct.inc(correct)
+        PREDICTED.add(len(batch))
+
+
+def build_pipeline(
+    pipeline: beam.Pipeline,
+    files: list[str],
+    dataset: DatasetConfig,
+    model_dir: str,
+    rows: RowFormat,
+    output: str,
+    batch_size: int,
+) -> None:
+    """Adds the job's steps to `pipeline`: every record of `files` predicted into `output`."""
+    _ = (
+        pipeline
+        | "ListFiles" >> beam.Create(files)
+        | "SpreadFiles" >> beam.Reshuffle()  # a distributed runner reads files in parallel
+        | "ReadRecords" >> beam.ParDo(_ReadRecords(dataset))
+        | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
+        | "Predict" >> beam.ParDo(_Predict(model_dir))
+        | "WritePredictions" >> write_predictions(output, rows)
+    )
+
+
+def _counter(result, name: str) -> int:
+    query = MetricsFilter().with_namespace(_COUNTER_NAMESPACE).with_name(name)
+    counters = result.metrics().query(query)["counters"]
+    return sum(counter.committed or 0 for counter in counters)
+
+
+def _runs_in_this_process(options: PipelineOptions) -> bool:
+    runner = options.view_as(StandardOptions).runner
+    mode = options.view_as(DirectOptions).direct_running_mode
+    return runner in (None, "DirectRunner", "direct") and mode == "in_memory"
+
+
+def _run_with_progress(pipeline: beam.Pipeline, options: PipelineOptions, status: LiveStatus):
+    """Runs `pipeline` to its end, updating `status` with the records predicted so far."""
+    finished: dict[str, object] = {}
+
+    def run():
+        try:
+            result = pipeline.run()
+            result.wait_until_finish()
+            finished["result"] = result
+        except BaseException as error:  # re-raised in the calling thread
+            finished["error"] = error
+
+    before = PREDICTED.value
+    worker = threading.Thread(target=run, name="batch-predict", daemon=True)
+    worker.start()
+    in_process = _runs_in_this_process(options)
+    runner = options.view_as(StandardOptions).runner
+    while worker.is_alive():
+        if in_process:
+            status.update(f"predicting: {PREDICTED.value - before:,} records done")
+        else:
+            status.update(f"predicting on {runner}: its job page shows the records done")
+        worker.join(0.25)
+    if "error" in finished:
+        raise finished["error"]
+    return finished["result"]
+
+
+def run_batch_predictions(
+    model: str,
+    dataset: DatasetConfig,
+    data_dir: str,
+    output: str,
+    *,
+    pattern: str | None = None,
+    top_k: int = 3,
+    batch_size: int = 64,
+    beam_args: Sequence[str] = (),
+    status: LiveStatus | None = None,
+) -> BatchResult:
+    """Predicts every record under `data_dir` with the pushed model `model` into `output`.
+
+    Args:
+      model: a version folder, or a serving_model or run folder (its newest version).
+      dataset: how to read the files (format, features, shape) and the class names.
+      data_dir: the folder (local or gs://) of files to predict on.
+      output: the file to write; `.csv`, `.jsonl` or `.tfrecord` (PredictionLog).
+      pattern: the files under data_dir (default: the dataset's, see `input_files`).
+      top_k: classes listed per record.
+      batch_size: records per call of the model.
+      beam_args: Beam pipeline options (`--runner=...` and the runner's own).
+      status: shows the records predicted so far while the job runs, if given.
+
+    Raises:
+      ConfigError: a bad model path, output extension, or a model whose class count
+        is not the dataset's.
+      DataFormatError: the data folder is missing or empty, or a record is bad (named
+        in one line); `output` is left as it was.
+    """
+    output_extension(output)
+    model_dir = resolve_model_version(model)
+    classes = served_class_count(model_dir)
+    if classes != dataset.num_classes:
+        raise ConfigError(
+            f"--model {model_dir}: scores {classes} classes but dataset {dataset.name!r} has "
+            f"{dataset.num_classes} (dataset.num_classes); give the dataset it was trained on"
+        )
+    files = input_files(dataset, data_dir, pattern)
+    version = os.path.basename(model_dir)
+    rows = RowFormat(dataset.class_names, top_k, int(version) if version.isdigit() else 0)
+    options = PipelineOptions(list(beam_args))
+    with replaced_when_done(output) as partial:
+        pipeline = beam.Pipeline(options=options)
+        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size)
+        try:
+            if status is None:
+                result = pipeline.run()
+                result.wait_until_finish()
+            else:
+                result = _run_with_progress(pipeline, options, status)
+        except Exception as error:
+            cause = data_format_error_in(error)
+            if cause is None:
+                raise
+            raise DataFormatError(cause) from None
+    return BatchResult(
+        model_dir,
+        output,
+        _counter(result, "predictions"),
+        _counter(result, "labelled"),
+        _counter(result, "correct"),
+    )

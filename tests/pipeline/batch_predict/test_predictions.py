@@ -1,0 +1,74 @@
+"""Each output format holds the same readable fields, and parses with its own reader."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_serving.apis import prediction_log_pb2
+
+from pipeline.batch_predict.predictions import Prediction, RowFormat, top_k
+
+NAMES = ("cat", "dog", "owl", "yak")
+ROWS = RowFormat(NAMES, k=3, model_version=42)
+SCORES = np.array([0.1, 0.6, 0.1, 0.2], np.float32)
+
+
+def _prediction(label=None):
+    return Prediction("gs://b/x.tfrecord:7", b"serialized", SCORES, label)
+
+
+def test_top_k_is_most_probable_first_ties_by_index_and_at_most_the_classes():
+    assert top_k(SCORES, 3) == [1, 3, 0]
+    assert top_k(SCORES, 10) == [1, 3, 0, 2]
+    assert top_k(np.array([0.5, 0.5], np.float32), 1) == [0]
+
+
+def test_a_row_names_the_class_and_its_top_k_and_the_label_only_when_there_is_one():
+    row = ROWS.row(_prediction(label=3))
+    assert (row["source"], row["class"], row["class_name"]) == ("gs://b/x.tfrecord:7", 1, "dog")
+    assert row["probability"] == 0.6
+    assert [(r["class"], r["class_name"]) for r in row["top_k"]] == [
+        (1, "dog"),
+        (3, "yak"),
+        (0, "cat"),
+    ]
+    assert row["label"] == 3
+    assert "label" not in ROWS.row(_prediction())
+
+
+def test_csv_lines_parse_under_their_header_with_an_empty_label_when_there_is_none():
+    text = "\n".join(
+        [ROWS.csv_header(), ROWS.csv_line(_prediction(2)), ROWS.csv_line(_prediction())]
+    )
+    labelled, unlabelled = csv.DictReader(text.splitlines())
+    assert labelled["source"] == "gs://b/x.tfrecord:7" and labelled["class_name"] == "dog"
+    assert (labelled["label"], unlabelled["label"]) == ("2", "")
+    assert (labelled["top2_class"], labelled["top2_class_name"], labelled["top3_probability"]) == (
+        "3",
+        "yak",
+        "0.1",
+    )
+    assert "top4_class" not in labelled
+
+
+def test_json_lines_hold_the_row():
+    assert json.loads(ROWS.json_line(_prediction(0))) == ROWS.row(_prediction(0))
+
+
+def test_a_prediction_log_is_the_predict_call_for_the_record_with_the_readable_outputs():
+    log = prediction_log_pb2.PredictionLog.FromString(ROWS.prediction_log(_prediction(3)))
+    request, response = log.predict_log.request, log.predict_log.response
+    assert request.model_spec.signature_name == "serving_default"
+    assert request.model_spec.version.value == 42
+    assert tf.make_ndarray(request.inputs["examples"]).tolist() == [b"serialized"]
+    outputs = {name: tf.make_ndarray(tensor) for name, tensor in response.outputs.items()}
+    np.testing.assert_array_equal(outputs["probabilities"], SCORES[None])
+    assert outputs["top_k_classes"].tolist() == [[1, 3, 0]]
+    assert outputs["top_k_class_names"].tolist() == [[b"dog", b"yak", b"cat"]]
+    assert outputs["source"].tolist() == [b"gs://b/x.tfrecord:7"]
+    assert outputs["label"].tolist() == [3]
+    unlabelled = prediction_log_pb2.PredictionLog.FromString(ROWS.prediction_log(_prediction()))
+    assert "label" not in unlabelled.predict_log.response.outputs
