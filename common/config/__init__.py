@@ -23,6 +23,7 @@ from common.config.dataset import (
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import load_config
 from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
+from common.config.pruning import PruningConfig
 from common.config.serving import ServingConfig, TFLiteVariant
 from common.config.trainer import (
     Accelerator,
@@ -69,6 +70,7 @@ __all__ = [
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
+    "PruningConfig",
     "ScheduleConfig",
     "SearchDimension",
     "SearchValue",
