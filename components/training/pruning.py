@@ -20,6 +20,11 @@ import numpy as np
 import tensorflow_model_optimization as tfmot
 import tf_keras
 
+# The wrapper class is not in tfmot's public API; isinstance checks need it.
+from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper import (
+    PruneLowMagnitude,
+)
+
 from common.config import ConfigError, PruningConfig
 
 _sparsity = tfmot.sparsity.keras
@@ -34,7 +39,7 @@ def pruning_schedule(config: PruningConfig, total_steps: int) -> dict[str, int |
     """
     begin = int(config.begin_fraction * total_steps)
     window = max(1, int(config.end_fraction * total_steps) - begin)
-    frequency = min(config.frequency, window)
+    frequency = config.frequency if config.frequency <= window else 1
     return {
         "initial_sparsity": config.initial_sparsity,
         "target_sparsity": config.target_sparsity,
@@ -82,7 +87,7 @@ def pruning_callbacks(config: PruningConfig | None) -> list[tf_keras.callbacks.C
 
 def is_pruned(model: tf_keras.Model) -> bool:
     """Whether `model` (or a model nested in it) still holds pruning wrappers."""
-    return any(isinstance(layer, _sparsity.PruneLowMagnitude) for layer in model.submodules)
+    return any(isinstance(layer, PruneLowMagnitude) for layer in model.submodules)
 
 
 def measured_sparsity(model: tf_keras.Model) -> float:
@@ -90,7 +95,7 @@ def measured_sparsity(model: tf_keras.Model) -> float:
     weights = [
         weight.numpy()
         for layer in model.submodules
-        if isinstance(layer, _sparsity.PruneLowMagnitude)
+        if isinstance(layer, PruneLowMagnitude)
         for weight in layer.prunable_weights
     ]
     if not weights:
