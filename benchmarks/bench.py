@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import data  # noqa: E402
+from benchmarks import data, pruning  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -893,6 +893,11 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
     ]
 
 
+def bench_pruning(settings: Settings) -> list[Row]:
+    """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
+    return pruning.rows(Row)
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -904,6 +909,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "photo_input": bench_photo_input,
     "photo_ingest": bench_photo_ingest,
     "photo_pipeline": bench_photo_pipeline,
+    "pruning": bench_pruning,
 }
 
 

@@ -33,11 +33,11 @@ class PruningConfig(_Section):
         le=1,
         description="fraction of the training steps by which target_sparsity is reached",
     )
-    frequency: int = Field(
-        default=100,
+    frequency: int | None = Field(
+        default=None,
         ge=1,
-        description="training steps between mask updates (fewer when the pruning window is "
-        "shorter)",
+        description="training steps between mask updates; null: ten updates over the pruning "
+        "window (every step when the window is shorter than the frequency)",
     )
 
     @model_validator(mode="after")

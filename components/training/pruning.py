@@ -28,6 +28,8 @@ from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper im
 from common.config import ConfigError, PruningConfig
 
 _sparsity = tfmot.sparsity.keras
+# Mask updates over the pruning window when `frequency` is not set.
+UPDATES_BY_DEFAULT = 10
 
 
 def pruning_schedule(config: PruningConfig, total_steps: int) -> dict[str, int | float]:
@@ -39,7 +41,9 @@ def pruning_schedule(config: PruningConfig, total_steps: int) -> dict[str, int |
     """
     begin = int(config.begin_fraction * total_steps)
     window = max(1, int(config.end_fraction * total_steps) - begin)
-    frequency = config.frequency if config.frequency <= window else 1
+    frequency = config.frequency or max(1, window // UPDATES_BY_DEFAULT)
+    if frequency > window:
+        frequency = 1
     return {
         "initial_sparsity": config.initial_sparsity,
         "target_sparsity": config.target_sparsity,
