@@ -27,7 +27,7 @@ from common.config import (
     TrainerConfig,
 )
 from components.models import build_model, compile_model
-from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY, serving_copy
 from components.serving.tflite_variants import (
     convert,
     measure_tflite,
@@ -109,7 +109,9 @@ def measure(name: str, sparsity: float) -> dict:
     """Accuracy and gzipped sizes of one dataset's model trained to one sparsity."""
     dataset, pixels, labels = DATASETS[name]()
     train_images, train_labels, eval_images, eval_labels = _split(dataset, pixels, labels)
-    model, info = _train(dataset, sparsity, train_images, train_labels)
+    trained, info = _train(dataset, sparsity, train_images, train_labels)
+    # What the Trainer exports: a fresh float32 build with the weights (no optimizer slots).
+    model = serving_copy(trained.get_weights(), TrainerConfig().model, dataset)
     accuracy = float(np.mean(model.predict(eval_images, verbose=0).argmax(1) == eval_labels))
     with tempfile.TemporaryDirectory() as folder:
         _save_pixels_model(model, dataset, folder)
