@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import data  # noqa: E402
+from benchmarks import data, pruning  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -995,6 +995,11 @@ def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]
     ]
 
 
+def bench_pruning(settings: Settings) -> list[Row]:
+    """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
+    return pruning.rows(Row)
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -1008,6 +1013,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "photo_pipeline": bench_photo_pipeline,
     "predict": bench_predict,
     "predict_photos": lambda settings: bench_predict(settings, "signs"),
+    "pruning": bench_pruning,
 }
 
 

@@ -42,6 +42,7 @@ from components.training.input_pipeline import (
 )
 from components.training.learning_rate import make_optimizer, peak_learning_rate
 from components.training.loop import steps_per_epoch, train
+from components.training.pruning import prune_for_training, strip_pruned
 from components.training.training_logs import backup_dir_for, write_run_summaries
 from components.training.warm_start import warm_start
 
@@ -97,8 +98,8 @@ def fit(
       base_model: a SavedModel to warm-start from.
 
     Returns:
-      The trained model, its Keras history, and how it was trained (device,
-      strategy, replicas, XLA, precision, batch, ...).
+      The trained model (pruning wrappers stripped), its Keras history, and how
+      it was trained (device, strategy, replicas, XLA, precision, batch, pruning, ...).
     """
     tf_keras.utils.set_random_seed(config.seed)  # same data + config -> same model
     dataset, choice = setup.dataset, setup.choice
@@ -170,12 +171,15 @@ def fit(
             training_info["pretrained_weights"] = load_pretrained_weights(
                 model, config, dataset.image_shape
             )
+        # The last blessed model trained on this data already: its weights win over pretrained ones.
+        # Before pruning wraps the layers: the base model is a plain (stripped) one.
+        training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
+        if config.pruning:
+            model = prune_for_training(model, config.pruning, epoch_steps * config.epochs)
         optimizer = make_optimizer(config, batch_size, epoch_steps, epoch_steps * config.epochs)
         compile_model(
             model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
         )
-        # The last blessed model trained on this data already: its weights win over pretrained ones.
-        training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)
     training = {
         "strategy": choice.strategy,
         "policy": policy,
@@ -192,6 +196,10 @@ def fit(
             )
         else:
             history = train(model, train_dataset, eval_input, **training)
+    if config.pruning:  # what is exported, tuned or warm-started from is the plain model
+        model, training_info["pruning"] = strip_pruned(
+            model, config.pruning, epoch_steps * config.epochs
+        )
     return model, history, training_info
 
 

@@ -59,7 +59,7 @@ class RunSummary:
     log_file: str | None
     interrupted: str | None = None  # e.g. "SIGINT during Trainer"
     # The SavedModel, then each TFLite variant: name, path (where it is served, or
-    # null), published, reason (why held back), accuracy, accuracy_drop, size_bytes,
+    # null), published, reason (why held back), accuracy, accuracy_drop, size_bytes, gzip_bytes,
     # latency_ms (median single-image, on the CPU that ran the Trainer).
     serving_variants: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # Every class's name in label order (dataset.source.label_names, else "0", "1", ...),
@@ -184,12 +184,12 @@ def describe_variants(variants: list[dict[str, Any]]) -> list[str]:
     """A line per served model: eval accuracy, size, single-image latency, where or why not."""
     if not variants:
         return []
-    lines = ["served models (eval accuracy, size, single-image latency):"]
+    lines = ["served models (eval accuracy, size, gzipped size, single-image latency):"]
     for v in variants:
         where = v["path"] or (f"held back: {v['reason']}" if v["reason"] else "not pushed")
         lines.append(
             f"  {v['name']:<13} {v['accuracy']:.4f} {v['size_bytes'] / 1024:7.1f} KB "
-            f"{v['latency_ms']:8.3f} ms  {where}"
+            f"{v['gzip_bytes'] / 1024:7.1f} KB gz {v['latency_ms']:8.3f} ms  {where}"
         )
     return lines
 

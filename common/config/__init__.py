@@ -24,6 +24,7 @@ from common.config.evaluator import EvaluatorConfig
 from common.config.loading import load_config
 from common.config.notify import NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
+from common.config.pruning import PruningConfig
 from common.config.serving import ServingConfig, TFLiteVariant
 from common.config.trainer import (
     Accelerator,
@@ -71,6 +72,7 @@ __all__ = [
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
+    "PruningConfig",
     "ScheduleConfig",
     "SearchDimension",
     "SearchValue",

@@ -69,6 +69,15 @@ class PipelineConfig(_Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _pruned_variant_needs_pruning(self) -> PipelineConfig:
+        if "pruned" in self.serving.tflite_variants and self.trainer.pruning is None:
+            raise ValueError(
+                "serving.tflite_variants: the pruned variant stores the zeros trainer.pruning "
+                "makes; set trainer.pruning (target_sparsity) or drop pruned"
+            )
+        return self
+
     @model_validator(mode="before")
     @classmethod
     def _expand_builtin_dataset(cls, values: Any) -> Any:

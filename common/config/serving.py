@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 
 from common.config.base import _Section
 
-TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8"]
+TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8", "pruned"]
 
 
 class ServingConfig(_Section):
@@ -22,7 +22,8 @@ class ServingConfig(_Section):
 
     tflite_variants: tuple[TFLiteVariant, ...] = Field(
         default=("float32", "float16", "dynamic_int8", "int8"),
-        description="float32, float16 (weights), dynamic_int8 (weights), int8 (full integer)",
+        description="float32, float16 (weights), dynamic_int8 (weights), int8 (full integer), "
+        "pruned (float32 in TFLite's sparse format; needs trainer.pruning)",
     )
     max_accuracy_drop: float = Field(
         default=0.01, ge=0, le=1, description="largest eval accuracy drop against the SavedModel"

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from common.config.base import _Section
+from common.config.pruning import PruningConfig
 
 Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
 Optimizer = Literal["adam", "adamw", "sgd"]
@@ -142,6 +143,11 @@ class TrainerConfig(_Section):
     warm_start: bool = Field(
         default=False, description="start from the last blessed model's weights, when there is one"
     )
+    pruning: PruningConfig | None = Field(
+        default=None,
+        description="zero the smallest weights while training (target_sparsity, schedule); "
+        "null: no pruning",
+    )
 
     @field_validator("pretrained_weights", mode="before")
     @classmethod
@@ -175,5 +181,10 @@ class TrainerConfig(_Section):
             raise ValueError(
                 "frozen_backbone_epochs needs pretrained_weights (imagenet or a file): a frozen "
                 "random backbone teaches the head nothing"
+            )
+        if self.pruning and self.frozen_backbone_epochs:
+            raise ValueError(
+                "pruning cannot follow frozen_backbone_epochs: each phase recompiles the model, "
+                "and the frozen phase would prune weights it does not train; set one of them"
             )
         return self

@@ -53,6 +53,16 @@ def _data_outputs(op: tf.Operation) -> list[tf.Tensor]:
     return [t for t in op.outputs if t.dtype != tf.resource and not _is_workspace(t)]
 
 
+def _unused_constant(op: tf.Operation) -> bool:
+    """A constant no op reads: pruned from the function before XLA sees it.
+
+    tf.debugging asserts (the pruning wrappers' check of their step counter)
+    leave their string messages behind as such constants; the Assert itself
+    sits in a cond branch, which XLA compiles to a no-op.
+    """
+    return op.type == "Const" and not any(output.consumers() for output in op.outputs)
+
+
 def _has_xla_kernel(op_type: str) -> bool:
     registered = kernels.get_registered_kernels_for_op(op_type).kernel
     return any(kernel.device_type in _XLA_DEVICES for kernel in registered)
@@ -72,6 +82,8 @@ def check_graph(graph: tf.Graph, model: tf_keras.Model) -> list[CheckResult]:
             dynamic.append(f"{_where(op, layer_names)} -> {shapes}")
         if any(t.dtype == tf.float64 for t in tensors):
             wide.append(_where(op, layer_names))
+        if _unused_constant(op):
+            continue
         if any(t.dtype == tf.string for t in tensors):
             host.append(f"{_where(op, layer_names)} uses strings")
         elif op.type not in _GRAPH_ONLY_OPS and not _has_xla_kernel(op.type):

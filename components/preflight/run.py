@@ -40,6 +40,7 @@ from components.preflight.step_checks import (
 )
 from components.training.input_pipeline import global_batch_size
 from components.training.learning_rate import make_optimizer
+from components.training.pruning import prune_for_training
 
 # Cores of one TPU v2-8 / v3-8 board: the smallest common TPU slice.
 DEFAULT_TPU_REPLICAS = 8
@@ -56,6 +57,11 @@ ModelBuilder = Callable[[str], tf_keras.Model]
 
 def _epoch_steps(trainer: TrainerConfig) -> int | None:
     return None if trainer.train_steps is None else max(1, trainer.train_steps // trainer.epochs)
+
+
+def _planned_steps(trainer: TrainerConfig) -> int:
+    """Steps the pruning schedule spans; any count traces the same ops (preflight reads no data)."""
+    return trainer.train_steps or trainer.epochs
 
 
 def _after(group: tuple[str, ...], name: str) -> tuple[str, ...]:
@@ -103,6 +109,8 @@ def run_preflight(
     with tf.device("/CPU:0"):
         try:
             model = builder(policy.precision)
+            if trainer.pruning:  # the wrappers' mask updates are part of the step TPUs compile
+                model = prune_for_training(model, trainer.pruning, _planned_steps(trainer))
         except ConfigError as error:  # the user's model: cannot import, wrong output...
             checks.append(CheckResult("model_builds", "fail", str(error)))
             unrun = _after(MODEL_CHECKS, "model_builds") + TRACED_STEP_CHECKS

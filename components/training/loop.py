@@ -13,6 +13,7 @@ from common.config import TrainerConfig
 from components.device.policy import TrainingPolicy
 from components.training.custom_loop import train_custom_loop
 from components.training.input_pipeline import EvalInput, count_examples
+from components.training.pruning import pruning_callbacks
 from components.training.training_logs import Phase, training_callbacks
 
 
@@ -62,7 +63,7 @@ def train(
         config.profile_batches if profiles else None,
         eval_input.examples,
         phase,
-    )
+    ) + pruning_callbacks(config.pruning)
     if config.loop == "custom":
         return train_custom_loop(
             model,

@@ -262,3 +262,13 @@ def test_the_trainer_builds_the_same_tflite_variants_on_vertex(compile_spec, tar
     assert serving["tflite_variants"] == ["float16", "int8"]
     pusher_args = " ".join(executor(spec, "Pusher")["args"])
     assert "AtomicPusherExecutor" in pusher_args or "RegistryPusherExecutor" in pusher_args
+
+
+def test_pruning_and_the_pruned_variant_reach_the_vertex_trainer(compile_spec):
+    _, spec, _ = compile_spec(
+        "tpu",
+        **{"trainer.pruning.target_sparsity": 0.5, "serving.tflite_variants": ("pruned",)},
+    )
+    custom_config = task_parameter(spec, "Trainer", "custom_config")
+    assert custom_config["trainer"]["pruning"]["target_sparsity"] == 0.5
+    assert custom_config["serving"]["tflite_variants"] == ["pruned"]

@@ -9,7 +9,7 @@ import tf_keras
 from tfx.components.trainer.fn_args_utils import FnArgs
 
 from cli.main import EXIT_FAILED, EXIT_OK, main
-from common.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
+from common.config import BUILTIN_DATASETS, DatasetConfig, PruningConfig, TrainerConfig
 from components import trainer
 from components.contract import IMAGE_KEY, component_sections
 from components.device.strategy import StrategyChoice
@@ -61,6 +61,19 @@ def test_custom_loop_step_passes_every_check_with_the_tpu_steps_per_execution():
     assert {c.status for c in report.checks} == {"pass"}
     assert "loop custom" in report.title
     assert report.check("steps_per_execution").detail == "50 steps per call compile to one program"
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_a_step_with_pruning_wrappers_passes_every_check(loop):
+    pruning = PruningConfig(target_sparsity=0.5)
+    report = _preflight(
+        _small_model(), TrainerConfig(per_replica_batch_size=16, loop=loop, pruning=pruning)
+    )
+
+    assert report.passed, report.to_text()
+    assert {c.status for c in report.checks} == {"pass"}
+    # The wrapped model was checked: its layers are the wrappers (the memory check names them).
+    assert "prune_low_magnitude_scores" in report.to_text()
 
 
 def test_more_steps_per_execution_than_an_epoch_has_is_a_warning():
