@@ -129,7 +129,9 @@ def test_a_rolled_back_model_is_refused_until_restored(tmp_path):
 
 
 def test_the_pusher_does_not_push_a_rolled_back_model_again(tmp_path):
+    from common.config import load_config
     from common.tfx_api import standard_artifacts
+    from components.contract import pusher_sections
     from components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusherExecutor
 
     base, models = serving_folder(tmp_path, 2)
@@ -146,7 +148,10 @@ def test_the_pusher_does_not_push_a_rolled_back_model_again(tmp_path):
     AtomicPusherExecutor().Do(
         {"model": [model], "model_blessing": [blessing]},
         {"pushed_model": [pushed_model]},
-        {"push_destination": json.dumps(destination)},
+        {
+            "push_destination": json.dumps(destination),
+            "custom_config": json.dumps(pusher_sections(load_config())),
+        },
     )
 
     assert pushed_model.get_int_custom_property("pushed") == 0
