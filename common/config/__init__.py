@@ -30,6 +30,7 @@ from common.config.trainer import (
     LearningRateScaling,
     Optimizer,
     Precision,
+    PromisedDevices,
     TrainerConfig,
 )
 from common.config.tuner import (
@@ -69,6 +70,7 @@ __all__ = [
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
+    "PromisedDevices",
     "ScheduleConfig",
     "SearchDimension",
     "SearchValue",
