@@ -16,7 +16,7 @@ Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
 
 
 class PromisedDevices(_Section):
-    """What the machine a Vertex AI job asked for promises the Trainer (set by compile, not by hand).
+    """What a Vertex AI job's machine spec promises the Trainer (set by compile, not by hand).
 
     The Trainer compares it with what it connected to and stops before the first
     step when they differ (`components/device/replica_guard.py`), so a slice that
@@ -24,8 +24,8 @@ class PromisedDevices(_Section):
     """
 
     replicas: int = Field(ge=1, description="chips (TPU), GPUs x machines, or machines (CPU)")
-    hosts: int = Field(default=1, ge=1, description="machines: TPU slice hosts or TF_CONFIG workers")
-    machine: str = Field(description="the promise in words, e.g. ct5lp-hightpu-4t x tpu_topology 4x4")
+    hosts: int = Field(default=1, ge=1, description="TPU slice hosts, or TF_CONFIG workers")
+    machine: str = Field(description="the promise in words: ct5lp-hightpu-4t x tpu_topology 4x4")
 
 
 class TrainerConfig(_Section):

@@ -32,8 +32,7 @@ def _likely_cause(device: str, hosts: int, promised: PromisedDevices) -> str:
         )
     if hosts != promised.hosts:
         return (
-            f"TF_CONFIG lists {hosts} workers but vertex.trainer.replica_count is "
-            f"{promised.hosts}"
+            f"TF_CONFIG lists {hosts} workers but vertex.trainer.replica_count is {promised.hosts}"
         )
     if device == "gpu":
         return (
@@ -43,7 +42,9 @@ def _likely_cause(device: str, hosts: int, promised: PromisedDevices) -> str:
     return f"the job runs on {device.upper()} but its machine spec promises another device"
 
 
-def check_replicas(device: str, replicas: int, hosts: int, promised: PromisedDevices | None) -> None:
+def check_replicas(
+    device: str, replicas: int, hosts: int, promised: PromisedDevices | None
+) -> None:
     """Raises ReplicaMismatchError unless `replicas` on `hosts` are what `promised` says.
 
     Args:
