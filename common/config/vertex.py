@@ -68,6 +68,11 @@ class VertexTrainerConfig(_Section):
             raise ValueError("replica_count > 1 needs runs_on: custom_job")
         if self.spot and self.runs_on != "custom_job":
             raise ValueError("spot: Spot capacity is for custom jobs: set runs_on: custom_job")
+        if self.spot and self.device == "tpu" and self.hosts > 1:
+            raise ValueError(
+                "spot: Vertex AI does not offer Spot VMs for TPU Pods (multi-host slices); "
+                "use a single-host tpu_topology or spot: false"
+            )
         if self.tpu_topology and self.chips_per_host:
             chips = self.topology_chips
             if chips % self.chips_per_host:

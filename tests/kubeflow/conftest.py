@@ -8,7 +8,7 @@ import pytest
 
 from common.config import REPO_ROOT, load_config
 
-DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost")
+DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost", "tpu-spot")
 DEPLOYMENT_CONFIGS = {
     target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in DEPLOYMENT_TARGETS
 }
