@@ -29,7 +29,8 @@ class OfflineVertexJobClient(ai_platform_training_clients.VertexJobClient):
 
 
 def submitted_job(spec: dict) -> CustomJob:
-    exec_properties = {"custom_config": json.dumps(task_parameter(spec, "Trainer", "custom_config"))}
+    custom_config = task_parameter(spec, "Trainer", "custom_config")
+    exec_properties = {"custom_config": json.dumps(custom_config)}
     _, _, job = tpu_custom_job({}, {}, exec_properties, client_class=OfflineVertexJobClient)
     return CustomJob(job)
 
@@ -63,7 +64,8 @@ def test_spot_job_asks_for_spot_capacity_and_restarts_as_a_whole(compile_spec):
 
 def test_on_demand_job_leaves_scheduling_to_vertex(compile_spec):
     _, spec, _ = compile_spec("tpu-multihost")
-    assert submitted_job(spec).job_spec.scheduling.strategy == Scheduling.Strategy.STRATEGY_UNSPECIFIED
+    scheduling = submitted_job(spec).job_spec.scheduling
+    assert scheduling.strategy == Scheduling.Strategy.STRATEGY_UNSPECIFIED
 
 
 def test_multi_host_trainer_is_promised_the_whole_slice_and_runs_our_executor(compile_spec):
