@@ -16,6 +16,7 @@ from common.config import load_config
 from common.tfx_api import ai_platform_training_clients
 from kubeflow.tpu_image import PJRT_ENV
 from kubeflow.tpu_job import tpu_custom_job
+from kubeflow.vertex_requests import parameter_values
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TFX_EXECUTOR_COMMAND = ["python", "-m", "tfx.scripts.run_executor"]
@@ -87,3 +88,9 @@ def test_per_host_input_needs_cloud_storage_roots_naming_the_field(tmp_path):
     for field in ("vertex.data_root", "vertex.pipeline_root"):
         with pytest.raises(ValueError, match=field.replace(".", r"\.")):
             load_config(str(DEPLOYMENT_CONFIGS["tpu-multihost"]), {field: str(tmp_path)})
+
+
+def test_per_host_input_root_given_at_submit_must_be_cloud_storage(tmp_path):
+    with pytest.raises(ValueError, match="--data-root .*give a gs:// URI"):
+        parameter_values(str(tmp_path), None)
+    assert parameter_values("gs://bucket/data", None) == {"data_root": "gs://bucket/data"}
