@@ -73,6 +73,11 @@ class VertexTrainerConfig(_Section):
                 "spot: Vertex AI does not offer Spot VMs for TPU Pods (multi-host slices); "
                 "use a single-host tpu_topology or spot: false"
             )
+        if self.runs_on == "custom_job" and self.device == "tpu" and not self.image:
+            raise ValueError(
+                "image: a TPU custom job runs in the TPU Trainer image (kubeflow/tpu.Dockerfile); "
+                "the pipeline image has no TPU build of TensorFlow or libtpu"
+            )
         if self.tpu_topology and self.chips_per_host:
             chips = self.topology_chips
             if chips % self.chips_per_host:

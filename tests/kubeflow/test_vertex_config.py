@@ -74,6 +74,10 @@ def test_machine_spec_decides_the_device_the_trainer_is_told(fields, device):
             },
             "Vertex AI does not offer Spot VMs for TPU Pods",
         ),
+        (
+            {"runs_on": "custom_job", "machine_type": "ct5lp-hightpu-4t"},
+            "a TPU custom job runs in the TPU Trainer image",
+        ),
     ],
 )
 def test_impossible_machine_specs_fail_naming_vertex_trainer(fields, message):
