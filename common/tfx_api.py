@@ -54,6 +54,7 @@ _PATHS = {
     "write_split": "tfx.components.example_gen.write_split",
     "tfx_pusher_executor": "tfx.components.pusher.executor",
     "FnArgs": "tfx.components.trainer.fn_args_utils:FnArgs",
+    "tfx_trainer_executor": "tfx.components.trainer.executor",
     "TunerFnResult": "tfx.components.tuner.component:TunerFnResult",
     "tfx_tuner_executor": "tfx.components.tuner.executor",
     # Protos.
@@ -74,12 +75,15 @@ _PATHS = {
     "VertexTrainer": "tfx.extensions.google_cloud_ai_platform.trainer.component:Trainer",
     "ai_platform_constants": "tfx.extensions.google_cloud_ai_platform.constants",
     "ai_platform_trainer_executor": "tfx.extensions.google_cloud_ai_platform.trainer.executor",
+    "ai_platform_runner": "tfx.extensions.google_cloud_ai_platform.runner",
+    "ai_platform_training_clients": "tfx.extensions.google_cloud_ai_platform.training_clients",
     "VertexTuner": "tfx.extensions.google_cloud_ai_platform.tuner.component:Tuner",
     "ai_platform_tuner_executor": "tfx.extensions.google_cloud_ai_platform.tuner.executor",
     # Helpers.
     "fileio": "tfx.dsl.io.fileio",
     "io_utils": "tfx.utils.io_utils",
     "json_utils": "tfx.utils.json_utils",
+    "name_utils": "tfx.utils.name_utils",
     "path_utils": "tfx.utils.path_utils",
     "proto_utils": "tfx.utils.proto_utils",
 }

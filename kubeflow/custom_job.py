@@ -3,7 +3,14 @@
 TFX's Vertex Trainer starts a CustomJob whose container runs the same Trainer
 executor (and so the same `run_fn`) as the pipeline step would, on the machine
 the worker pool spec asks for. The job needs our package inside its image:
-`kubeflow/Dockerfile` for CPU and GPU, `kubeflow/tpu.Dockerfile` for TPU VMs.
+`kubeflow/Dockerfile` for CPU and GPU, `kubeflow/tpu.Dockerfile` for TPU VMs
+(whose job passes the executor command as args: `kubeflow/tpu_job.py`).
+
+With `vertex.trainer.spot` the job asks for Spot capacity (`Scheduling.strategy`
+SPOT) and for the whole job to restart when a worker does
+(`restart_job_on_worker_restart`): a preempted job starts over, and the Trainer
+resumes from the last epoch BackupAndRestore wrote under the pipeline root in
+Cloud Storage (`components/training/training_logs.py: backup_dir_for`).
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from common.config import PipelineConfig, TrainerConfig, VertexConfig
+from kubeflow.tpu_image import PJRT_ENV
 
 
 def worker_pool_specs(vertex: VertexConfig) -> list[dict[str, Any]]:
@@ -31,13 +39,14 @@ def worker_pool_specs(vertex: VertexConfig) -> list[dict[str, Any]]:
         machine_spec["accelerator_count"] = target.accelerator_count
     if target.tpu_topology:
         machine_spec["tpu_topology"] = target.tpu_topology
+    # TFT and TFMA need Keras 2; the images set it too, this keeps an older image safe.
+    env = {"TF_USE_LEGACY_KERAS": "1", **(PJRT_ENV if target.device == "tpu" else {})}
     pool = {
         "machine_spec": machine_spec,
         "replica_count": 1,
         "container_spec": {
             "image_uri": target.image or vertex.pipeline_image,
-            # TFT and TFMA need Keras 2; the image sets it too, this keeps an older image safe.
-            "env": [{"name": "TF_USE_LEGACY_KERAS", "value": "1"}],
+            "env": [{"name": name, "value": value} for name, value in env.items()],
         },
     }
     if target.replica_count == 1:
@@ -52,10 +61,14 @@ def trainer_config_for_job(config: PipelineConfig) -> TrainerConfig:
     local`), so `run_fn` connects to them at once instead of probing; a slice of
     several hosts is found through the TPU environment Vertex AI sets. Asking
     for a GPU makes a job that landed without one fail instead of training on
-    its CPU.
+    its CPU. The replicas and hosts the machine spec promises go along, so the
+    Trainer stops instead of training on part of them (`replica_guard.py`).
     """
     device = config.vertex.trainer.device
-    update: dict[str, Any] = {"accelerator": device}
+    update: dict[str, Any] = {
+        "accelerator": device,
+        "promised_devices": config.vertex.trainer.promised_devices,
+    }
     if device == "tpu" and config.vertex.trainer.hosts == 1:
         update["tpu_name"] = "local"
     return config.trainer.model_copy(update=update)
@@ -73,6 +86,8 @@ def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, An
     job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(vertex)}
     if vertex.service_account:
         job_spec["service_account"] = vertex.service_account
+    if vertex.trainer.spot:
+        job_spec["scheduling"] = {"strategy": "SPOT", "restart_job_on_worker_restart": True}
     job_args: dict[str, Any] = {"project": vertex.project, "job_spec": job_spec}
     if vertex.labels:
         job_args["labels"] = dict(vertex.labels)
@@ -82,6 +97,17 @@ def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, An
         ai_platform_constants.VERTEX_REGION_KEY: vertex.region,
         job_args_key: job_args,
     }
+
+
+def trainer_component_class(vertex: VertexConfig) -> type:
+    """TFX's Vertex Trainer, or for TPU jobs the one whose job keeps the image's ENTRYPOINT."""
+    if vertex.trainer.device == "tpu":
+        from kubeflow.tpu_job import TpuVertexTrainer
+
+        return TpuVertexTrainer
+    from common.tfx_api import VertexTrainer
+
+    return VertexTrainer
 
 
 def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:

@@ -109,10 +109,9 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
         "check_label_drift": False,
     }
     if vertex.trainer.runs_on == "custom_job":
-        from common.tfx_api import VertexTrainer
-        from kubeflow.custom_job import custom_job_trainer_config
+        from kubeflow.custom_job import custom_job_trainer_config, trainer_component_class
 
-        overrides["trainer_class"] = VertexTrainer
+        overrides["trainer_class"] = trainer_component_class(vertex)
         overrides["trainer_custom_config"] = custom_job_trainer_config(config)
     if config.tuner.enabled:
         from kubeflow.tuner_job import RecordingVertexTuner, tune_args, tuner_job_custom_config

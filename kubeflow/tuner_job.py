@@ -29,8 +29,14 @@ class RecordingVertexTuner(VertexTuner):
 
 
 def tuner_job_custom_config(config: PipelineConfig) -> dict[str, Any]:
-    """Tuner custom_config entries: the job's workers, on the Trainer's machine spec."""
-    return custom_job_config(config, ai_platform_tuner_executor.TUNING_ARGS_KEY)
+    """Tuner custom_config entries: the job's workers, on the Trainer's machine spec.
+
+    Each worker runs its own trials on its own machine, not one strategy over all
+    of them, so the Trainer's promise of replicas across machines does not apply.
+    """
+    custom_config = custom_job_config(config, ai_platform_tuner_executor.TUNING_ARGS_KEY)
+    custom_config["trainer"]["promised_devices"] = None
+    return custom_config
 
 
 def tune_args(config: PipelineConfig) -> tuner_pb2.TuneArgs:

@@ -16,8 +16,9 @@ from typing import Any
 from google.cloud import aiplatform
 from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
+from pydantic import TypeAdapter, ValidationError
 
-from common.config import PipelineConfig
+from common.config import ConfigError, GcsUri, PipelineConfig
 from kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
 
 # Stands in for the schedule's resource name, which only the lookup finds.
@@ -46,9 +47,21 @@ class ApiCall:
 
 
 def parameter_values(data_root: str | None, train_steps: int | None) -> dict[str, str]:
-    """Runtime parameters to set for one job; unset ones keep the compiled defaults."""
+    """Runtime parameters to set for one job; unset ones keep the compiled defaults.
+
+    Raises:
+      ConfigError: `data_root` is not a gs:// URI: every machine of the job (each
+        host of a TPU slice reads its own files) must reach it.
+    """
     values = {}
     if data_root:
+        try:
+            TypeAdapter(GcsUri).validate_python(data_root)
+        except ValidationError:
+            raise ConfigError(
+                f"--data-root {data_root!r}: a Vertex AI run reads its data from Cloud "
+                "Storage; give a gs:// URI"
+            ) from None
         values[DATA_ROOT_PARAMETER] = data_root
     if train_steps:
         values[TRAIN_ARGS_PARAMETER] = json.dumps({"num_steps": train_steps})

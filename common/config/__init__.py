@@ -32,6 +32,7 @@ from common.config.trainer import (
     LearningRateScaling,
     Optimizer,
     Precision,
+    PromisedDevices,
     TrainerConfig,
 )
 from common.config.tuner import (
@@ -72,6 +73,7 @@ __all__ = [
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
+    "PromisedDevices",
     "PruningConfig",
     "ScheduleConfig",
     "SearchDimension",

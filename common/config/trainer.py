@@ -16,6 +16,19 @@ LearningRateDecay = Literal["cosine", "step", "constant"]
 Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
 
 
+class PromisedDevices(_Section):
+    """What a Vertex AI job's machine spec promises the Trainer (set by compile, not by hand).
+
+    The Trainer compares it with what it connected to and stops before the first
+    step when they differ (`components/device/replica_guard.py`), so a slice that
+    came up as one host never trains on a quarter of its chips.
+    """
+
+    replicas: int = Field(ge=1, description="chips (TPU), GPUs x machines, or machines (CPU)")
+    hosts: int = Field(default=1, ge=1, description="TPU slice hosts, or TF_CONFIG workers")
+    machine: str = Field(description="the promise in words: ct5lp-hightpu-4t x tpu_topology 4x4")
+
+
 class TrainerConfig(_Section):
     """How the Trainer trains: model, batch, steps and device choices.
 
@@ -119,6 +132,11 @@ class TrainerConfig(_Section):
         default=300.0,
         gt=0,
         description="multi-worker (TF_CONFIG): how long each task waits for all to join",
+    )
+    promised_devices: PromisedDevices | None = Field(
+        default=None,
+        description="set when compiling a Vertex AI custom job: the replicas and hosts its "
+        "machine spec promises; None (local runs) checks nothing",
     )
     tpu_preflight: bool = Field(
         default=True, description="on a TPU, check the step compiles (on CPU) before training"

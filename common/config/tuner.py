@@ -19,6 +19,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "train_steps",
         "accelerator",
         "tpu_name",
+        "promised_devices",
         "tpu_connect_timeout_s",
         "worker_join_timeout_s",
         "tpu_preflight",

@@ -9,6 +9,7 @@ from typing import Annotated, Literal
 from pydantic import AwareDatetime, Field, model_validator
 
 from common.config.base import _Section
+from common.config.trainer import PromisedDevices
 
 GcsUri = Annotated[str, Field(pattern=r"^gs://[a-z0-9][a-z0-9._-]+(/.*)?$")]
 TPU_V5E_MACHINE_PREFIX = "ct5lp-hightpu-"  # TPU v5e VMs: the chips come with the machine type
@@ -37,6 +38,11 @@ class VertexTrainerConfig(_Section):
         default=1, ge=1, description="machines training data-parallel: a chief and N-1 workers"
     )
     image: str | None = Field(default=None, description="custom job image; default: pipeline_image")
+    spot: bool = Field(
+        default=False,
+        description="custom job on Spot capacity (cheaper, can be preempted; the job restarts "
+        "and the Trainer resumes from its last backed-up epoch)",
+    )
 
     @model_validator(mode="after")
     def _consistent_machine(self) -> VertexTrainerConfig:
@@ -60,6 +66,18 @@ class VertexTrainerConfig(_Section):
             )
         if self.replica_count > 1 and self.runs_on != "custom_job":
             raise ValueError("replica_count > 1 needs runs_on: custom_job")
+        if self.spot and self.runs_on != "custom_job":
+            raise ValueError("spot: Spot capacity is for custom jobs: set runs_on: custom_job")
+        if self.spot and self.device == "tpu" and self.hosts > 1:
+            raise ValueError(
+                "spot: Vertex AI does not offer Spot VMs for TPU Pods (multi-host slices); "
+                "use a single-host tpu_topology or spot: false"
+            )
+        if self.runs_on == "custom_job" and self.device == "tpu" and not self.image:
+            raise ValueError(
+                "image: a TPU custom job runs in the TPU Trainer image (kubeflow/tpu.Dockerfile); "
+                "the pipeline image has no TPU build of TensorFlow or libtpu"
+            )
         if self.tpu_topology and self.chips_per_host:
             chips = self.topology_chips
             if chips % self.chips_per_host:
@@ -87,6 +105,31 @@ class VertexTrainerConfig(_Section):
         if self.tpu_topology and self.chips_per_host:
             return self.topology_chips // self.chips_per_host
         return self.replica_count
+
+    @property
+    def promised_devices(self) -> PromisedDevices:
+        """The replicas and hosts this machine spec promises the Trainer's strategy.
+
+        TensorFlow makes one replica per TPU chip on v5e and per core on v2/v3
+        (`cloud-tpu` comes as 8 cores), one per GPU, and one per CPU machine.
+        """
+        if self.device == "tpu" and self.chips_per_host:
+            topology = self.tpu_topology or f"{self.chips_per_host} chips"
+            replicas = self.topology_chips if self.tpu_topology else self.chips_per_host
+            machine = f"{self.machine_type} x tpu_topology {topology}"
+        elif self.device == "tpu":
+            replicas = self.accelerator_count
+            machine = f"{self.machine_type} with {self.accelerator_count} x {self.accelerator_type}"
+        elif self.device == "gpu":
+            replicas = self.accelerator_count * self.replica_count
+            machine = (
+                f"{self.accelerator_count} x {self.accelerator_type} on "
+                f"{self.replica_count} x {self.machine_type}"
+            )
+        else:
+            replicas = self.replica_count
+            machine = f"{self.replica_count} x {self.machine_type}"
+        return PromisedDevices(replicas=replicas, hosts=self.hosts, machine=machine)
 
     @property
     def device(self) -> Literal["tpu", "gpu", "cpu"]:

@@ -7,6 +7,15 @@ for cheap evidence of a TPU (environment variables, TPU device files), and only
 when there is some do we contact it, under a timeout. When evidence exists but
 the TPU does not answer, that is an error, not a reason to train on a CPU for
 hours: the user meant to use a TPU.
+
+A slice of several hosts is trained from one client, as TensorFlow's multi-host
+path works: the resolver is given the slice's name (`$TPU_NAME`, or
+`$TPU_CONFIG` through the Cloud TPU API; `tpu_cluster_resolver.py`), finds every
+host's TPU worker, the client connects to them all and initialises the TPU
+system once, and one TPUStrategy spans every chip. `tpu="local"` there would
+see only the client's own host (tensorflow/tensorflow#56760), so it is kept for
+single-host TPU VMs. Whatever was reached is checked against what the job's
+machines promise (`replica_guard.py`) before anything trains.
 """
 
 from __future__ import annotations
@@ -24,17 +33,21 @@ from absl import logging
 from common.config import TrainerConfig
 from common.timeouts import call_with_timeout
 from components.device.multi_worker import connect_workers, multi_worker_cluster
+from components.device.replica_guard import check_replicas
 
 Device = Literal["tpu", "gpu", "cpu"]
 
 # Set by Cloud TPU VMs, GKE, Colab and Vertex AI when a TPU is attached.
 TPU_ENV_VARS = (
     "TPU_NAME",
+    "TPU_CONFIG",
     "TPU_ACCELERATOR_TYPE",
     "TPU_WORKER_HOSTNAMES",
     "KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS",
     "COLAB_TPU_ADDR",
 )
+# What TensorFlow's Cloud TPU client reads to find a slice's hosts when given no TPU name.
+SLICE_ENV_VARS = ("KUBE_GOOGLE_CLOUD_TPU_ENDPOINTS", "TPU_NAME", "TPU_CONFIG")
 # TPU VMs expose their chips as /dev/accel* (v2-v4) or VFIO devices (v5e and later).
 TPU_DEVICE_GLOBS = ("/dev/accel*", "/dev/vfio/[0-9]*")
 
@@ -55,8 +68,9 @@ class StrategyChoice:
     device: Device
     num_replicas: int
     description: str
-    num_workers: int = 1
+    num_workers: int = 1  # training processes (TF_CONFIG tasks); a TPU slice has one client
     is_chief: bool = True  # only the chief writes the model and logs
+    hosts: int = 1  # machines the strategy spans: TPU hosts, or the workers
 
 
 def find_tpu_signals(
@@ -116,10 +130,13 @@ def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
         wait_for_grpc_endpoint(master.removeprefix("grpc://"), timeout_s)
     if tpu != "local":
         tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)  # once, from this one client
     strategy = tf.distribute.TPUStrategy(resolver)
-    replicas = strategy.num_replicas_in_sync
-    return StrategyChoice(strategy, "tpu", replicas, f"TPUStrategy on {master or 'local TPU'}")
+    replicas, hosts = strategy.num_replicas_in_sync, strategy.extended.num_hosts
+    where = master or "local TPU"
+    return StrategyChoice(
+        strategy, "tpu", replicas, f"TPUStrategy on {where} ({hosts} hosts)", hosts=hosts
+    )
 
 
 def _is_device_file(signal: str) -> bool:
@@ -130,10 +147,30 @@ def _only_device_files(signals: list[str]) -> bool:
     return bool(signals) and all(_is_device_file(signal) for signal in signals)
 
 
-def _default_tpu_address(config: TrainerConfig, signals: list[str]) -> str | None:
+def tpu_resolver_address(
+    config: TrainerConfig, signals: list[str], environ: Mapping[str, str] | None = None
+) -> str | None:
+    """What `TPUClusterResolver(tpu=...)` is given: a name, "local", or None (read the env).
+
+    A slice of several hosts (`trainer.promised_devices.hosts` > 1) is never
+    "local": the resolver must find the other hosts through `$TPU_NAME` or
+    `$TPU_CONFIG`, and without either it fails here instead of training on one host.
+
+    Raises:
+      TPUUnavailableError: a multi-host slice with nothing naming it.
+    """
+    environ = os.environ if environ is None else environ
     if config.tpu_name:
         return config.tpu_name
-    if any(_is_device_file(signal) for signal in signals) and not os.environ.get("TPU_NAME"):
+    hosts = config.promised_devices.hosts if config.promised_devices else 1
+    if hosts > 1:
+        if not any(environ.get(name) for name in SLICE_ENV_VARS):
+            raise TPUUnavailableError(
+                f"a {hosts}-host TPU slice needs ${' or $'.join(SLICE_ENV_VARS)} to find its "
+                "other hosts and none is set; tpu 'local' would see this host's chips only"
+            )
+        return None
+    if any(_is_device_file(signal) for signal in signals) and not environ.get("TPU_NAME"):
         return "local"
     return None
 
@@ -148,7 +185,7 @@ def join_workers(cluster: dict, wanted: str, join_timeout_s: float) -> StrategyC
     description = (
         f"MultiWorkerMirroredStrategy on {workers} workers ({replicas} {device.upper()} replicas)"
     )
-    return StrategyChoice(strategy, device, replicas, description, workers, is_chief)
+    return StrategyChoice(strategy, device, replicas, description, workers, is_chief, workers)
 
 
 def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
@@ -161,7 +198,15 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
     Raises:
       TPUUnavailableError: a TPU is configured or signalled but does not answer.
       NoAcceleratorError: `accelerator` asks for a GPU and there is none.
+      ReplicaMismatchError: the strategy spans other replicas or hosts than promised.
     """
+    choice = _connect(config)
+    check_replicas(choice.device, choice.num_replicas, choice.hosts, config.promised_devices)
+    return choice
+
+
+def _connect(config: TrainerConfig) -> StrategyChoice:
+    """The strategy `resolve_strategy` returns, before the replica guard looks at it."""
     wanted = config.accelerator
     if wanted in ("auto", "tpu"):
         signals = find_tpu_signals()
@@ -177,7 +222,7 @@ def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
             logging.info("TPU evidence: %s", ", ".join(signals) or "trainer.accelerator=tpu")
             try:
                 return connect_tpu(
-                    _default_tpu_address(config, signals), config.tpu_connect_timeout_s
+                    tpu_resolver_address(config, signals), config.tpu_connect_timeout_s
                 )
             except TPUUnavailableError as error:
                 raise TPUUnavailableError(

@@ -18,6 +18,7 @@ import dataclasses
 
 import tensorflow as tf
 import tensorflow_transform as tft
+from absl import logging
 
 from common.config import DatasetConfig
 from components.contract import IMAGE_KEY, LABEL_KEY
@@ -35,6 +36,46 @@ NO_AUGMENTATION = Augmentation()
 
 def _files(file_patterns: list[str]) -> list[str]:
     return [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
+
+
+def host_files(paths: list[str], num_input_pipelines: int, input_pipeline_id: int) -> list[str]:
+    """The training files one input pipeline (one host) reads: every n-th of the sorted list.
+
+    Sorting makes every host agree on the split without talking to the others, so
+    the hosts' files are disjoint and together are all of them. With fewer files
+    than pipelines every host gets all files, and `host_records` splits records.
+    """
+    if not paths:
+        raise ValueError("no training files to read")
+    if len(paths) < num_input_pipelines:
+        return sorted(paths)
+    return sorted(paths)[input_pipeline_id::num_input_pipelines]
+
+
+def host_records(paths: list[str], shard: tuple[int, int], seed: int | None) -> tf.data.Dataset:
+    """Serialized training examples of one input pipeline: its own files, in a shuffled order.
+
+    Args:
+      paths: every training file.
+      shard: (num_input_pipelines, input_pipeline_id) of this host's InputContext.
+      seed: the file order's shuffle (reshuffled every pass).
+    """
+    shards, index = shard
+    own = host_files(paths, shards, index)
+    files = tf.data.Dataset.from_tensor_slices(own).shuffle(
+        len(own), seed=seed, reshuffle_each_iteration=True
+    )
+    records = _interleave(files, False)
+    if shards > len(paths):
+        logging.warning(
+            "%d training files for %d input pipelines: each host reads every file and keeps "
+            "every %d-th record; write at least one file per host to read less",
+            len(paths),
+            shards,
+            shards,
+        )
+        records = records.shard(shards, index)
+    return records
 
 
 def count_examples(file_patterns: list[str]) -> int:
@@ -75,21 +116,16 @@ def make_dataset(
       batch_size: the global batch size.
       shuffle_buffer: examples held for shuffling.
       seed: makes shuffling repeatable.
-      shard: (shards, index): this worker reads only its shard: whole files
-        when there are enough of them, else every `shards`-th record.
+      shard: (num_input_pipelines, input_pipeline_id): this host reads only its
+        shard (`host_records`): whole files when there are enough of them, else
+        every `shards`-th record.
       augmentation: applied after the cache, so every pass draws new crops, shifts
         and flips.
       class_weights: the loss weight of each class's examples; None weighs all 1.
     """
     paths = _files(file_patterns)
-    shards, index = shard
-    # The same seed on every worker lists the files in the same order: the shards are disjoint.
-    files = tf.data.Dataset.list_files(file_patterns, shuffle=True, seed=seed)
-    if shards > 1 and len(paths) >= shards:
-        files = files.shard(shards, index)
-    records = _interleave(files, False)
-    if shards > 1 and len(paths) < shards:
-        records = records.shard(shards, index)
+    shards, _ = shard
+    records = host_records(paths, shard, seed)
     if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
@@ -255,10 +291,13 @@ def distributed_training_dataset(
     augmentation: Augmentation = NO_AUGMENTATION,
     class_weights: tuple[float, ...] | None = None,
 ) -> tf.distribute.DistributedDataset | tf.data.Dataset:
-    """The training input, one pipeline per worker, each reading its own shard.
+    """The training input, one pipeline per host, each reading its own shard of the files.
 
-    Every replica gets batches of `global_batch / replicas` examples. With one
-    worker and the default strategy this is the plain dataset.
+    TensorFlow calls `worker_dataset` once per input pipeline: on every worker of
+    a TF_CONFIG cluster, and for each host of a multi-host TPU slice, whose CPU
+    feeds that host's chips. Every replica gets batches of `global_batch /
+    replicas` examples. With one host and the default strategy this is the plain
+    dataset.
     """
 
     def worker_dataset(context: tf.distribute.InputContext) -> tf.data.Dataset:

@@ -8,7 +8,7 @@ import pytest
 
 from common.config import REPO_ROOT, load_config
 
-DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost")
+DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost", "tpu-spot")
 DEPLOYMENT_CONFIGS = {
     target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in DEPLOYMENT_TARGETS
 }
@@ -18,6 +18,7 @@ TPU_V3_8 = {
     "vertex.trainer.machine_type": "cloud-tpu",
     "vertex.trainer.accelerator_type": "TPU_V3",
     "vertex.trainer.accelerator_count": 8,
+    "vertex.trainer.image": "us-central1-docker.pkg.dev/my-project/tpu-pipeline/trainer-tpu:0.1.0",
 }
 
 

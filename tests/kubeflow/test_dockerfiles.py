@@ -8,6 +8,7 @@ import re
 import pytest
 
 from common.config import REPO_ROOT
+from kubeflow import tpu_image
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
 DOCKERFILES = [KUBEFLOW / "Dockerfile", KUBEFLOW / "tpu.Dockerfile"]
@@ -43,18 +44,33 @@ def test_pipeline_image_versions_follow_the_lock():
     assert f"beam_python3.10_sdk:{_locked_version('apache-beam')} " in text
 
 
-def test_tpu_image_tensorflow_matches_the_locked_minor_version():
-    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
-    tpu_tf = re.search(r"^ARG TF_VERSION=(\S+)$", text, re.MULTILINE).group(1)
-    assert tpu_tf.split(".")[:2] == _locked_version("tensorflow").split(".")[:2]
-    assert re.search(r"^ARG LIBTPU_VERSION=\S+$", text, re.MULTILINE)
-    assert "/lib/libtpu.so" in text
+def _arg_default(text: str, name: str) -> str:
+    return re.search(rf"^ARG {name}=(\S+)$", text, re.MULTILINE).group(1)
 
 
-def test_tpu_image_turns_on_the_pjrt_runtime_tensorflow_needs_on_v5e():
+def test_tpu_image_versions_come_from_tpu_image_and_follow_the_lock():
     text = (KUBEFLOW / "tpu.Dockerfile").read_text()
-    assert "NEXT_PLUGGABLE_DEVICE_USE_C_API=true" in text
-    assert "TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so" in text
+    assert _arg_default(text, "BASE_IMAGE") == tpu_image.TPU_POD_BASE_IMAGE
+    assert _instructions(KUBEFLOW / "tpu.Dockerfile", "FROM") == ["${BASE_IMAGE}"]
+    assert _arg_default(text, "TF_VERSION") == tpu_image.TENSORFLOW_VERSION
+    assert _arg_default(text, "LIBTPU_VERSION") == tpu_image.LIBTPU_VERSION
+    locked = _locked_version("tensorflow").split(".")[:2]
+    assert tpu_image.TENSORFLOW_VERSION.split(".")[:2] == locked
+    assert "-cp310-cp310-" in text and "cp310" in tpu_image.TPU_POD_BASE_IMAGE  # python3.10
+    assert tpu_image.LIBTPU_PATH in text
+
+
+def test_tpu_image_sets_the_pjrt_variables_tpu_image_names():
+    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
+    for name, value in tpu_image.PJRT_ENV.items():
+        assert re.search(rf"^\s*(ENV )?{name}={re.escape(value)}\b", text, re.MULTILINE), name
+
+
+def test_tpu_image_keeps_the_pod_base_images_entrypoint():
+    # Vertex's pod base image sets the slice up in its ENTRYPOINT and then runs CMD/args;
+    # the job passes TFX's command as args (kubeflow/tpu_job.py).
+    for instruction in ("ENTRYPOINT", "CMD"):
+        assert _instructions(KUBEFLOW / "tpu.Dockerfile", instruction) == []
 
 
 def test_the_command_vertex_runs_in_the_image_exists():

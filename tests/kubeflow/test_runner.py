@@ -128,9 +128,8 @@ def test_tpu_v5e_custom_job_asks_for_the_tpu_vm_and_tpu_image(compile_spec):
     # run_fn inside the job connects to the TPU VM's own chips instead of probing.
     assert custom_config["trainer"]["accelerator"] == "tpu"
     assert custom_config["trainer"]["tpu_name"] == "local"
-    assert "google_cloud_ai_platform.trainer.executor" in " ".join(
-        executor(spec, "Trainer")["args"]
-    )
+    # TFX's Vertex Trainer executor, subclassed so the image's ENTRYPOINT runs (tpu_job.py).
+    assert "kubeflow.tpu_job.PodEntrypointTrainerExecutor" in executor(spec, "Trainer")["args"]
 
 
 def test_tpu_v3_8_custom_job_uses_cloud_tpu_with_eight_tpu_v3_cores(compile_spec):
@@ -141,8 +140,14 @@ def test_tpu_v3_8_custom_job_uses_cloud_tpu_with_eight_tpu_v3_cores(compile_spec
         "accelerator_type": "TPU_V3",
         "accelerator_count": 8,
     }
-    assert pool["container_spec"]["image_uri"] == config.vertex.pipeline_image
-    assert task_parameter(spec, "Trainer", "custom_config")["trainer"]["accelerator"] == "tpu"
+    assert pool["container_spec"]["image_uri"] == config.vertex.trainer.image
+    trainer = task_parameter(spec, "Trainer", "custom_config")["trainer"]
+    assert trainer["accelerator"] == "tpu"
+    assert trainer["promised_devices"] == {
+        "replicas": 8,
+        "hosts": 1,
+        "machine": "cloud-tpu with 8 x TPU_V3",
+    }
 
 
 def test_gpu_custom_job_asks_for_the_a100_count_and_requires_a_gpu(compile_spec):

@@ -30,6 +30,8 @@ def test_compiled_tuner_runs_trials_as_a_vertex_job_on_the_trainers_tpu(compile_
     assert pool["machine_spec"]["machine_type"].startswith("ct5lp-hightpu-")
     assert custom_config["ai_platform_enable_vertex"] is True
     assert custom_config["trainer"]["accelerator"] == "tpu"  # trials train on the job's TPU
+    # Each trial runs on one machine: the Trainer's promise over all of them is not checked.
+    assert custom_config["trainer"]["promised_devices"] is None
     assert custom_config["tuner"]["num_parallel_trials"] == 3
 
 

@@ -64,6 +64,20 @@ def test_machine_spec_decides_the_device_the_trainer_is_told(fields, device):
             "tpu_topology 1x2 (2 chips) is not a whole number of ct5lp-hightpu-4t hosts",
         ),
         ({"replica_count": 2}, "replica_count > 1 needs runs_on: custom_job"),
+        ({"spot": True}, "Spot capacity is for custom jobs"),
+        (
+            {
+                "runs_on": "custom_job",
+                "machine_type": "ct5lp-hightpu-4t",
+                "tpu_topology": "4x4",
+                "spot": True,
+            },
+            "Vertex AI does not offer Spot VMs for TPU Pods",
+        ),
+        (
+            {"runs_on": "custom_job", "machine_type": "ct5lp-hightpu-4t"},
+            "a TPU custom job runs in the TPU Trainer image",
+        ),
     ],
 )
 def test_impossible_machine_specs_fail_naming_vertex_trainer(fields, message):

@@ -38,8 +38,21 @@ class InterruptAfterEpoch(tf_keras.callbacks.Callback):
             raise KeyboardInterrupt("preempted")
 
 
-@pytest.mark.parametrize("loop", ["fit", "custom"])
-def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, monkeypatch, loop):
+@pytest.mark.parametrize(
+    ("loop", "pipeline_root"),
+    [("fit", "local"), ("custom", "local"), ("fit", "ram://spot"), ("custom", "ram://spot")],
+    ids=["fit", "custom", "fit-spot-object-store", "custom-spot-object-store"],
+)
+def test_an_interrupted_training_resumes_at_its_last_finished_epoch(
+    tmp_path, monkeypatch, loop, pipeline_root
+):
+    """A preempted (Spot) job restarts with the same inputs and resumes from its backup.
+
+    On Vertex AI the backup lives under the pipeline root in Cloud Storage; TensorFlow's
+    in-memory `ram://` filesystem stands in for it, so no step may assume a local path.
+    """
+    root = str(tmp_path) if pipeline_root == "local" else f"{pipeline_root}/{tmp_path.name}"
+    backup_dir = backup_dir_for(f"{root}/Trainer/model_run/7", {"train_steps": 16})
     images = np.random.default_rng(0).random((64, 8, 8, 1), dtype=np.float32)
     labels = np.arange(64) % 10
     dataset = tf.data.Dataset.from_tensor_slices((images, labels)).batch(16, drop_remainder=True)
@@ -54,7 +67,7 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
         steps_per_epoch=4,
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
-        backup_dir=str(tmp_path / "backup"),
+        backup_dir=backup_dir,
     )
 
     def fresh_model():
@@ -71,6 +84,7 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
     with pytest.raises(KeyboardInterrupt):
         train(fresh_model(), dataset.repeat(), eval_input, **arguments)
     monkeypatch.setattr("components.training.loop.training_callbacks", real_callbacks)
+    assert tf.io.gfile.listdir(backup_dir)  # the epoch-2 backup is where the restart looks
 
     history = train(fresh_model(), dataset.repeat(), eval_input, **arguments)
     assert history.epoch == [2, 3]
@@ -79,4 +93,4 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(tmp_path, mo
     np.testing.assert_allclose(
         history.history["learning_rate"], [float(schedule(11)), float(schedule(15))], rtol=1e-5
     )
-    assert not (tmp_path / "backup").exists() or not any((tmp_path / "backup").iterdir())
+    assert not tf.io.gfile.exists(backup_dir) or not tf.io.gfile.listdir(backup_dir)
