@@ -82,7 +82,8 @@ def _split_configs(
 
 
 # Serialized examples of float pixels take about this many times their source's bytes
-# (4-byte floats from 1-byte or compressed values); encoded images about their own bytes.
+# (4-byte floats from 1-byte or compressed values); encoded images and 8-bit pixels kept as
+# bytes about their own bytes.
 FLOAT_PIXEL_EXPANSION = 8
 _FINGERPRINT_BYTES = re.compile(r"total_bytes:(\d+)")
 
@@ -96,7 +97,9 @@ def expected_output_bytes(exec_properties: dict[str, Any], dataset: DatasetConfi
     """
     fingerprint = exec_properties.get(example_gen_utils.FINGERPRINT_PROPERTY_NAME) or ""
     source_bytes = sum(int(found) for found in _FINGERPRINT_BYTES.findall(fingerprint))
-    return source_bytes if dataset.stores_encoded_images else source_bytes * FLOAT_PIXEL_EXPANSION
+    if dataset.stores_encoded_images or dataset.stores_8bit_pixels:
+        return source_bytes
+    return source_bytes * FLOAT_PIXEL_EXPANSION
 
 
 def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):
