@@ -14,7 +14,7 @@ BUILTIN_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 
 # Formats whose pixels are unsigned bytes by their definition (`stores_8bit_pixels`).
-EIGHT_BIT_FORMATS = ("idx", "cifar10_binary")
+_EIGHT_BIT_FORMATS = ("idx", "cifar10_binary")
 
 
 class SourceConfig(_Section):
@@ -177,7 +177,7 @@ class DatasetConfig(_Section):
         Other pixel sources (npz, CSV, float TFRecords) may hold any number and keep
         `pixel_count` floats.
         """
-        return self.format in EIGHT_BIT_FORMATS
+        return self.format in _EIGHT_BIT_FORMATS
 
     @model_validator(mode="after")
     def _shrink_only_images(self) -> DatasetConfig:

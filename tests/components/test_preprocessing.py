@@ -12,6 +12,7 @@ from common.config import DatasetConfig, load_config
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.preprocessing import preprocessing_fn
 from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from tests.components.conftest import EIGHT_BIT_DATASET
 
 
 @pytest.fixture(scope="module")
@@ -53,56 +54,13 @@ def test_labels_pass_through_as_flat_int64(transformed_digits):
     assert labels == list(digits.target[:200])
 
 
-def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=None):
-    """Transformed rows; with `output_dir`, the transform graph is written there too."""
-    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(feature_spec))
-    custom_config = {"dataset": dataset.model_dump(mode="json")}
-    with tft_beam.Context(temp_dir=temp_dir):
-        (transformed, _), transform_fn = (rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            lambda inputs: preprocessing_fn(inputs, custom_config)
-        )
-        if output_dir:
-            _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
-    return np.stack([row[IMAGE_KEY] for row in transformed])
-
-
-def test_8bit_pixels_stored_as_bytes_transform_and_serve_as_the_same_floats(tmp_path):
-    # A range inside 0..255, so min-max scaling is not the identity.
-    images = np.random.default_rng(0).integers(10, 201, size=(40, 28, 28, 1)).astype(np.uint8)
-    labels = [[i % 10] for i in range(len(images))]
-    label_spec = tf.io.FixedLenFeature([1], tf.int64)
-    as_floats = DatasetConfig(
-        name="x",
-        image_shape=(28, 28, 1),
-        pixel_feature="pixels",
-        label_feature="label",
-        num_classes=10,
-        format="npz",
-    )
-    as_bytes = as_floats.model_copy(update={"format": "idx"})
-    assert as_bytes.stores_8bit_pixels and not as_floats.stores_8bit_pixels
-
-    before = _analyze_and_transform(
-        [
-            {"pixels": i.reshape(-1).astype(np.float32), "label": y}
-            for i, y in zip(images, labels, strict=True)
-        ],
-        {"pixels": tf.io.FixedLenFeature([784], tf.float32), "label": label_spec},
-        as_floats,
-        str(tmp_path / "tft-floats"),
-    )
-    graph = tmp_path / "graph"
-    after = _analyze_and_transform(
-        [{"pixels": [i.tobytes()], "label": y} for i, y in zip(images, labels, strict=True)],
-        {"pixels": tf.io.FixedLenFeature([1], tf.string), "label": label_spec},
-        as_bytes,
-        str(tmp_path / "tft-bytes"),
-        str(graph),
-    )
+def test_8bit_pixels_stored_as_bytes_transform_and_serve_as_the_same_floats(eight_bit_transform):
+    images, before, after, graph = eight_bit_transform
 
     np.testing.assert_array_equal(after, before)
     assert after.min() == 0.0 and after.max() == 1.0
     # The `pixels` signature's floats: the graph's own, looked up for each 8-bit value.
-    layer = tft.TFTransformOutput(str(graph)).transform_features_layer()
-    served = scale_8bit_pixels(tf.constant(images, tf.float32), scaled_8bit_values(layer, as_bytes))
+    layer = tft.TFTransformOutput(graph).transform_features_layer()
+    dataset = DatasetConfig(**{**EIGHT_BIT_DATASET, "format": "idx"})
+    served = scale_8bit_pixels(tf.constant(images, tf.float32), scaled_8bit_values(layer, dataset))
     np.testing.assert_array_equal(served.numpy(), before)
