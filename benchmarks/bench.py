@@ -767,7 +767,7 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
     against the same pixels read from an .npz, which ExampleGen stores as floats (as it
     stored IDX and CIFAR-10 before issue 18)."""
     from benchmarks.ingest import example_gen
-    from cli.synthetic_data import SHAPES, write_synthetic
+    from cli.synthetic_data import SHAPES, synthetic_dataset, write_synthetic
     from components.example_gen.formats import FORMATS
 
     rows = []
@@ -778,14 +778,7 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
             raw = settings.workdir / f"pixels-{shape}-{count}-{stored_as}"
             if not raw.exists():
                 write_synthetic(raw, stored_as, count, shape, count // 6, seed=0)
-            dataset = DatasetConfig(
-                name="pixels",
-                image_shape=SHAPES[shape],
-                pixel_feature="pixels",
-                label_feature="label",
-                num_classes=10,
-                format=stored_as,
-            )
+            dataset = synthetic_dataset(stored_as, shape)
             output = settings.workdir / f"pixel-ingest-{stored_as}-{shape}"
             shutil.rmtree(output, ignore_errors=True)
             example_gen(dataset, raw, FORMATS[stored_as].default_pattern, output)
