@@ -18,6 +18,7 @@ hash-split by the output config.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -50,11 +51,17 @@ from components.example_gen.formats import (
 )
 from components.example_gen.shards import WriteShuffledSplit
 
+# The version of how ExampleGen lays out examples; bump it when a format is stored
+# differently (2: IDX and CIFAR-10 pixels as bytes). It is part of the custom config,
+# so TFX's cache (which does not see code) never hands a run examples of an older layout.
+EXAMPLES_LAYOUT = 2
+
 
 def dataset_custom_config(dataset: DatasetConfig) -> example_gen_pb2.CustomConfig:
     """Packs the dataset section for the executor (FileBasedExampleGen takes a proto)."""
     packed = any_pb2.Any()
-    packed.Pack(wrappers_pb2.StringValue(value=dataset.model_dump_json()))
+    value = json.dumps({"layout": EXAMPLES_LAYOUT, "dataset": dataset.model_dump(mode="json")})
+    packed.Pack(wrappers_pb2.StringValue(value=value))
     return example_gen_pb2.CustomConfig(custom_config=packed)
 
 
@@ -63,7 +70,7 @@ def _dataset_from(exec_properties: dict[str, Any]) -> DatasetConfig:
     proto_utils.json_to_proto(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY], config)
     value = wrappers_pb2.StringValue()
     config.custom_config.Unpack(value)
-    return DatasetConfig.model_validate_json(value.value)
+    return DatasetConfig.model_validate(json.loads(value.value)["dataset"])
 
 
 def _split_configs(
