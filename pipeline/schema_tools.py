@@ -155,7 +155,8 @@ def check_pixel_feature_type(dataset: DatasetConfig) -> None:
         return
     schema = tfdv.load_schema_text(str(path))
     declared = next((f.type for f in schema.feature if f.name == dataset.pixel_feature), None)
-    if declared in (None, schema_pb2.BYTES):  # a missing feature is ExampleValidator's to report
+    # A missing feature or type is ExampleValidator's to report.
+    if declared in (None, schema_pb2.TYPE_UNKNOWN, schema_pb2.BYTES):
         return
     kind = "8-bit pixels (whole 0-255 values)" if dataset.stores_8bit_pixels else "encoded images"
     raise ConfigError(
