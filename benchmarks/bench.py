@@ -758,6 +758,53 @@ def _ingest(settings: Settings, kind: str, photos: pathlib.Path, side: int) -> d
     return {**result, "peak_rss_gb": measured["peak_rss_gb"]}
 
 
+# (format, synthetic shape, images): real shapes, a fifth of MNIST's and a tenth of CIFAR-10's.
+PIXEL_SOURCES = (("idx", "mnist", 12_000), ("cifar10_binary", "cifar10", 6_000))
+
+
+def bench_pixel_ingest(settings: Settings) -> list[Row]:
+    """ExampleGen on IDX and CIFAR-10 binary: output / source bytes, pixels stored as bytes,
+    against the same pixels read from an .npz, which ExampleGen stores as floats (as it
+    stored IDX and CIFAR-10 before issue 18)."""
+    from benchmarks.ingest import example_gen
+    from cli.synthetic_data import SHAPES, synthetic_dataset, write_synthetic
+    from components.example_gen.formats import FORMATS
+
+    rows = []
+    for data_format, shape, count in PIXEL_SOURCES:
+        count //= settings.pipeline_divisor
+        sizes = {}
+        for stored_as in (data_format, "npz"):
+            raw = settings.workdir / f"pixels-{shape}-{count}-{stored_as}"
+            if not raw.exists():
+                write_synthetic(raw, stored_as, count, shape, count // 6, seed=0)
+            dataset = synthetic_dataset(stored_as, shape)
+            output = settings.workdir / f"pixel-ingest-{stored_as}-{shape}"
+            shutil.rmtree(output, ignore_errors=True)
+            example_gen(dataset, raw, FORMATS[stored_as].default_pattern, output)
+            sizes[stored_as] = sum(path.stat().st_size for path in output.rglob("*.gz"))
+        # The source's pixels and labels, uncompressed: one byte each (the IDX files are gzipped).
+        source = count * (1 + int(np.prod(SHAPES[shape])))
+        ratio = sizes[data_format] / source
+        rows += [
+            Row(
+                "pixel_ingest",
+                f"ExampleGen on {data_format} ({count:,} {shape}): output / source bytes",
+                f"{sizes[data_format] / 1e6:.1f} vs {source / 1e6:.1f} MB",
+                ratio,
+                "<= 1.1",
+                ratio <= 1.1,
+            ),
+            Row(
+                "pixel_ingest",
+                f"the same pixels stored as floats (from .npz) / as bytes ({data_format})",
+                f"{sizes['npz'] / 1e6:.1f} vs {sizes[data_format] / 1e6:.1f} MB",
+                sizes["npz"] / sizes[data_format],
+            ),
+        ]
+    return rows
+
+
 def bench_photo_ingest(settings: Settings) -> list[Row]:
     """ExampleGen on 533x400 JPEGs at 96 and 224 vs the floor, and at twice the photos."""
     count = 200 if settings.pipeline_divisor > 1 else 1000
@@ -1010,6 +1057,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "scale": bench_scale,
     "photo_input": bench_photo_input,
     "photo_ingest": bench_photo_ingest,
+    "pixel_ingest": bench_pixel_ingest,
     "photo_pipeline": bench_photo_pipeline,
     "predict": bench_predict,
     "predict_photos": lambda settings: bench_predict(settings, "signs"),

@@ -23,6 +23,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf  # noqa: E402
 
 from benchmarks.data import photo_dataset  # noqa: E402
+from common.config import DatasetConfig  # noqa: E402
 from common.tfx_api import example_gen_pb2, proto_utils, standard_artifacts  # noqa: E402
 from common.tfx_api import standard_component_specs as specs  # noqa: E402
 from components.example_gen.executor import (  # noqa: E402
@@ -31,8 +32,11 @@ from components.example_gen.executor import (  # noqa: E402
 )
 
 
-def run_example_gen(photos: pathlib.Path, side: int, output: pathlib.Path) -> None:
-    dataset = photo_dataset((side, side, 3))
+def example_gen(
+    dataset: DatasetConfig, input_base: pathlib.Path, pattern: str, output: pathlib.Path
+) -> None:
+    """Our ExampleGen executor on the files `pattern` matches, hash split as the pipeline does
+    (sources with their own train and test splits keep them)."""
     examples = standard_artifacts.Examples()
     examples.uri = str(output)
     split = example_gen_pb2.SplitConfig.Split
@@ -41,9 +45,11 @@ def run_example_gen(photos: pathlib.Path, side: int, output: pathlib.Path) -> No
             splits=[split(name="train", hash_buckets=4), split(name="eval", hash_buckets=1)]
         )
     )
-    inputs = example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="all", pattern="*/*")])
+    inputs = example_gen_pb2.Input(
+        splits=[example_gen_pb2.Input.Split(name="all", pattern=pattern)]
+    )
     properties = {
-        specs.INPUT_BASE_KEY: str(photos),
+        specs.INPUT_BASE_KEY: str(input_base),
         specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(inputs),
         specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(outputs),
         specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(dataset_custom_config(dataset)),
@@ -51,6 +57,10 @@ def run_example_gen(photos: pathlib.Path, side: int, output: pathlib.Path) -> No
         specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
     }
     SourceExampleGenExecutor().Do({}, {specs.EXAMPLES_KEY: [examples]}, properties)
+
+
+def run_example_gen(photos: pathlib.Path, side: int, output: pathlib.Path) -> None:
+    example_gen(photo_dataset((side, side, 3)), photos, "*/*", output)
 
 
 def run_floor(photos: pathlib.Path, output: pathlib.Path) -> None:

@@ -16,9 +16,23 @@ import numpy as np
 from PIL import Image
 
 from common.atomic_folder import new_folder
+from common.config import DatasetConfig
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 FORMATS = ("tfrecord", "tfrecord_png", "npz", "idx", "cifar10_binary", "image_folder", "csv")
+
+
+def synthetic_dataset(data_format: str, shape_name: str = "mnist", **fields) -> DatasetConfig:
+    """The dataset of files `write_synthetic` wrote in `data_format` (its feature names)."""
+    return DatasetConfig(
+        name="synthetic",
+        image_shape=SHAPES[shape_name],
+        pixel_feature="pixels",
+        label_feature="label",
+        num_classes=10,
+        format=data_format,
+        **fields,
+    )
 
 
 def synthetic_images(

@@ -4,9 +4,10 @@ TFX runs `preprocessing_fn` over the training data with Beam and saves the resul
 as a TensorFlow graph. The Trainer's evaluation input, TFMA and the serving
 signatures apply that same graph, so training and serving can never scale or
 decode pixels differently. Pixel data is scaled by its range, which one Beam pass
-computes. Photos are decoded and resized in the graph (`components/images/`) and
-scaled by the fixed 8-bit range: no analyzer, so Transform's Beam pass does not
-decode a single photo.
+computes (8-bit pixels stored as bytes are decoded to the same floats first).
+Photos are decoded and resized in the graph (`components/images/`) and scaled
+by the fixed 8-bit range: no analyzer, so Transform's Beam pass does not decode
+a single photo.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import tensorflow_transform as tft
 
 from components.contract import IMAGE_KEY, LABEL_KEY, read_dataset
 from components.images.decode import decode_encoded_images, unit_range
+from components.images.examples import decode_8bit_pixels
 
 
 def preprocessing_fn(
@@ -27,8 +29,8 @@ def preprocessing_fn(
 
     Args:
       inputs: batch of raw features parsed with the curated schema: the pixel
-        feature as float [batch, pixels] or, for photos, encoded bytes
-        [batch, 1]; the label as int64 [batch, 1].
+        feature as float [batch, pixels], or bytes [batch, 1]: 8-bit pixels or an
+        encoded photo; the label as int64 [batch, 1].
       custom_config: `{"dataset": DatasetConfig fields}` from the pipeline.
 
     Returns:
@@ -40,7 +42,11 @@ def preprocessing_fn(
         encoded = tf.reshape(inputs[dataset.pixel_feature], [-1])
         images = unit_range(decode_encoded_images(encoded, dataset))
     else:
-        pixels = tf.cast(inputs[dataset.pixel_feature], tf.float32)
+        stored = inputs[dataset.pixel_feature]
+        if dataset.stores_8bit_pixels:
+            pixels = decode_8bit_pixels(stored, dataset)
+        else:
+            pixels = tf.cast(stored, tf.float32)
         scaled = tft.scale_by_min_max(pixels, output_min=0.0, output_max=1.0)
         images = tf.reshape(scaled, [-1, *dataset.image_shape])
     return {

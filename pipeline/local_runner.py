@@ -30,7 +30,12 @@ from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
-from pipeline.schema_tools import bootstrap_schema, describe_schema, schema_to_bootstrap
+from pipeline.schema_tools import (
+    bootstrap_schema,
+    check_pixel_feature_type,
+    describe_schema,
+    schema_to_bootstrap,
+)
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.
@@ -136,6 +141,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     absl_logger = logging.getLogger("absl")
     verbosity = absl_logging.get_verbosity()
     new_schema = schema_to_bootstrap(config.dataset)  # a schema it cannot write: before any run
+    check_pixel_feature_type(config.dataset)
     bootstrapped: pathlib.Path | None = None
     try:
         pipeline = create_pipeline(

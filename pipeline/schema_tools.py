@@ -139,6 +139,35 @@ def schema_to_bootstrap(dataset: DatasetConfig) -> pathlib.Path | None:
     return path
 
 
+def check_pixel_feature_type(dataset: DatasetConfig) -> None:
+    """Stops a run whose curated schema declares the pixel feature other than ExampleGen stores it.
+
+    ExampleGen stores photos and 8-bit pixels (IDX, CIFAR-10 binary) as bytes; a schema
+    from before IDX and CIFAR-10 pixels were kept as bytes still says FLOAT, and every
+    example would be an anomaly after a full ExampleGen run. Checked before any component.
+
+    Raises:
+      ConfigError: names the schema file, both types and how to bootstrap it again.
+    """
+    stores_bytes = dataset.stores_encoded_images or dataset.stores_8bit_pixels
+    path = dataset.resolved_schema_file
+    if not stores_bytes or "://" in str(dataset.schema_file or "") or not path.is_file():
+        return
+    schema = tfdv.load_schema_text(str(path))
+    declared = next((f.type for f in schema.feature if f.name == dataset.pixel_feature), None)
+    # A missing feature or type is ExampleValidator's to report.
+    if declared in (None, schema_pb2.TYPE_UNKNOWN, schema_pb2.BYTES):
+        return
+    kind = "8-bit pixels (whole 0-255 values)" if dataset.stores_8bit_pixels else "encoded images"
+    raise ConfigError(
+        f"{path}: declares pixel feature {dataset.pixel_feature!r} as "
+        f"{schema_pb2.FeatureType.Name(declared)}, but ExampleGen stores format "
+        f"{dataset.format}'s {kind} as BYTES; bootstrap the schema again: move {path} away "
+        "and run (the first run infers one), or run `tpu-pipeline schema infer --force` "
+        "on this dataset's examples"
+    )
+
+
 def describe_schema(schema: schema_pb2.Schema) -> str:
     """Each feature's domain and shape in a few words, e.g. `pixels 0 to 16, shape [64]`."""
     parts = []

@@ -13,6 +13,10 @@ from common.config.base import _Section
 BUILTIN_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
 
 
+# Formats whose pixels are unsigned bytes by their definition (`stores_8bit_pixels`).
+_EIGHT_BIT_FORMATS = ("idx", "cifar10_binary")
+
+
 class SourceConfig(_Section):
     """How to read raw files that are not yet in the pipeline's layout.
 
@@ -94,7 +98,8 @@ class DatasetConfig(_Section):
     By default the data is a folder of TFRecord files of `tf.train.Example`,
     each holding a flat float list of pixels (row-major, channels last) and an
     int64 label. ExampleGen converts every other `format` into that layout,
-    except image sources, whose encoded bytes it keeps (`stores_encoded_images`).
+    except image sources, whose encoded bytes it keeps (`stores_encoded_images`),
+    and 8-bit pixel sources, whose pixel bytes it keeps (`stores_8bit_pixels`).
     """
 
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]*$")
@@ -155,13 +160,24 @@ class DatasetConfig(_Section):
         """Whether ExampleGen keeps each image's encoded (PNG/JPEG) bytes in `pixel_feature`.
 
         True for image sources (image folders, TFRecords with `source.pixel_encoding:
-        image`): their examples hold one bytes value per image. False for float sources
-        (npz, IDX, CSV, CIFAR-10 binary, float TFRecords), whose examples hold
-        `pixel_count` floats.
+        image`): their examples hold one bytes value per image. False for pixel sources
+        (npz, IDX, CSV, CIFAR-10 binary, float TFRecords).
         """
         return self.format == "image_folder" or (
             self.format == "tfrecord" and self.source.pixel_encoding == "image"
         )
+
+    @property
+    def stores_8bit_pixels(self) -> bool:
+        """Whether ExampleGen stores the pixels as one bytes value of `pixel_count` uint8s.
+
+        True for the formats whose pixels are unsigned bytes by definition (IDX, CIFAR-10
+        binary): a quarter of the floats' size, and the same floats once decoded
+        (`tf.io.decode_raw`). Still pixel data, not photos: its own recipe and scaling.
+        Other pixel sources (npz, CSV, float TFRecords) may hold any number and keep
+        `pixel_count` floats.
+        """
+        return self.format in _EIGHT_BIT_FORMATS
 
     @model_validator(mode="after")
     def _shrink_only_images(self) -> DatasetConfig:

@@ -2,12 +2,13 @@
 
 Every format ends here, so every format yields the same features under the
 names in `DatasetConfig` and is held to the same rules. Float sources give the
-float pixel list (the configured pixel count, finite values); image sources
-give one bytes value, the image as encoded (`images.check_image`). Both have
-the int64 label, in range, and any id feature copied as it is. Batch
-predictions build examples with `labels_required=False`: a record without a
-label (None) then gives an example without the label feature, as serving
-requests are; a label that is there is still checked.
+float pixel list (the configured pixel count, finite values); 8-bit pixel sources
+(IDX, CIFAR-10 binary) give one bytes value of the pixel count's uint8s, a quarter
+of the floats' size; image sources give one bytes value, the image as encoded
+(`images.check_image`). All have the int64 label, in range, and any id feature
+copied as it is. Batch predictions build examples with `labels_required=False`: a
+record without a label (None) then gives an example without the label feature, as
+serving requests are; a label that is there is still checked.
 """
 
 from __future__ import annotations
@@ -69,15 +70,19 @@ class ExampleBuilder:
         """Checks pixels and label and returns the example (`extra` features copied as they are).
 
         Raises:
-          DataFormatError: wrong pixel count, a NaN or infinite pixel, or a bad label.
+          DataFormatError: wrong pixel count, a NaN or infinite pixel, pixels of a
+            `stores_8bit_pixels` format that are not uint8, or a bad label.
         """
-        flat = np.asarray(pixels, dtype=np.float32).reshape(-1)
-        if flat.size != self.dataset.pixel_count:
+        pixels = np.asarray(pixels)
+        if pixels.size != self.dataset.pixel_count:
             shape = "x".join(str(dim) for dim in self.dataset.image_shape)
             raise DataFormatError(
-                f"{where}: {flat.size} pixel values, expected {self.dataset.pixel_count} "
+                f"{where}: {pixels.size} pixel values, expected {self.dataset.pixel_count} "
                 f"(image_shape {shape})"
             )
+        if self.dataset.stores_8bit_pixels:
+            return self._example(self._8bit_feature(pixels, where), label, where, extra)
+        flat = pixels.astype(np.float32).reshape(-1)
         bad = np.flatnonzero(~np.isfinite(flat))
         if bad.size:
             raise DataFormatError(
@@ -85,6 +90,16 @@ class ExampleBuilder:
             )
         pixels_feature = tf.train.Feature(float_list=tf.train.FloatList(value=flat))
         return self._example(pixels_feature, label, where, extra)
+
+    def _8bit_feature(self, pixels: np.ndarray, where: str) -> tf.train.Feature:
+        """The pixels as one bytes value, row-major and channels last like the float list."""
+        if pixels.dtype != np.uint8:
+            raise DataFormatError(
+                f"{where}: pixels are {pixels.dtype}, but format {self.dataset.format} stores "
+                "whole 0-255 values as bytes; expected unsigned bytes (uint8)"
+            )
+        raw = np.ascontiguousarray(pixels).tobytes()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[raw]))
 
     def build_image(
         self,

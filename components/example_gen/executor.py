@@ -18,6 +18,7 @@ hash-split by the output config.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from typing import Any
@@ -50,11 +51,17 @@ from components.example_gen.formats import (
 )
 from components.example_gen.shards import WriteShuffledSplit
 
+# The version of how ExampleGen lays out examples; bump it when a format is stored
+# differently (2: IDX and CIFAR-10 pixels as bytes). It is part of the custom config,
+# so TFX's cache (which does not see code) never hands a run examples of an older layout.
+EXAMPLES_LAYOUT = 2
+
 
 def dataset_custom_config(dataset: DatasetConfig) -> example_gen_pb2.CustomConfig:
     """Packs the dataset section for the executor (FileBasedExampleGen takes a proto)."""
     packed = any_pb2.Any()
-    packed.Pack(wrappers_pb2.StringValue(value=dataset.model_dump_json()))
+    value = json.dumps({"layout": EXAMPLES_LAYOUT, "dataset": dataset.model_dump(mode="json")})
+    packed.Pack(wrappers_pb2.StringValue(value=value))
     return example_gen_pb2.CustomConfig(custom_config=packed)
 
 
@@ -63,7 +70,7 @@ def _dataset_from(exec_properties: dict[str, Any]) -> DatasetConfig:
     proto_utils.json_to_proto(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY], config)
     value = wrappers_pb2.StringValue()
     config.custom_config.Unpack(value)
-    return DatasetConfig.model_validate_json(value.value)
+    return DatasetConfig.model_validate(json.loads(value.value)["dataset"])
 
 
 def _split_configs(
@@ -82,7 +89,8 @@ def _split_configs(
 
 
 # Serialized examples of float pixels take about this many times their source's bytes
-# (4-byte floats from 1-byte or compressed values); encoded images about their own bytes.
+# (4-byte floats from 1-byte or compressed values); encoded images and 8-bit pixels kept as
+# bytes about their own bytes.
 FLOAT_PIXEL_EXPANSION = 8
 _FINGERPRINT_BYTES = re.compile(r"total_bytes:(\d+)")
 
@@ -96,7 +104,9 @@ def expected_output_bytes(exec_properties: dict[str, Any], dataset: DatasetConfi
     """
     fingerprint = exec_properties.get(example_gen_utils.FINGERPRINT_PROPERTY_NAME) or ""
     source_bytes = sum(int(found) for found in _FINGERPRINT_BYTES.findall(fingerprint))
-    return source_bytes if dataset.stores_encoded_images else source_bytes * FLOAT_PIXEL_EXPANSION
+    if dataset.stores_encoded_images or dataset.stores_8bit_pixels:
+        return source_bytes
+    return source_bytes * FLOAT_PIXEL_EXPANSION
 
 
 def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):

@@ -1,9 +1,10 @@
 """The pixels and labels of ExampleGen's examples, whichever way their images are stored.
 
 What the `pixels` serving signature (and so TFLite and TF.js) takes: float values
-[n, height, width, channels] as the data holds them, photos decoded whole and
-resized by `decode.py`. The TFLite measurement, the report's samples and the TF.js
-check read examples through this one function.
+[n, height, width, channels] as the data holds them (8-bit pixels stored as bytes
+decoded back to the same floats), photos decoded whole and resized by `decode.py`.
+The TFLite measurement, the report's samples and the TF.js check read examples
+through this one function.
 """
 
 from __future__ import annotations
@@ -15,10 +16,21 @@ from components.images.decode import decode_encoded_images
 
 
 def pixel_feature_spec(dataset: DatasetConfig) -> tf.io.FixedLenFeature:
-    """How the pixel feature is stored: one encoded image, or the flat float pixels."""
-    if dataset.stores_encoded_images:
+    """How the pixel feature is stored: one encoded image or bytes value of 8-bit pixels, or
+    the flat float pixels."""
+    if dataset.stores_encoded_images or dataset.stores_8bit_pixels:
         return tf.io.FixedLenFeature([1], tf.string)
     return tf.io.FixedLenFeature([dataset.pixel_count], tf.float32)
+
+
+def decode_8bit_pixels(stored: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
+    """The pixel feature of `stores_8bit_pixels` examples [n, 1] -> float32 [n, pixel_count].
+
+    The floats ExampleGen stored before it kept the bytes: every uint8 is exact as a float.
+    A value of another length fails when run (InvalidArgumentError).
+    """
+    pixels = tf.io.decode_raw(tf.reshape(stored, [-1]), tf.uint8)
+    return tf.cast(tf.ensure_shape(pixels, [None, dataset.pixel_count]), tf.float32)
 
 
 def parse_pixels(serialized: tf.Tensor, dataset: DatasetConfig) -> tuple[tf.Tensor, tf.Tensor]:
@@ -31,6 +43,8 @@ def parse_pixels(serialized: tf.Tensor, dataset: DatasetConfig) -> tuple[tf.Tens
     stored = parsed[dataset.pixel_feature]
     if dataset.stores_encoded_images:
         pixels = decode_encoded_images(tf.reshape(stored, [-1]), dataset)
+    elif dataset.stores_8bit_pixels:
+        pixels = tf.reshape(decode_8bit_pixels(stored, dataset), [-1, *dataset.image_shape])
     else:
         pixels = tf.reshape(stored, [-1, *dataset.image_shape])
     return pixels, parsed[dataset.label_feature][:, 0]

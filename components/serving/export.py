@@ -29,6 +29,7 @@ from common.config import DatasetConfig
 from components.contract import IMAGE_KEY
 from components.images.decode import decode_encoded_images, unit_range
 from components.models import build_model
+from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"
@@ -75,6 +76,8 @@ def export_serving_model(
     feature_spec = {
         dataset.pixel_feature: transform_output.raw_feature_spec()[dataset.pixel_feature]
     }
+    if dataset.stores_8bit_pixels:
+        scaled_values = scaled_8bit_values(model.tft_layer, dataset)
 
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         images = model.tft_layer(raw)[IMAGE_KEY]
@@ -84,6 +87,9 @@ def export_serving_model(
         if dataset.stores_encoded_images:
             # The Transform graph takes encoded photos: decoded pixels skip to its last step.
             return {SERVING_OUTPUT_KEY: model(unit_range(pixels), training=False)}
+        if dataset.stores_8bit_pixels:  # the Transform graph takes bytes: its table instead
+            images = scale_8bit_pixels(pixels, scaled_values)
+            return {SERVING_OUTPUT_KEY: model(images, training=False)}
         # The flat pixel list of a tf.Example; the label and other features are not needed.
         return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
 

@@ -130,6 +130,18 @@ def test_stores_encoded_images_is_true_for_image_sources_only(fields, stores):
     assert load_config(None, fields).dataset.stores_encoded_images is stores
 
 
+@pytest.mark.parametrize(
+    "data_format, stores",
+    [("idx", True), ("cifar10_binary", True), ("tfrecord", False), ("npz", False), ("csv", False)],
+)
+def test_stores_8bit_pixels_only_for_formats_of_unsigned_byte_pixels(data_format, stores):
+    dataset = load_config(None, {"dataset.format": data_format}).dataset
+    assert dataset.stores_8bit_pixels is stores
+    assert not dataset.stores_encoded_images  # pixel data keeps its own recipe, not photos'
+    for name in ("mnist", "digits", "signs"):  # no built-in changes how it is stored
+        assert not load_config(None, {"dataset": name}).dataset.stores_8bit_pixels
+
+
 def test_max_image_side_needs_an_image_source_and_room_for_the_image_shape():
     with pytest.raises(ConfigError, match=r"max_image_side shrinks encoded images"):
         load_config(None, {"dataset.source.max_image_side": 512})

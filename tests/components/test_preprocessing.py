@@ -3,13 +3,16 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from common.config import load_config
+from common.config import DatasetConfig, load_config
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.preprocessing import preprocessing_fn
+from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from tests.components.conftest import EIGHT_BIT_DATASET
 
 
 @pytest.fixture(scope="module")
@@ -49,3 +52,15 @@ def test_labels_pass_through_as_flat_int64(transformed_digits):
     digits, transformed = transformed_digits
     labels = [int(row[LABEL_KEY]) for row in transformed]
     assert labels == list(digits.target[:200])
+
+
+def test_8bit_pixels_stored_as_bytes_transform_and_serve_as_the_same_floats(eight_bit_transform):
+    images, before, after, graph = eight_bit_transform
+
+    np.testing.assert_array_equal(after, before)
+    assert after.min() == 0.0 and after.max() == 1.0
+    # The `pixels` signature's floats: the graph's own, looked up for each 8-bit value.
+    layer = tft.TFTransformOutput(graph).transform_features_layer()
+    dataset = DatasetConfig(**{**EIGHT_BIT_DATASET, "format": "idx"})
+    served = scale_8bit_pixels(tf.constant(images, tf.float32), scaled_8bit_values(layer, dataset))
+    np.testing.assert_array_equal(served.numpy(), before)

@@ -19,6 +19,7 @@ from pipeline import progress
 from pipeline.progress import LiveStatus
 from pipeline.schema_tools import (
     SchemaExistsError,
+    check_pixel_feature_type,
     describe_schema,
     infer_schema,
     schema_to_bootstrap,
@@ -222,4 +223,39 @@ def test_a_schema_file_that_is_a_folder_or_under_a_file_is_refused(tmp_path):
 def test_describe_schema_names_each_features_range_and_shape(mnist_schema):
     assert describe_schema(mnist_schema) == (
         "image_class 0 to 9, shape [1]; image_floats -0.5 to 0.5, shape [784]"
+    )
+
+
+def _schema_with_pixels(path, feature_type) -> None:
+    schema = schema_pb2.Schema()
+    schema.feature.add(name="pixels", type=feature_type)
+    schema.feature.add(name="label", type=schema_pb2.INT)
+    write_schema(schema, path)
+
+
+def test_a_float_schema_of_8bit_pixels_stops_the_run_saying_how_to_bootstrap_it_again(tmp_path):
+    path = tmp_path / "schema.pbtxt"
+    _schema_with_pixels(path, schema_pb2.FLOAT)
+    idx = DatasetConfig(
+        name="own",
+        image_shape=(28, 28, 1),
+        pixel_feature="pixels",
+        label_feature="label",
+        num_classes=10,
+        format="idx",
+        schema_file=str(path),
+    )
+
+    with pytest.raises(ConfigError) as raised:
+        check_pixel_feature_type(idx)
+
+    message = str(raised.value)
+    assert message.startswith(f"{path}: declares pixel feature 'pixels' as FLOAT, but ")
+    assert "stores format idx's 8-bit pixels (whole 0-255 values) as BYTES" in message
+    assert f"move {path} away and run" in message and "tpu-pipeline schema infer" in message
+    # The same schema suits float pixels; a BYTES one suits 8-bit pixels.
+    check_pixel_feature_type(idx.model_copy(update={"format": "npz"}))
+    _schema_with_pixels(path.with_name("bytes.pbtxt"), schema_pb2.BYTES)
+    check_pixel_feature_type(
+        idx.model_copy(update={"schema_file": str(path.with_name("bytes.pbtxt"))})
     )

@@ -12,12 +12,12 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
+from cli.synthetic_data import synthetic_dataset
 from common.config import BUILTIN_DATA_DIR, DatasetConfig
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.formats import file_pattern
 from pipeline.pipeline import example_gen_splits
 
-SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 # The real photos the repository ships (common/data/sign-language-digits/README.md).
 SIGN_DIGITS = BUILTIN_DATA_DIR / "sign-language-digits"
 
@@ -34,17 +34,8 @@ def scan_middle(jpeg: bytes) -> int:
     return start + (end - start) // 2
 
 
-def make_dataset(data_format: str, shape: str = "mnist", **fields) -> DatasetConfig:
-    """A dataset of `data_format` with the names the synthetic generator writes."""
-    return DatasetConfig(
-        name="synthetic",
-        image_shape=SHAPES[shape],
-        pixel_feature="pixels",
-        label_feature="label",
-        num_classes=10,
-        format=data_format,
-        **fields,
-    )
+# A dataset of a format with the names the synthetic generator writes.
+make_dataset = synthetic_dataset
 
 
 def run_executor(

@@ -12,6 +12,7 @@ from cli.synthetic_data import png_bytes, synthetic_images, write_synthetic
 from common.config import BUILTIN_DATASETS, DatasetConfig
 from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
 from components.example_gen.errors import DataFormatError
+from components.images.examples import parse_pixels
 from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
 
 COUNT, EVAL_COUNT = 30, 10
@@ -34,20 +35,30 @@ FORMAT_CASES = [
 ]
 # The generated formats holding PNG bytes: their examples keep them (stores_encoded_images).
 ENCODED = {"tfrecord_png", "image_folder"}
+# The formats of unsigned-byte pixels: their examples keep them as bytes (stores_8bit_pixels).
+EIGHT_BIT = {"idx", "cifar10_binary"}
 
 
-def _pairs(examples, encoded: bool) -> list[tuple[bytes, int]]:
+def _pairs(examples, dataset: DatasetConfig) -> list[tuple[bytes, int]]:
     """(pixels, label) of each example, sorted: equal lists mean equal data in any order.
 
-    Float pixels come as their float32 bytes; an encoded image as its one bytes value.
+    Float pixels come as their float32 bytes, 8-bit pixels as the float32 bytes they
+    decode to (the floats they were stored as before); an encoded image as its bytes.
     """
+    encoded, eight_bit = dataset.stores_encoded_images, dataset.stores_8bit_pixels
 
     def pixels(example) -> bytes:
         feature = example.features.feature["pixels"]
-        assert feature.WhichOneof("kind") == ("bytes_list" if encoded else "float_list")
+        kind = "bytes_list" if encoded or eight_bit else "float_list"
+        assert feature.WhichOneof("kind") == kind
         if encoded:
             (image,) = feature.bytes_list.value
             return image
+        if eight_bit:  # one value of pixel_count bytes, read the way every consumer reads it
+            (raw,) = feature.bytes_list.value
+            assert len(raw) == dataset.pixel_count
+            decoded, _ = parse_pixels(tf.constant([example.SerializeToString()]), dataset)
+            return decoded.numpy().astype(np.float32).reshape(-1).tobytes()
         return np.asarray(feature.float_list.value, np.float32).tobytes()
 
     return sorted((pixels(e), e.features.feature["label"].int64_list.value[0]) for e in examples)
@@ -69,13 +80,14 @@ def test_format_becomes_its_pixels_or_image_bytes_and_int_labels_through_example
     everything = splits["train"] + splits["eval"]
     encoded = dataset.stores_encoded_images
     assert encoded == (generated in ENCODED)
+    assert dataset.stores_8bit_pixels == (generated in EIGHT_BIT)
     images, labels = synthetic_images(COUNT, dataset.image_shape, seed=3)
     expected = sorted(
         (png_bytes(image) if encoded else image.astype(np.float32).reshape(-1).tobytes(), label)
         for image, label in zip(images, labels.tolist(), strict=True)
     )
     # Every pixel in HWC order, or every PNG as it was written.
-    assert _pairs(everything, encoded) == expected
+    assert _pairs(everything, dataset) == expected
     features = {"pixels", "label"} | ({"id"} if "id_feature" in source else set())
     if encoded:  # what StatisticsGen describes: each stored image's size and format
         features |= {IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE, IMAGE_FORMAT_FEATURE}

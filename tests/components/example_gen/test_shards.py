@@ -151,8 +151,10 @@ def test_the_spill_is_sized_from_tfx_input_fingerprint():
         format="image_folder",
     )
     floats = photos.model_copy(update={"format": "npz"})
+    eight_bit = photos.model_copy(update={"format": "idx"})
     properties = {"input_fingerprint": fingerprint}
 
     assert expected_output_bytes(properties, photos) == 1500
+    assert expected_output_bytes(properties, eight_bit) == 1500
     assert expected_output_bytes(properties, floats) == 1500 * 8
     assert expected_output_bytes({}, photos) == 0

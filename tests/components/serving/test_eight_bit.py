@@ -1,0 +1,51 @@
+"""The SavedModel of 8-bit pixel data: stored examples and float pixels serve alike, TFLite too."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from common.config import DatasetConfig
+from components.models import build_model
+from components.serving.export import export_serving_model
+from components.serving.tflite_variants import convert
+from tests.components.conftest import EIGHT_BIT_DATASET
+
+
+def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every_variant(
+    eight_bit_transform, tmp_path
+):
+    images, _, _, graph = eight_bit_transform
+    dataset = DatasetConfig(**EIGHT_BIT_DATASET, format="idx")
+    export_dir = str(tmp_path / "model")
+    model = build_model("mnist_cnn", dataset.image_shape, dataset.num_classes)
+    export_serving_model(model, tft.TFTransformOutput(graph), dataset, export_dir, {})
+    signatures = tf.saved_model.load(export_dir).signatures
+    examples = [
+        tf.train.Example(
+            features=tf.train.Features(
+                feature={
+                    "pixels": tf.train.Feature(bytes_list=tf.train.BytesList(value=[i.tobytes()]))
+                }
+            )
+        ).SerializeToString()
+        for i in images
+    ]
+    pixels = images.astype(np.float32)
+
+    stored = signatures["serving_default"](examples=tf.constant(examples))["probabilities"]
+    as_floats = signatures["pixels"](pixels=tf.constant(pixels))["probabilities"]
+
+    np.testing.assert_array_equal(as_floats.numpy(), stored.numpy())
+    for variant in ("float32", "float16", "dynamic_int8", "int8"):
+        runner = tf.lite.Interpreter(
+            model_content=convert(export_dir, variant, pixels[:8])
+        ).get_signature_runner("pixels")
+        details = runner.get_input_details()["pixels"]
+        image = pixels[:1]
+        if details["dtype"] == np.int8:
+            scale, zero_point = details["quantization"]
+            image = np.clip(np.round(image / scale + zero_point), -128, 127).astype(np.int8)
+        scores = runner(pixels=image)["probabilities"]
+        assert scores.shape == (1, dataset.num_classes), variant
+        if variant == "float32":
+            np.testing.assert_allclose(scores, stored.numpy()[:1], atol=1e-5)
