@@ -46,7 +46,7 @@ def test_tfrecords_without_labels_give_examples_without_the_label_feature(tmp_pa
 
 
 def test_a_csv_without_its_label_column_reads_as_unlabelled(tmp_path):
-    dataset = make_dataset("csv", shape="mnist")
+    dataset = make_dataset("csv", "mnist")
     path = tmp_path / "rows.csv"
     header = ",".join(f"p{i}" for i in range(784))
     path.write_text(f"{header}\n{','.join(['1'] * 784)}\n")
