@@ -85,6 +85,11 @@ def _run_action(args: argparse.Namespace) -> int:
 
     base = str(config.serving_dir)
     action = args.serving_action
+    if action in ("rollback", "pin", "unpin", "restore") and not versions.exists(base):
+        raise versions.ServingFolderError(
+            f"{base}: no serving folder (no model was pushed there); check --dataset, "
+            "--output-dir or --config"
+        )
     if action == "list":
         _print_versions(config)
     elif action == "rollback":

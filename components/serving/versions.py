@@ -70,6 +70,11 @@ def _require_local(base_directory: str) -> None:
         )
 
 
+def exists(base_directory: str) -> bool:
+    """Whether the serving folder is there (a model was pushed to it once)."""
+    return fileio.isdir(base_directory)
+
+
 @contextlib.contextmanager
 def serving_lock(base_directory: str) -> Iterator[None]:
     """Holds the serving folder's lock (waiting for it); a no-op on an object store.

@@ -27,3 +27,13 @@ def test_rollback_list_pin_and_restore_through_the_cli(tmp_path, capsys):
     assert main(["serving", "unpin", *flags]) == 0
     assert main(["serving", "restore", "102", *flags]) == 0
     assert "restored 102 (serving)" in capsys.readouterr().out
+
+
+def test_moving_versions_of_a_run_never_pushed_names_the_folder_and_creates_nothing(
+    tmp_path, capsys
+):
+    flags = ["--output-dir", str(tmp_path / "output")]
+
+    assert main(["serving", "rollback", "--reason", "typo in the run name", *flags]) == 1
+    assert "no serving folder (no model was pushed there)" in capsys.readouterr().err
+    assert not (tmp_path / "output").exists()
