@@ -3,8 +3,8 @@
 Each training image is a random window covering `area_range` of the photo (aspect
 ratio between 3/4 and 4/3), resized to the model's size, so every epoch sees new
 framings at full resolution; evaluation and serving see the whole photo
-(`decode.decode_encoded_image`). JPEGs decode only the window, scaled down in
-the DCT as far as it still covers the model's size (`decode.decode_jpeg_near`). The
+(`decode.decode_encoded_image`). JPEGs decode scaled down in the DCT as far as
+the window still covers the model's size (`decode.decode_jpeg_near`). The
 decode, the channel conversion and the resize are `decode.py`'s, so a crop of the
 whole photo is the pixels serving sees.
 """

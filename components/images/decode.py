@@ -58,18 +58,21 @@ def decode_jpeg_near(
 
     libjpeg scales in the DCT, so a 12-megapixel phone photo for a 224x224 model
     decodes at 1/8 of the work; photos already near the model's size decode whole.
+    A window is cut from the decoded image rather than decoded alone: measured
+    here, `tf.io.decode_and_crop_jpeg` took 4x a whole decode of a 533x400 photo,
+    and with a DCT ratio it took as long as decoding at full size (11 ms against
+    0.35 ms for a 3024x3024 photo at 1/8).
     """
     size = window[2:] if window is not None else tf.io.extract_jpeg_shape(encoded)[:2]
     room = tf.reduce_min(tf.cast(size, tf.float32) / tf.constant([height, width], tf.float32))
 
     def decode(ratio: int):
         def run() -> tf.Tensor:
+            image = tf.io.decode_jpeg(encoded, ratio=ratio, dct_method=JPEG_DCT_METHOD)
             if window is None:
-                return tf.io.decode_jpeg(encoded, ratio=ratio, dct_method=JPEG_DCT_METHOD)
-            # The window is in the scaled image's pixels.
-            return tf.io.decode_and_crop_jpeg(
-                encoded, window // ratio, ratio=ratio, dct_method=JPEG_DCT_METHOD
-            )
+                return image
+            top, left, rows, columns = tf.unstack(window // ratio)  # in the scaled pixels
+            return image[top : top + rows, left : left + columns]
 
         return run
 
