@@ -30,6 +30,6 @@ class NotifyConfig(_Section):
         if parts.scheme not in ("http", "https") or not parts.hostname or " " in url:
             raise ValueError(
                 "must be an http:// or https:// URL with a host, "
-                "e.g. https://hooks.slack.com/services/T000/B000/XXXX"
+                "such as a Slack incoming webhook (https://hooks.slack.com/services/...)"
             )
         return url

@@ -6,19 +6,10 @@ import tensorflow as tf
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
-from common.config import DatasetConfig
+from cli.synthetic_data import synthetic_dataset
 from components.contract import IMAGE_KEY
 from components.preprocessing import preprocessing_fn
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
-
-# 28x28 gray pixel data; `format` says how ExampleGen stored it.
-EIGHT_BIT_DATASET = dict(
-    name="eight-bit",
-    image_shape=(28, 28, 1),
-    pixel_feature="pixels",
-    label_feature="label",
-    num_classes=10,
-)
 
 
 def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=None):
@@ -46,8 +37,8 @@ def eight_bit_transform(tmp_path_factory):
     images = np.random.default_rng(0).integers(10, 201, size=(40, 28, 28, 1)).astype(np.uint8)
     labels = [[i % 10] for i in range(len(images))]
     label_spec = tf.io.FixedLenFeature([1], tf.int64)
-    as_floats = DatasetConfig(**EIGHT_BIT_DATASET, format="npz")
-    as_bytes = DatasetConfig(**EIGHT_BIT_DATASET, format="idx")
+    as_floats = synthetic_dataset("npz")
+    as_bytes = synthetic_dataset("idx")
     assert as_bytes.stores_8bit_pixels and not as_floats.stores_8bit_pixels
     before = _analyze_and_transform(
         [

@@ -8,11 +8,11 @@ import tensorflow_transform.beam as tft_beam
 from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-from common.config import DatasetConfig, load_config
+from cli.synthetic_data import synthetic_dataset
+from common.config import load_config
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.preprocessing import preprocessing_fn
 from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
-from tests.components.conftest import EIGHT_BIT_DATASET
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +61,6 @@ def test_8bit_pixels_stored_as_bytes_transform_and_serve_as_the_same_floats(eigh
     assert after.min() == 0.0 and after.max() == 1.0
     # The `pixels` signature's floats: the graph's own, looked up for each 8-bit value.
     layer = tft.TFTransformOutput(graph).transform_features_layer()
-    dataset = DatasetConfig(**{**EIGHT_BIT_DATASET, "format": "idx"})
+    dataset = synthetic_dataset("idx")
     served = scale_8bit_pixels(tf.constant(images, tf.float32), scaled_8bit_values(layer, dataset))
     np.testing.assert_array_equal(served.numpy(), before)

@@ -14,6 +14,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2
 
 import schemas
 from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
+from cli.synthetic_data import synthetic_dataset
 from common.config import ConfigError, DatasetConfig
 from pipeline import progress
 from pipeline.progress import LiveStatus
@@ -236,15 +237,7 @@ def _schema_with_pixels(path, feature_type) -> None:
 def test_a_float_schema_of_8bit_pixels_stops_the_run_saying_how_to_bootstrap_it_again(tmp_path):
     path = tmp_path / "schema.pbtxt"
     _schema_with_pixels(path, schema_pb2.FLOAT)
-    idx = DatasetConfig(
-        name="own",
-        image_shape=(28, 28, 1),
-        pixel_feature="pixels",
-        label_feature="label",
-        num_classes=10,
-        format="idx",
-        schema_file=str(path),
-    )
+    idx = synthetic_dataset("idx", schema_file=str(path))
 
     with pytest.raises(ConfigError) as raised:
         check_pixel_feature_type(idx)

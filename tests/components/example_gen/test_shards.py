@@ -23,7 +23,7 @@ from components.example_gen.shards import (
     shard_name,
     spill_buckets,
 )
-from tests.components.example_gen.conftest import run_executor
+from tests.components.example_gen.conftest import make_dataset, run_executor
 
 CLASSES = 10
 PER_CLASS = 600  # 6,000 images: the training split (~4,800) outgrows a 4,096-example buffer
@@ -142,16 +142,9 @@ def test_the_spill_is_sized_from_tfx_input_fingerprint():
         "split:train,num_files:3,total_bytes:1000,xor_checksum:1,sum_checksum:2\n"
         "split:eval,num_files:1,total_bytes:500,xor_checksum:1,sum_checksum:2"
     )
-    photos = DatasetConfig(
-        name="photos",
-        image_shape=(8, 8, 3),
-        pixel_feature="image",
-        label_feature="label",
-        num_classes=2,
-        format="image_folder",
-    )
-    floats = photos.model_copy(update={"format": "npz"})
-    eight_bit = photos.model_copy(update={"format": "idx"})
+    photos = make_dataset("image_folder")
+    floats = make_dataset("npz")
+    eight_bit = make_dataset("idx")
     properties = {"input_fingerprint": fingerprint}
 
     assert expected_output_bytes(properties, photos) == 1500

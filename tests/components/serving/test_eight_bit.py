@@ -4,18 +4,17 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from common.config import DatasetConfig
+from cli.synthetic_data import synthetic_dataset
 from components.models import build_model
 from components.serving.export import export_serving_model
 from components.serving.tflite_variants import convert
-from tests.components.conftest import EIGHT_BIT_DATASET
 
 
 def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every_variant(
     eight_bit_transform, tmp_path
 ):
     images, _, _, graph = eight_bit_transform
-    dataset = DatasetConfig(**EIGHT_BIT_DATASET, format="idx")
+    dataset = synthetic_dataset("idx")
     export_dir = str(tmp_path / "model")
     model = build_model("mnist_cnn", dataset.image_shape, dataset.num_classes)
     export_serving_model(model, tft.TFTransformOutput(graph), dataset, export_dir, {})
