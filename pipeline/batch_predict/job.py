@@ -1,37 +1,51 @@
 """The Beam job behind `tpu-pipeline predict`: read and check records, batch, predict, write.
 
-    files -> Reshuffle -> read each file with ExampleGen's reader (every record checked)
-          -> BatchElements -> serving_default on each batch -> rows -> one output file
+    files -> Reshuffle -> read each file with ExampleGen's checks, in chunks of records
+          -> BatchElements (gathers small files) -> serving_default, one batch ahead
+          -> a block of CSV / JSON lines per batch (or PredictionLogs) -> one output file
 
 Records reach the model as ExampleGen writes them (`ExampleBuilder`), serialized,
 through `serving_default`, so the predictions are what a model server answers
-for the same records. The SavedModel loads once per worker (`DoFn.setup`). Any
-runner works: locally the in-process DirectRunner; Beam arguments (e.g.
+for the same records. TFRecords already in the pipeline's layout are checked a
+batch at a time and go on as they are (`read_tfrecord_batches`). Beam moves
+batches, never single records: per record, a Beam step costs more than a small
+model's prediction. The SavedModel loads once per worker (`DoFn.setup`) and
+predicts in a thread of its own while the next records are read. Any runner
+works: locally the in-process DirectRunner; Beam arguments (e.g.
 `--runner=DataflowRunner --project=... --region=... --temp_location=gs://...`)
-go to `PipelineOptions` unchanged.
-"""
+go to `PipelineOptions` unchanged."""
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import dataclasses
 import os
 import posixpath
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import apache_beam as beam
+import numpy as np
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+from apache_beam.transforms.window import GlobalWindows
 
 from common.config import ConfigError, DatasetConfig
 from common.tfx_api import fileio
 from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.examples import ExampleBuilder
-from components.example_gen.formats import list_inputs, source_format, split_inputs
+from components.example_gen.formats import (
+    imports_unchanged,
+    list_inputs,
+    read_tfrecord_batches,
+    source_format,
+    split_inputs,
+)
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
 from pipeline.batch_predict.outputs import output_extension, replaced_when_done, write_predictions
-from pipeline.batch_predict.predictions import Prediction, RowFormat
+from pipeline.batch_predict.predictions import Predictions, RowFormat
 from pipeline.progress import LiveStatus
 
 _COUNTER_NAMESPACE = "tpu-pipeline-predict"
@@ -84,54 +98,120 @@ def input_files(dataset: DatasetConfig, data_dir: str, pattern: str | None = Non
     return list_inputs(posixpath.join(data_dir, pattern.replace("{SPAN}", "*")), source)
 
 
-class _ReadRecords(beam.DoFn):
-    """Yields `(source, serialized example, label or None)` for every record of one file."""
+@dataclasses.dataclass(frozen=True)
+class _Records:
+    """Consecutive records of one file, checked: `path:index`, serialized example, label."""
 
-    def __init__(self, dataset: DatasetConfig):
+    sources: list[str]
+    examples: list[bytes]
+    labels: list[int | None]
+
+    def __len__(self) -> int:
+        return len(self.sources)
+
+
+class _ReadRecords(beam.DoFn):
+    """Yields every record of one file, checked as ExampleGen checks it, in `_Records` of
+    at most `chunk_size`: Beam then moves batches, not single records."""
+
+    def __init__(self, dataset: DatasetConfig, chunk_size: int):
         self._dataset_json = dataset.model_dump_json()
+        self._chunk_size = chunk_size
 
     def setup(self):
         dataset = DatasetConfig.model_validate_json(self._dataset_json)
         self._label_feature = dataset.label_feature
         self._builder = ExampleBuilder(dataset, labels_required=False)
         self._read = source_format(dataset).read
+        self._in_batches = imports_unchanged(dataset)
 
     def process(self, path: str):
+        if self._in_batches:
+            start = 0
+            for examples, labels in read_tfrecord_batches(path, self._builder, self._chunk_size):
+                sources = [f"{path}:{index}" for index in range(start, start + len(examples))]
+                yield _Records(sources, examples, labels)
+                start += len(examples)
+            return
+        chunk = _Records([], [], [])
         for index, (_, example) in enumerate(self._read(path, self._builder)):
             labels = example.features.feature[self._label_feature].int64_list.value
-            label = int(labels[0]) if labels else None
-            yield f"{path}:{index}", example.SerializeToString(), label
+            chunk.sources.append(f"{path}:{index}")
+            chunk.examples.append(example.SerializeToString())
+            chunk.labels.append(int(labels[0]) if labels else None)
+            if len(chunk) == self._chunk_size:
+                yield chunk
+                chunk = _Records([], [], [])
+        if len(chunk):
+            yield chunk
 
 
 class _Predict(beam.DoFn):
-    """Runs `serving_default` on a batch of records; the SavedModel loads once per worker."""
+    """Runs `serving_default` on batches of records, one batch ahead of the records' reading.
 
-    def __init__(self, model_dir: str):
+    The model runs in a thread of its own: while it predicts one batch (TensorFlow
+    lets go of the GIL), Beam reads and checks the files of the next, so reading
+    no longer adds to the model's time. The SavedModel loads once per worker, in
+    that thread too, while the first records are read. Beam's counters count in
+    Beam's thread, when a batch's predictions are handed on.
+    """
+
+    def __init__(self, model_dir: str, batch_size: int):
         self._model_dir = model_dir
+        self._batch_size = batch_size
         self._predicted = Metrics.counter(_COUNTER_NAMESPACE, "predictions")
         self._labelled = Metrics.counter(_COUNTER_NAMESPACE, "labelled")
         self._correct = Metrics.counter(_COUNTER_NAMESPACE, "correct")
 
     def setup(self):
+        self._runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="predict")
+        self._serve = self._runner.submit(self._load)
+        self._pending: collections.deque[concurrent.futures.Future] = collections.deque()
+
+    def _load(self):
         import tensorflow as tf
 
-        self._tf = tf
         self._model = tf.saved_model.load(self._model_dir)  # keeps the signature's variables
-        self._serve = self._model.signatures[SERVING_SIGNATURE]
+        return tf, self._model.signatures[SERVING_SIGNATURE]
 
-    def process(self, batch: Sequence[tuple[str, bytes, int | None]]):
-        examples = self._tf.constant([example for _, example, _ in batch])
-        probabilities = self._serve(**{SERVING_INPUT_KEY: examples})[SERVING_OUTPUT_KEY].numpy()
-        labelled = correct = 0
-        for (source, example, label), scores in zip(batch, probabilities, strict=True):
-            if label is not None:
-                labelled += 1
-                correct += int(scores.argmax() == label)
-            yield Prediction(source, example, scores, label)
-        self._predicted.inc(len(batch))
-        self._labelled.inc(labelled)
-        self._correct.inc(correct)
-        PREDICTED.add(len(batch))
+    def process(self, chunks: Sequence[_Records]):
+        self._pending.append(self._runner.submit(self._predict, chunks))
+        while len(self._pending) > 1 or (self._pending and self._pending[0].done()):
+            yield from self._handed_on(self._pending.popleft())
+
+    def finish_bundle(self):
+        while self._pending:
+            for predictions in self._handed_on(self._pending.popleft()):
+                yield GlobalWindows.windowed_value(predictions)
+
+    def teardown(self):
+        self._runner.shutdown(cancel_futures=True)
+
+    def _predict(self, chunks: Sequence[_Records]) -> list[Predictions]:
+        tf, serve = self._serve.result()
+        sources = [source for chunk in chunks for source in chunk.sources]
+        examples = [example for chunk in chunks for example in chunk.examples]
+        labels = [label for chunk in chunks for label in chunk.labels]
+        batches = []
+        for start in range(0, len(sources), self._batch_size):
+            end = start + self._batch_size
+            inputs = {SERVING_INPUT_KEY: tf.constant(examples[start:end])}
+            scores = serve(**inputs)[SERVING_OUTPUT_KEY].numpy()
+            batches.append(
+                Predictions(sources[start:end], examples[start:end], scores, labels[start:end])
+            )
+        return batches
+
+    def _handed_on(self, predicted: concurrent.futures.Future) -> Iterator[Predictions]:
+        for predictions in predicted.result():
+            labels = np.array([-1 if label is None else label for label in predictions.labels])
+            known = labels >= 0
+            predicted = predictions.probabilities.argmax(axis=-1)
+            self._predicted.inc(len(predictions))
+            self._labelled.inc(int(known.sum()))
+            self._correct.inc(int((predicted[known] == labels[known]).sum()))
+            PREDICTED.add(len(predictions))
+            yield predictions
 
 
 def build_pipeline(
@@ -148,9 +228,12 @@ def build_pipeline(
         pipeline
         | "ListFiles" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()  # a distributed runner reads files in parallel
-        | "ReadRecords" >> beam.ParDo(_ReadRecords(dataset))
-        | "Batch" >> beam.BatchElements(min_batch_size=batch_size, max_batch_size=batch_size)
-        | "Predict" >> beam.ParDo(_Predict(model_dir))
+        | "ReadRecords" >> beam.ParDo(_ReadRecords(dataset, batch_size))
+        | "Batch"
+        >> beam.BatchElements(  # gathers the records of small files (a photo each)
+            min_batch_size=batch_size, max_batch_size=batch_size, element_size_fn=len
+        )
+        | "Predict" >> beam.ParDo(_Predict(model_dir, batch_size))
         | "WritePredictions" >> write_predictions(output, rows)
     )
 

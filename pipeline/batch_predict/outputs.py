@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import apache_beam as beam
 
 from common.config import ConfigError
 from common.tfx_api import fileio
-from pipeline.batch_predict.predictions import Prediction, RowFormat
+from pipeline.batch_predict.predictions import RowFormat
 
 OUTPUT_EXTENSIONS = (".csv", ".jsonl", ".tfrecord")
 
@@ -39,22 +39,23 @@ def output_extension(path: str) -> str:
 
 
 def write_predictions(path: str, rows: RowFormat) -> beam.PTransform:
-    """Beam transform: Predictions into the one file `path`, in the format its extension says."""
+    """Beam transform: batches of Predictions into the one file `path`, as its extension says.
+
+    A text format writes each batch as one block of lines (Beam adds the newline
+    after it), so per record only the formatting runs, not a Beam step.
+    """
     extension = output_extension(path)
     one_file = {"num_shards": 1, "shard_name_template": ""}
-    formats: dict[str, tuple[Callable[[Prediction], object], Callable[[], beam.PTransform]]] = {
-        ".csv": (
-            rows.csv_line,
-            lambda: beam.io.WriteToText(path, header=rows.csv_header(), **one_file),
-        ),
-        ".jsonl": (rows.json_line, lambda: beam.io.WriteToText(path, **one_file)),
-        ".tfrecord": (rows.prediction_log, lambda: beam.io.WriteToTFRecord(path, **one_file)),
-    }
-    to_record, writer = formats[extension]
+    text = {".csv": rows.csv_lines, ".jsonl": rows.json_lines}
+    header = {"header": rows.csv_header()} if extension == ".csv" else {}
 
     @beam.ptransform_fn
-    def _write(predictions):
-        return predictions | "Format" >> beam.Map(to_record) | "Write" >> writer()
+    def _write(batches):
+        if extension == ".tfrecord":
+            logs = batches | "Format" >> beam.FlatMap(rows.prediction_logs)
+            return logs | "Write" >> beam.io.WriteToTFRecord(path, **one_file)
+        blocks = batches | "Format" >> beam.Map(text[extension])
+        return blocks | "Write" >> beam.io.WriteToText(path, **header, **one_file)
 
     return _write()
 

@@ -9,26 +9,32 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
-from pipeline.batch_predict.predictions import Prediction, RowFormat, top_k
+from pipeline.batch_predict.predictions import Predictions, RowFormat, top_k
 
 NAMES = ("cat", "dog", "owl", "yak")
 ROWS = RowFormat(NAMES, k=3, model_version=42)
 SCORES = np.array([0.1, 0.6, 0.1, 0.2], np.float32)
 
 
-def _prediction(label=None):
-    return Prediction("gs://b/x.tfrecord:7", b"serialized", SCORES, label)
+def _predictions(*labels):
+    """One record per label, all with SCORES; sources name the record's index."""
+    return Predictions(
+        [f"gs://b/x.tfrecord:{index}" for index in range(len(labels))],
+        [b"serialized"] * len(labels),
+        np.stack([SCORES] * len(labels)),
+        list(labels),
+    )
 
 
 def test_top_k_is_most_probable_first_ties_by_index_and_at_most_the_classes():
-    assert top_k(SCORES, 3) == [1, 3, 0]
-    assert top_k(SCORES, 10) == [1, 3, 0, 2]
-    assert top_k(np.array([0.5, 0.5], np.float32), 1) == [0]
+    assert top_k(SCORES, 3).tolist() == [1, 3, 0]
+    assert top_k(SCORES, 10).tolist() == [1, 3, 0, 2]
+    assert top_k(np.array([[0.5, 0.5], [0.2, 0.8]], np.float32), 1).tolist() == [[0], [1]]
 
 
 def test_a_row_names_the_class_and_its_top_k_and_the_label_only_when_there_is_one():
-    row = ROWS.row(_prediction(label=3))
-    assert (row["source"], row["class"], row["class_name"]) == ("gs://b/x.tfrecord:7", 1, "dog")
+    row, unlabelled = ROWS.rows(_predictions(3, None))
+    assert (row["source"], row["class"], row["class_name"]) == ("gs://b/x.tfrecord:0", 1, "dog")
     assert row["probability"] == 0.6
     assert [(r["class"], r["class_name"]) for r in row["top_k"]] == [
         (1, "dog"),
@@ -36,15 +42,13 @@ def test_a_row_names_the_class_and_its_top_k_and_the_label_only_when_there_is_on
         (0, "cat"),
     ]
     assert row["label"] == 3
-    assert "label" not in ROWS.row(_prediction())
+    assert unlabelled["source"] == "gs://b/x.tfrecord:1" and "label" not in unlabelled
 
 
 def test_csv_lines_parse_under_their_header_with_an_empty_label_when_there_is_none():
-    text = "\n".join(
-        [ROWS.csv_header(), ROWS.csv_line(_prediction(2)), ROWS.csv_line(_prediction())]
-    )
+    text = "\n".join([ROWS.csv_header(), ROWS.csv_lines(_predictions(2, None))])
     labelled, unlabelled = csv.DictReader(text.splitlines())
-    assert labelled["source"] == "gs://b/x.tfrecord:7" and labelled["class_name"] == "dog"
+    assert labelled["source"] == "gs://b/x.tfrecord:0" and labelled["class_name"] == "dog"
     assert (labelled["label"], unlabelled["label"]) == ("2", "")
     assert (labelled["top2_class"], labelled["top2_class_name"], labelled["top3_probability"]) == (
         "3",
@@ -54,12 +58,24 @@ def test_csv_lines_parse_under_their_header_with_an_empty_label_when_there_is_no
     assert "top4_class" not in labelled
 
 
-def test_json_lines_hold_the_row():
-    assert json.loads(ROWS.json_line(_prediction(0))) == ROWS.row(_prediction(0))
+def test_json_lines_hold_the_rows_one_a_line():
+    batch = _predictions(0, None, 2)
+    assert [json.loads(line) for line in ROWS.json_lines(batch).split("\n")] == ROWS.rows(batch)
+
+
+def test_a_class_name_with_a_comma_or_quote_stays_one_csv_field():
+    rows = RowFormat(('say "hi"', "a, b"), k=2)
+    batch = Predictions(["f:0"], [b""], np.array([[0.3, 0.7]], np.float32), [None])
+    (row,) = csv.DictReader([rows.csv_header(), rows.csv_lines(batch)])
+    assert (row["class_name"], row["top2_class_name"]) == ("a, b", 'say "hi"')
 
 
 def test_a_prediction_log_is_the_predict_call_for_the_record_with_the_readable_outputs():
-    log = prediction_log_pb2.PredictionLog.FromString(ROWS.prediction_log(_prediction(3)))
+    labelled, unlabelled = (
+        prediction_log_pb2.PredictionLog.FromString(log)
+        for log in ROWS.prediction_logs(_predictions(3, None))
+    )
+    log = labelled
     request, response = log.predict_log.request, log.predict_log.response
     assert request.model_spec.signature_name == "serving_default"
     assert request.model_spec.version.value == 42
@@ -68,7 +84,6 @@ def test_a_prediction_log_is_the_predict_call_for_the_record_with_the_readable_o
     np.testing.assert_array_equal(outputs["probabilities"], SCORES[None])
     assert outputs["top_k_classes"].tolist() == [[1, 3, 0]]
     assert outputs["top_k_class_names"].tolist() == [[b"dog", b"yak", b"cat"]]
-    assert outputs["source"].tolist() == [b"gs://b/x.tfrecord:7"]
+    assert outputs["source"].tolist() == [b"gs://b/x.tfrecord:0"]
     assert outputs["label"].tolist() == [3]
-    unlabelled = prediction_log_pb2.PredictionLog.FromString(ROWS.prediction_log(_prediction()))
     assert "label" not in unlabelled.predict_log.response.outputs
