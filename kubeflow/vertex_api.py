@@ -85,6 +85,7 @@ def connect(region: str) -> Any:
 def send(call: Any, region: str, credentials: Any) -> Any:
     """Makes one API call (`kubeflow.vertex_requests.ApiCall`): one try, with a deadline."""
     from google.cloud.aiplatform_v1 import (
+        EndpointServiceClient,
         ModelServiceClient,
         PipelineServiceClient,
         ScheduleServiceClient,
@@ -92,6 +93,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
 
     service, method = call.method.split(".")
     client_type = {
+        "EndpointService": EndpointServiceClient,
         "ModelService": ModelServiceClient,
         "PipelineService": PipelineServiceClient,
         "ScheduleService": ScheduleServiceClient,
