@@ -29,23 +29,31 @@ def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int
     action = args.serving_action
     version, reason = getattr(args, "version", None), getattr(args, "reason", "")
     lookup = aliases.find_model_call(config)
-    if args.dry_run:
-        print_calls(_planned(config, action, version, reason, lookup))
-        return 0
     region = require_vertex(config).region
     try:
+        if action == "bless":
+            _require_model_uri(args.model_uri)
+        if args.dry_run:
+            print_calls(_planned(config, args, lookup))
+            return 0
         credentials = connect(region)
         found = list(send(lookup, region, credentials))
-        if not found:
+        if not found and action != "bless":  # a bless uploads the entry's first version
             print(
                 f"tpu-pipeline: no registry entry matches {lookup.request.filter}", file=sys.stderr
             )
             return 1
-        model_name = found[0].name
-        versions = list(send(aliases.list_versions_call(model_name), region, credentials))
+        model_name = found[0].name if found else None
+        versions = (
+            list(send(aliases.list_versions_call(model_name), region, credentials))
+            if model_name
+            else []
+        )
         if action == "list":
             _print_versions(versions)
             return 0
+        if action == "bless":
+            return _bless(config, args, model_name, versions, credentials)
         change = aliases.registry_change(action, model_name, versions, version, reason)
         for call in change.calls.values():
             send(call, region, credentials)
@@ -58,17 +66,69 @@ def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int
         return 1
 
 
-def _planned(
-    config: PipelineConfig, action: str, version: str | None, reason: str, lookup: Any
-) -> dict[str, Any]:
-    """Every request a real `action` may send, in order, with stand-ins for the lookups'."""
-    from kubeflow import endpoint_traffic
-    from kubeflow import model_aliases as aliases
+def _require_model_uri(model_uri: str | None) -> None:
+    from kubeflow.model_aliases import RegistryActionError
+    from kubeflow.registry_blessing import check_model_uri
 
+    if not model_uri:
+        raise RegistryActionError(
+            "serving bless --vertex: give --model-uri, the gs:// URI of the Trainer's model "
+            "the Evaluator refused (.../Trainer/model/<id>/Format-Serving)"
+        )
+    check_model_uri(model_uri)
+
+
+def _bless(
+    config: PipelineConfig,
+    args: argparse.Namespace,
+    model_name: str | None,
+    versions: Sequence[Any],
+    credentials: Any,
+) -> int:
+    """Uploads the model (or gives the version holding it `default`); the endpoint follows."""
+    from kubeflow import registry_blessing
+    from kubeflow.runner import require_vertex
+    from kubeflow.vertex_api import UPLOAD_TIMEOUT_S, send
+    from kubeflow.vertex_requests import parent
+
+    vertex = require_vertex(config)
+    change = registry_blessing.bless_change(
+        vertex.model_registry,
+        parent(config),
+        model_name,
+        versions,
+        args.model_uri,
+        registry_blessing.model_label(args.model_uri),
+        args.reason,
+    )
+    results = [send(call, vertex.region, credentials) for call in change.calls.values()]
+    serving = change.serving
+    if serving is None:  # uploaded: the new version's id is known once the upload is done
+        uploaded = results[-1].result(timeout=UPLOAD_TIMEOUT_S)
+        model_name, serving = uploaded.model, uploaded.model_version_id
+    print(f"{change.summary} as {model_name}@{serving} ({registry_blessing.BLESSED_LABEL})")
+    _move_traffic(config, model_name, serving, vertex.region, credentials)
+    return 0
+
+
+def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> dict[str, Any]:
+    """Every request a real action may send, in order, with stand-ins for the lookups'."""
+    from kubeflow import endpoint_traffic, registry_blessing
+    from kubeflow import model_aliases as aliases
+    from kubeflow.vertex_requests import parent
+
+    action, version = args.serving_action, getattr(args, "version", None)
     planned = {"lookup": lookup, "versions": aliases.list_versions_call(aliases.FOUND_MODEL)}
     if action == "list":
         return planned
-    planned.update(aliases.planned_change(action, version, reason))
+    if action == "bless":
+        registry = config.vertex.model_registry
+        planned.update(
+            registry_blessing.planned_bless(registry, parent(config), args.model_uri, args.reason)
+        )
+        version = registry_blessing.FOUND_BLESSED
+    else:
+        planned.update(aliases.planned_change(action, version, getattr(args, "reason", "")))
     serving = aliases.FOUND_PREVIOUS if action == "rollback" else version
     if action != "unpin":
         planned.update(endpoint_traffic.planned_traffic_calls(config, aliases.FOUND_MODEL, serving))

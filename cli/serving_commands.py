@@ -4,7 +4,7 @@ The serving folder is the run folder's `serving_model/` (from the same
 --config/--dataset/--output-dir flags `run` takes). Folder moves live in
 `components/serving/versions.py` (the Pusher honours them too), the manual
 blessing in `pipeline/manual_blessing.py`, the Vertex AI Model Registry variant
-(`--vertex`, all but bless) in `cli/registry_commands.py`.
+(`--vertex`) in `cli/registry_commands.py`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from common.config import BUILTIN_DATASETS, PipelineConfig
 
 SERVING_COMMAND = "serving"
 ACTIONS = ("list", "rollback", "pin", "unpin", "restore", "bless")
-# The actions that also work on the Vertex AI Model Registry (`--vertex`).
-REGISTRY_ACTIONS = ("list", "rollback", "pin", "unpin", "restore")
 
 
 def add_serving_commands(commands: argparse._SubParsersAction) -> None:
@@ -51,7 +49,12 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
     parsers["bless"].add_argument(
         "--model-id", type=int, help="ML Metadata id of the Model (default: the newest)"
     )
-    for name in REGISTRY_ACTIONS:
+    parsers["bless"].add_argument(
+        "--model-uri",
+        metavar="URI",
+        help="with --vertex: the Trainer's model, gs://.../Trainer/model/<id>/Format-Serving",
+    )
+    for name in ACTIONS:
         parsers[name].add_argument(
             "--vertex",
             action="store_true",

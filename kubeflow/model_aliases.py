@@ -22,6 +22,7 @@ deleted:
 
 When `vertex.model_registry.endpoint_display_name` is set, the endpoint's
 traffic follows the version that now serves (`kubeflow/endpoint_traffic.py`).
+The manual blessing (`kubeflow/registry_blessing.py`) builds on the same notes.
 The requests are built here, offline, so `--dry-run` prints exactly what is sent.
 """
 
@@ -112,7 +113,7 @@ def registry_change(
       RegistryActionError: the action cannot be done (the message names the entry
         and the version, and what to do instead).
     """
-    note = _Note(now)
+    note = Note(now)
     if action == "unpin":
         pinned = pinned_version(versions)
         if pinned is None:
@@ -128,7 +129,7 @@ def registry_change(
 
 def planned_change(action: str, version: str | None = None, reason: str = "") -> dict[str, ApiCall]:
     """What a real `action` sends after the lookups, with stand-ins for what they find."""
-    note = _Note(None)
+    note = Note(None)
     if action == "unpin":
         return _unpin(FOUND_MODEL, FOUND_PINNED).calls
     if action == "rollback":
@@ -155,7 +156,8 @@ def _find(model_name: str, versions: Sequence[gca.Model], version: str | None) -
     return found
 
 
-def _refuse_while_pinned(model_name: str, versions: Sequence[gca.Model], allowed: str = "") -> None:
+def refuse_while_pinned(model_name: str, versions: Sequence[gca.Model], allowed: str = "") -> None:
+    """Raises RegistryActionError when a version other than `allowed` has the `pinned` alias."""
     pinned = pinned_version(versions)
     if pinned is not None and pinned.version_id != allowed:
         raise RegistryActionError(
@@ -165,13 +167,13 @@ def _refuse_while_pinned(model_name: str, versions: Sequence[gca.Model], allowed
 
 
 def _rollback(
-    model_name: str, versions: Sequence[gca.Model], reason: str, note: _Note
+    model_name: str, versions: Sequence[gca.Model], reason: str, note: Note
 ) -> RegistryChange:
     """Labels the default version rolled back, then moves `default` to the one before.
 
     The label first, so a crash after it leaves that version marked, never a second default.
     """
-    _refuse_while_pinned(model_name, versions)
+    refuse_while_pinned(model_name, versions)
     current = served_version(versions)
     if current is None:
         raise RegistryActionError(f"{model_name}: no version has the {DEFAULT_ALIAS} alias")
@@ -192,21 +194,21 @@ def _rollback(
 
 
 def _rollback_calls(
-    model_name: str, current: str, previous: str, labels: dict, reason: str, note: _Note
+    model_name: str, current: str, previous: str, labels: dict, reason: str, note: Note
 ) -> RegistryChange:
     calls = {
         "label_rolled_back": note.set_aside(model_name, current, labels, reason),
-        "move_default_alias": _aliases_call(model_name, previous, [DEFAULT_ALIAS]),
+        "move_default_alias": aliases_call(model_name, previous, [DEFAULT_ALIAS]),
     }
     summary = f"rolled back {model_name}@{current}; serving {previous} ({DEFAULT_ALIAS})"
     return RegistryChange(calls, previous, summary)
 
 
 def _pin(
-    model_name: str, versions: Sequence[gca.Model], target: gca.Model, reason: str, note: _Note
+    model_name: str, versions: Sequence[gca.Model], target: gca.Model, reason: str, note: Note
 ) -> RegistryChange:
     """Labels each newer version rolled back, describes the pin, then moves both aliases."""
-    _refuse_while_pinned(model_name, versions, allowed=target.version_id)
+    refuse_while_pinned(model_name, versions, allowed=target.version_id)
     newer = sorted(
         (
             v
@@ -229,7 +231,7 @@ def _pin_calls(
     newer: list[str],
     labels: dict[str, dict],
     reason: str,
-    note: _Note,
+    note: Note,
 ) -> RegistryChange:
     """Requests of a pin; `labels` holds those of the versions to relabel (the pinned
     version only when it was rolled back)."""
@@ -244,7 +246,7 @@ def _pin_calls(
             model_name, version, "restored", labels=_without_rolled_back(labels[version])
         )
     calls["describe_pin"] = note.describe(model_name, version, "pinned", reason)
-    calls["move_default_and_pinned_aliases"] = _aliases_call(
+    calls["move_default_and_pinned_aliases"] = aliases_call(
         model_name, version, [DEFAULT_ALIAS, PINNED_ALIAS]
     )
     aside = f"; set aside {', '.join(newer)}" if newer else ""
@@ -257,12 +259,12 @@ def _pin_calls(
 
 def _unpin(model_name: str, version: str) -> RegistryChange:
     """Removes the `pinned` alias; the pin's note stays in the version's description."""
-    calls = {"remove_pinned_alias": _aliases_call(model_name, version, [f"-{PINNED_ALIAS}"])}
+    calls = {"remove_pinned_alias": aliases_call(model_name, version, [f"-{PINNED_ALIAS}"])}
     return RegistryChange(calls, None, f"unpinned {model_name}@{version}")
 
 
 def _restore(
-    model_name: str, versions: Sequence[gca.Model], target: gca.Model, note: _Note
+    model_name: str, versions: Sequence[gca.Model], target: gca.Model, note: Note
 ) -> RegistryChange:
     """Removes the rolled-back label; `default` moves to it when it is newer than the served one.
 
@@ -277,14 +279,14 @@ def _restore(
         )
     pinned = pinned_version(versions)
     if pinned is not None and int(version) > int(pinned.version_id):
-        _refuse_while_pinned(model_name, versions)  # it would serve over the pin
+        refuse_while_pinned(model_name, versions)  # it would serve over the pin
     current = served_version(versions)
     newer = current is None or int(version) > int(current.version_id)
     return _restore_calls(model_name, version, dict(target.labels), note, becomes_default=newer)
 
 
 def _restore_calls(
-    model_name: str, version: str, labels: dict, note: _Note, becomes_default: bool
+    model_name: str, version: str, labels: dict, note: Note, becomes_default: bool
 ) -> RegistryChange:
     calls = {
         "remove_rolled_back_label": note.describe(
@@ -293,7 +295,7 @@ def _restore_calls(
     }
     if not becomes_default:
         return RegistryChange(calls, None, f"restored {model_name}@{version}")
-    calls["move_default_alias"] = _aliases_call(model_name, version, [DEFAULT_ALIAS])
+    calls["move_default_alias"] = aliases_call(model_name, version, [DEFAULT_ALIAS])
     return RegistryChange(calls, version, f"restored {model_name}@{version} (serving)")
 
 
@@ -301,19 +303,28 @@ def _without_rolled_back(labels: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in labels.items() if key != ROLLED_BACK_LABEL}
 
 
-def _aliases_call(model_name: str, version: str, aliases: list[str]) -> ApiCall:
+def aliases_call(model_name: str, version: str, aliases: list[str]) -> ApiCall:
     request = gca.MergeVersionAliasesRequest(
         name=f"{model_name}@{version}", version_aliases=aliases
     )
     return ApiCall("ModelService.MergeVersionAliases", request)
 
 
-class _Note:
+class Note:
     """Version labels and descriptions that say what was done, when and by whom."""
 
     def __init__(self, now: datetime.datetime | None):
         self.now = now or datetime.datetime.now(datetime.timezone.utc)
         self.who = operator_name()
+
+    def description(self, what: str, reason: str = "") -> str:
+        """ "<what> <when> by <who>: <reason>", for a version's description."""
+        when = self.now.isoformat(timespec="seconds")
+        return f"{what} {when} by {self.who}" + (f": {reason}" if reason else "")
+
+    def stamp(self) -> str:
+        """When, as a label value (seconds since the epoch)."""
+        return str(int(self.now.timestamp()))
 
     def describe(
         self,
@@ -327,10 +338,10 @@ class _Note:
 
         `labels` replace all the version's labels; None leaves them as they are.
         """
-        when = self.now.isoformat(timespec="seconds")
-        description = f"{what} {when} by {self.who}" + (f": {reason}" if reason else "")
         model = gca.Model(
-            name=f"{model_name}@{version}", labels=labels or {}, version_description=description
+            name=f"{model_name}@{version}",
+            labels=labels or {},
+            version_description=self.description(what, reason),
         )
         paths = ["version_description"] if labels is None else ["labels", "version_description"]
         request = gca.UpdateModelRequest(
@@ -340,5 +351,5 @@ class _Note:
 
     def set_aside(self, model_name: str, version: str, labels: dict, reason: str) -> ApiCall:
         """Labels a version rolled back (the fingerprint label stays: the Pusher still knows it)."""
-        marked = {**labels, ROLLED_BACK_LABEL: str(int(self.now.timestamp()))}
+        marked = {**labels, ROLLED_BACK_LABEL: self.stamp()}
         return self.describe(model_name, version, "rolled back", reason, labels=marked)

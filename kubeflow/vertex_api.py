@@ -19,6 +19,8 @@ from common.timeouts import call_with_timeout
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CHECK_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 60.0
+# How long `serving bless --vertex` waits for its upload (a long-running operation).
+UPLOAD_TIMEOUT_S = 900.0
 
 
 class VertexUnreachableError(RuntimeError):
