@@ -1,11 +1,11 @@
 """The endpoint's traffic follows the registry version that serves after a person moves it.
 
 The registry Pusher deploys each new version to `vertex.model_registry.endpoint_display_name`
-with all the traffic. When a person moves the `default` alias (kubeflow/model_aliases.py; a manual
-blessing too, kubeflow/registry_blessing.py),
-the endpoint moves too: all its traffic goes to the version that now serves, deployed
-first (with `traffic_split {"0": 100}`, so the switch happens when the deploy is done) if
-it is not deployed. Nothing is undeployed, so the move back is one more traffic change.
+with all the traffic. When a person moves the `default` alias (kubeflow/model_aliases.py,
+kubeflow/registry_blessing.py), the endpoint moves too: all its traffic goes to the
+version that now serves, deployed first (with `traffic_split {"0": 100}`, so the switch
+happens when the deploy is done) if it is not deployed. Nothing is undeployed, so the
+move back is one more traffic change.
 """
 
 from __future__ import annotations
