@@ -4,7 +4,7 @@ The serving folder is the run folder's `serving_model/` (from the same
 --config/--dataset/--output-dir flags `run` takes). Folder moves live in
 `components/serving/versions.py` (the Pusher honours them too), the manual
 blessing in `pipeline/manual_blessing.py`, the Vertex AI Model Registry variant
-(`--vertex`) in `kubeflow/model_aliases.py`.
+(`--vertex`) in `cli/registry_commands.py`.
 """
 
 from __future__ import annotations
@@ -40,14 +40,21 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         ),
     }
     for name in ("pin", "restore"):
-        parsers[name].add_argument("version", metavar="VERSION", help="a version (folder name)")
+        parsers[name].add_argument(
+            "version", metavar="VERSION", help="a version (folder name; with --vertex its id)"
+        )
     for name in ("rollback", "pin"):
         parsers[name].add_argument("--reason", default="", help="why (kept in the note)")
     parsers["bless"].add_argument("--reason", required=True, help="why the Evaluator is overruled")
     parsers["bless"].add_argument(
         "--model-id", type=int, help="ML Metadata id of the Model (default: the newest)"
     )
-    for name in ("list", "rollback"):
+    parsers["bless"].add_argument(
+        "--model-uri",
+        metavar="URI",
+        help="with --vertex: the Trainer's model, gs://.../Trainer/model/<id>/Format-Serving",
+    )
+    for name in ACTIONS:
         parsers[name].add_argument(
             "--vertex",
             action="store_true",
@@ -78,9 +85,9 @@ def run_serving_command(args: argparse.Namespace) -> int:
 def _run_action(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "output_dir": args.output_dir})
     if getattr(args, "vertex", False):
-        from cli.vertex_commands import run_registry_action
+        from cli.registry_commands import run_registry_action
 
-        return run_registry_action(config, args.serving_action, args.reason, args.dry_run)
+        return run_registry_action(config, args)
     from components.serving import versions
 
     base = str(config.serving_dir)

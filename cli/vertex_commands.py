@@ -106,7 +106,8 @@ def _job(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> 
     )
 
 
-def _print_calls(calls: dict[str, Any]) -> None:
+def print_calls(calls: dict[str, Any]) -> None:
+    """Prints named requests as JSON, in order: what `--dry-run` shows."""
     print(json.dumps({step: call.to_dict() for step, call in calls.items()}, indent=2))
 
 
@@ -116,7 +117,7 @@ def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) 
 
     call = create_job_call(config, _job(config, args, credentials))
     if args.dry_run:
-        _print_calls({"submit": call})
+        print_calls({"submit": call})
         return 0
     job = send(call, config.vertex.region, credentials)
     print(f"submitted {job.name}: https://console.cloud.google.com/vertex-ai/pipelines")
@@ -131,7 +132,7 @@ def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any
     if args.action == "list":
         call = requests.list_schedules_call(config)
         if args.dry_run:
-            _print_calls({"list": call})
+            print_calls({"list": call})
             return 0
         for found in send(call, region, credentials):
             print(f"{found.name}  {found.display_name}  {found.state.name}  {found.cron}")
@@ -145,7 +146,7 @@ def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any
             config, job, args.cron, credentials or job.credentials
         )
     if args.dry_run:
-        _print_calls(_planned_calls(args.action, config, lookup, schedule))
+        print_calls(_planned_calls(args.action, config, lookup, schedule))
         return 0
     existing = list(send(lookup, region, credentials))
     if args.action == "create" and not existing:
@@ -184,49 +185,3 @@ def _planned_calls(
     if action == "update":
         return {"lookup": lookup, "update": requests.update_schedule_call(schedule, found)}
     return {"lookup": lookup, action: requests.named_schedule_call(action, found)}
-
-
-def run_registry_action(config: PipelineConfig, action: str, reason: str, dry_run: bool) -> int:
-    """`serving list|rollback --vertex`: the Model Registry entry's versions, or a rollback."""
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
-    from kubeflow import model_aliases as aliases
-    from kubeflow.vertex_api import VertexUnreachableError, connect, send
-
-    lookup = aliases.find_model_call(config)
-    if dry_run:
-        if action == "list":
-            planned = {
-                "lookup": lookup,
-                "versions": aliases.list_versions_call(aliases.FOUND_MODEL),
-            }
-        else:
-            planned = aliases.planned_rollback_calls(config, reason)
-        _print_calls(planned)
-        return 0
-    region = _region(config)
-    try:
-        credentials = connect(region)
-        found = list(send(lookup, region, credentials))
-        if not found:
-            print(
-                f"tpu-pipeline: no registry entry matches {lookup.request.filter}", file=sys.stderr
-            )
-            return 1
-        model_name = found[0].name
-        versions = list(send(aliases.list_versions_call(model_name), region, credentials))
-        if action == "list":
-            for version in sorted(versions, key=lambda v: int(v.version_id)):
-                marks = list(version.version_aliases)
-                if aliases.is_rolled_back(version.labels):
-                    marks.append(f"rolled back: {version.version_description}")
-                print(f"{version.version_id}  {', '.join(marks)}")
-            return 0
-        for call in aliases.rollback_calls(model_name, versions, reason):
-            send(call, region, credentials)
-        print(f"rolled back {model_name}: {aliases.DEFAULT_ALIAS} moved to {call.request.name}")
-        return 0
-    except (VertexUnreachableError, aliases.RollbackError) as error:
-        print(f"tpu-pipeline: {error}", file=sys.stderr)
-        return 1

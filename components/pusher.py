@@ -75,7 +75,7 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
 
         base_directory = destination.filesystem.base_directory
         with serving_lock(base_directory):  # rollback and pin take turns with the push
-            if self._refuse_push(input_dict, base_directory, pushed_model):
+            if self._refuse_push(input_dict, base_directory, pushed_model, custom_config):
                 return
             result = push_model_version(
                 self.GetModelPath(input_dict), base_directory, before_publish=check_first
@@ -94,16 +94,30 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
 
     def _refuse_push(
-        self, input_dict: dict[str, list[Any]], base_directory: str, pushed_model: Any
+        self,
+        input_dict: dict[str, list[Any]],
+        base_directory: str,
+        pushed_model: Any,
+        custom_config: dict[str, Any],
     ) -> bool:
         """Marks the model not pushed when a pin stands or it was rolled back before."""
-        refusal = push_refusal(self.GetModelPath(input_dict), base_directory)
+        refusal = self._push_refusal(self.GetModelPath(input_dict), base_directory, custom_config)
         if refusal is None:
             return False
         logging.warning("Blessed model not pushed: %s", refusal)
         self._MarkNotPushed(pushed_model)
         pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, refusal)
         return True
+
+    def _push_refusal(
+        self, model_dir: str, base_directory: str, custom_config: dict[str, Any]
+    ) -> str | None:
+        """Why not to push `model_dir` (the serving folder's pin or set-aside versions), or None.
+
+        A Pusher that serves from elsewhere too (kubeflow/model_registry.py) adds its own reasons.
+        """
+        del custom_config  # the serving folder says it all here
+        return push_refusal(model_dir, base_directory)
 
 
 class AtomicPusher(Pusher):

@@ -10,6 +10,12 @@ Whether a model is registered already is asked of the registry itself: each
 version carries a label with the model's fingerprint. So an upload or a deploy
 that failed is retried by the next run, even though the push itself is then
 recognised as done.
+
+Before anything is pushed, the registry is asked too, as the local Pusher asks
+the serving folder (`components/serving/versions.push_refusal`): while a
+version has the `pinned` alias (`tpu-pipeline serving pin --vertex`), or when
+the candidate is a version rolled back before, nothing is pushed, uploaded or
+deployed, and the run's push says why (`push_refused`).
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ REGISTRY_KEY = "vertex_model_registry"
 FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"
 # Set by `tpu-pipeline serving rollback --vertex` (kubeflow/model_aliases.py).
 ROLLED_BACK_LABEL = "tpu_pipeline_rolled_back"
+# Set by `tpu-pipeline serving pin --vertex`: an alias names one version of an entry.
+PINNED_ALIAS = "pinned"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +99,43 @@ def register_model_version(
     return Registration(model, newly_registered)
 
 
+def registry_refusal(
+    model_dir: str, registry: ModelRegistryConfig, project: str, region: str, aiplatform: Any
+) -> str | None:
+    """Why the registry forbids pushing `model_dir` now, or None.
+
+    A version has the `pinned` alias, or the model (by fingerprint) is a version
+    rolled back: it is never served again by a later run unless a person restores it.
+    """
+    location = dict(project=project, location=region)
+    entries = aiplatform.Model.list(
+        filter=f'display_name="{registry.model_display_name}"', **location
+    )
+    if not entries:
+        return None
+    parent = entries[0].resource_name
+    versions = aiplatform.ModelRegistry(parent, **location).list_versions()
+    pinned = next((v for v in versions if PINNED_ALIAS in (v.version_aliases or ())), None)
+    if pinned is not None:
+        return (
+            f"serving is pinned to version {pinned.version_id} ({pinned.version_description}); "
+            "`tpu-pipeline serving unpin --vertex` to push again"
+        )
+    model = _version_labelled(aiplatform, parent, fingerprint_label(model_dir), location)
+    if model is not None and is_rolled_back(model.labels):
+        return (
+            f"this model was rolled back as version {model.version_id} "
+            f"({model.version_description}); "
+            f"`tpu-pipeline serving restore {model.version_id} --vertex` to serve it again"
+        )
+    return None
+
+
+def is_deployment_of(deployed: Any, model_name: str, version_id: str) -> bool:
+    """Whether an endpoint's DeployedModel serves that version (its name may end in "@<id>")."""
+    return (deployed.model.split("@")[0], deployed.model_version_id) == (model_name, version_id)
+
+
 def is_rolled_back(labels: Any) -> bool:
     """Whether a version's labels say it was rolled back: never deployed again by a run."""
     return ROLLED_BACK_LABEL in dict(labels or {})
@@ -118,9 +163,10 @@ def _deploy_unless_deployed(
         if endpoints
         else aiplatform.Endpoint.create(display_name=registry.endpoint_display_name, **location)
     )
-    # A deployed model's name may end in "@<version>"; its version id says which.
-    deployed = {(d.model.split("@")[0], d.model_version_id) for d in endpoint.list_models()}
-    if (model.resource_name, model.version_id) in deployed:
+    if any(
+        is_deployment_of(deployed, model.resource_name, model.version_id)
+        for deployed in endpoint.list_models()
+    ):
         return
     model.deploy(
         endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
@@ -143,16 +189,10 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
         if pushed_model.get_int_custom_property("pushed") != 1:
             return  # not blessed
         custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        settings = dict(custom_config[REGISTRY_KEY])
-        project, region = settings.pop("project"), settings.pop("region")
-        from google.cloud import aiplatform
-
         registration = register_model_version(
             pushed_model.get_string_custom_property("pushed_destination"),
-            ModelRegistryConfig.model_validate(settings),
-            project,
-            region,
-            aiplatform,
+            *_registry_settings(custom_config),
+            vertex_sdk(),
         )
         model = registration.model
         logging.info(
@@ -161,6 +201,28 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             model.resource_name,
             model.version_id,
         )
+
+    def _push_refusal(
+        self, model_dir: str, base_directory: str, custom_config: dict[str, Any]
+    ) -> str | None:
+        """The registry's reasons first (what serves on Vertex), then the serving folder's."""
+        return registry_refusal(
+            model_dir, *_registry_settings(custom_config), vertex_sdk()
+        ) or super()._push_refusal(model_dir, base_directory, custom_config)
+
+
+def _registry_settings(custom_config: dict[str, Any]) -> tuple[ModelRegistryConfig, str, str]:
+    """The registry section of the Pusher's custom_config: (registry, project, region)."""
+    settings = dict(custom_config[REGISTRY_KEY])
+    project, region = settings.pop("project"), settings.pop("region")
+    return ModelRegistryConfig.model_validate(settings), project, region
+
+
+def vertex_sdk() -> Any:
+    """The `google.cloud.aiplatform` module, imported when a push needs it (slow to import)."""
+    from google.cloud import aiplatform
+
+    return aiplatform
 
 
 class RegistryPusher(AtomicPusher):

@@ -19,6 +19,8 @@ from common.timeouts import call_with_timeout
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CHECK_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 60.0
+# How long `serving bless --vertex` waits for its upload (a long-running operation).
+UPLOAD_TIMEOUT_S = 900.0
 
 
 class VertexUnreachableError(RuntimeError):
@@ -85,6 +87,7 @@ def connect(region: str) -> Any:
 def send(call: Any, region: str, credentials: Any) -> Any:
     """Makes one API call (`kubeflow.vertex_requests.ApiCall`): one try, with a deadline."""
     from google.cloud.aiplatform_v1 import (
+        EndpointServiceClient,
         ModelServiceClient,
         PipelineServiceClient,
         ScheduleServiceClient,
@@ -92,6 +95,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
 
     service, method = call.method.split(".")
     client_type = {
+        "EndpointService": EndpointServiceClient,
         "ModelService": ModelServiceClient,
         "PipelineService": PipelineServiceClient,
         "ScheduleService": ScheduleServiceClient,

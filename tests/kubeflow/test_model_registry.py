@@ -54,6 +54,10 @@ class FakeVertex:
                     parent, {"display_name": kwargs["display_name"], "versions": []}
                 )
                 version = FakeVersion(vertex, parent, str(len(entry["versions"]) + 1), kwargs)
+                if kwargs["is_default_version"] or not entry["versions"]:
+                    for other in entry["versions"]:  # an alias names one version
+                        other.version_aliases.remove("default")
+                    version.version_aliases.append("default")
                 entry["versions"].append(version)
                 return version
 
@@ -61,12 +65,19 @@ class FakeVertex:
             def __init__(self, parent, project, location):
                 self.parent = parent
 
-            def list_versions(self, filter):
-                key, value = re.fullmatch(r'labels\.(\w+)="(.*)"', filter).groups()
+            def list_versions(self, filter=None):
+                """Every version, or those whose label matches `labels.KEY="VALUE"`."""
+                key, value = (
+                    re.fullmatch(r'labels\.(\w+)="(.*)"', filter).groups() if filter else 2 * [None]
+                )
                 return [
-                    types.SimpleNamespace(version_id=version.version_id)
+                    types.SimpleNamespace(
+                        version_id=version.version_id,
+                        version_aliases=list(version.version_aliases),
+                        version_description=version.version_description,
+                    )
                     for version in vertex.entries[self.parent]["versions"]
-                    if version.labels.get(key) == value
+                    if filter is None or version.labels.get(key) == value
                 ]
 
         class Endpoint:
@@ -103,6 +114,8 @@ class FakeVersion:
         self._vertex = vertex
         self.resource_name, self.version_id = parent, version_id
         self.artifact_uri, self.labels = upload["artifact_uri"], upload.get("labels", {})
+        self.version_aliases: list[str] = []
+        self.version_description = ""
 
     def deploy(self, endpoint, machine_type, traffic_percentage):
         self._vertex._maybe_fail("deploy")
@@ -120,7 +133,7 @@ def saved_model_dir(tmp_path, checksum: int) -> str:
 
 
 def register(model_dir: str, vertex: FakeVertex, **registry):
-    config = ModelRegistryConfig(model_display_name="digits-cnn", **registry)
+    config = ModelRegistryConfig(**{"model_display_name": "digits-cnn", **registry})
     return register_model_version(model_dir, config, "my-project", "us-central1", vertex)
 
 
@@ -225,3 +238,83 @@ def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_bef
     # The push was done by an earlier run whose upload failed: the registry decides.
     assert len(_run_executor(monkeypatch, pushed=True, already_pushed=True)) == 1
     assert _run_executor(monkeypatch, pushed=False, already_pushed=False) == []  # not blessed
+
+
+def _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex: FakeVertex):
+    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`."""
+    import shutil
+
+    from common.config import load_config
+    from common.tfx_api import standard_artifacts
+    from components.contract import pusher_sections
+    from kubeflow import model_registry
+    from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
+
+    monkeypatch.setattr(model_registry, "vertex_sdk", lambda: vertex)
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / "trainer-output")
+    shutil.copytree(saved_model_dir(tmp_path, 2), tmp_path / "trainer-output" / "Format-Serving")
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.set_int_custom_property("blessed", 1)
+    pushed_model = standard_artifacts.PushedModel()
+    pushed_model.uri = str(tmp_path / "pushed")
+    config = load_config(str(DEPLOYMENT_CONFIGS["tpu"]))
+    custom_config = {**pusher_sections(config), **registry_custom_config(config.vertex)}
+    serving_dir = tmp_path / "serving"
+    RegistryPusherExecutor().Do(
+        {"model": [model], "model_blessing": [blessing]},
+        {"pushed_model": [pushed_model]},
+        {
+            "push_destination": json.dumps({"filesystem": {"base_directory": str(serving_dir)}}),
+            "custom_config": json.dumps(custom_config),
+        },
+    )
+    return pushed_model, serving_dir
+
+
+def test_while_a_version_is_pinned_the_registry_pusher_pushes_uploads_and_deploys_nothing(
+    tmp_path, monkeypatch
+):
+    from components.pusher import PUSH_REFUSED_PROPERTY
+    from components.serving.publish import pushed_versions
+    from kubeflow.model_registry import PINNED_ALIAS
+
+    vertex = FakeVertex()
+    register(saved_model_dir(tmp_path, 1), vertex, model_display_name="tpu-pipeline-digits")
+    (pinned,) = vertex.versions("tpu-pipeline-digits")
+    pinned.version_aliases.append(PINNED_ALIAS)
+    pinned.version_description = "pinned 2026-12-01T14:00:00+00:00 by ops@host: known good"
+
+    pushed_model, serving_dir = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY) == (
+        "serving is pinned to version 1 (pinned 2026-12-01T14:00:00+00:00 by ops@host: "
+        "known good); `tpu-pipeline serving unpin --vertex` to push again"
+    )
+    assert len(vertex.uploads) == 1 and vertex.endpoints == []
+    assert pushed_versions(str(serving_dir)) == []  # the serving folder got nothing either
+
+
+def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tmp_path):
+    from kubeflow.model_registry import ROLLED_BACK_LABEL, registry_refusal
+
+    vertex = FakeVertex()
+    models = [saved_model_dir(tmp_path, 1), saved_model_dir(tmp_path, 2)]
+    for model_dir in models:
+        register(model_dir, vertex)
+    rolled_back = vertex.versions("digits-cnn")[1]
+    rolled_back.labels[ROLLED_BACK_LABEL] = "1"
+    rolled_back.version_description = "rolled back by ops@host: wrong labels"
+    registry = ModelRegistryConfig(model_display_name="digits-cnn")
+
+    def refusal(model_dir):
+        return registry_refusal(model_dir, registry, "my-project", "us-central1", vertex)
+
+    assert refusal(models[1]) == (
+        "this model was rolled back as version 2 (rolled back by ops@host: wrong labels); "
+        "`tpu-pipeline serving restore 2 --vertex` to serve it again"
+    )
+    assert refusal(models[0]) is None  # in place: registered already, not refused
+    assert refusal(saved_model_dir(tmp_path, 3)) is None  # a new model

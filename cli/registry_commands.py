@@ -1,0 +1,173 @@
+"""`tpu-pipeline serving list|rollback|pin|unpin|restore --vertex`: the Model Registry entry.
+
+The requests are decided in `kubeflow/model_aliases.py` from the entry's
+versions, and the endpoint's traffic in `kubeflow/endpoint_traffic.py`;
+`--dry-run` prints them (with stand-ins for what the lookups find) and needs no
+network. Errors are one line naming the entry and the version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from cli.vertex_commands import print_calls
+from common.config import PipelineConfig
+
+
+def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
+    """Runs one `serving` action on the registry entry (`vertex.model_registry`)."""
+    from cli.console import quiet_library_warnings
+
+    quiet_library_warnings()
+    from kubeflow import model_aliases as aliases
+    from kubeflow.runner import require_vertex
+    from kubeflow.vertex_api import VertexUnreachableError, connect, send
+
+    action = args.serving_action
+    version, reason = getattr(args, "version", None), getattr(args, "reason", "")
+    lookup = aliases.find_model_call(config)
+    region = require_vertex(config).region
+    try:
+        if action == "bless":
+            _require_model_uri(args.model_uri)
+        if args.dry_run:
+            print_calls(_planned(config, args, lookup))
+            return 0
+        credentials = connect(region)
+        found = list(send(lookup, region, credentials))
+        if not found and action != "bless":  # a bless uploads the entry's first version
+            print(
+                f"tpu-pipeline: no registry entry matches {lookup.request.filter}", file=sys.stderr
+            )
+            return 1
+        model_name = found[0].name if found else None
+        versions = (
+            list(send(aliases.list_versions_call(model_name), region, credentials))
+            if model_name
+            else []
+        )
+        if action == "list":
+            _print_versions(versions)
+            return 0
+        if action == "bless":
+            return _bless(config, args, model_name, versions, credentials)
+        change = aliases.registry_change(action, model_name, versions, version, reason)
+        for call in change.calls.values():
+            send(call, region, credentials)
+        print(change.summary)
+        if change.serving is not None:
+            _move_traffic(config, model_name, change.serving, region, credentials)
+        return 0
+    except (VertexUnreachableError, aliases.RegistryActionError) as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return 1
+
+
+def _require_model_uri(model_uri: str | None) -> None:
+    from kubeflow.model_aliases import RegistryActionError
+    from kubeflow.registry_blessing import check_model_uri
+
+    if not model_uri:
+        raise RegistryActionError(
+            "serving bless --vertex: give --model-uri, the gs:// URI of the Trainer's model "
+            "the Evaluator refused (.../Trainer/model/<id>/Format-Serving)"
+        )
+    check_model_uri(model_uri)
+
+
+def _bless(
+    config: PipelineConfig,
+    args: argparse.Namespace,
+    model_name: str | None,
+    versions: Sequence[Any],
+    credentials: Any,
+) -> int:
+    """Uploads the model (or gives the version holding it `default`); the endpoint follows."""
+    from kubeflow import registry_blessing
+    from kubeflow.runner import require_vertex
+    from kubeflow.vertex_api import UPLOAD_TIMEOUT_S, send
+    from kubeflow.vertex_requests import parent
+
+    vertex = require_vertex(config)
+    change = registry_blessing.bless_change(
+        vertex.model_registry,
+        parent(config),
+        model_name,
+        versions,
+        args.model_uri,
+        registry_blessing.model_label(args.model_uri),
+        args.reason,
+    )
+    results = [send(call, vertex.region, credentials) for call in change.calls.values()]
+    serving = change.serving
+    if serving is None:  # uploaded: the new version's id is known once the upload is done
+        uploaded = results[-1].result(timeout=UPLOAD_TIMEOUT_S)
+        model_name, serving = uploaded.model, uploaded.model_version_id
+    print(f"{change.summary} as {model_name}@{serving} ({registry_blessing.BLESSED_LABEL})")
+    _move_traffic(config, model_name, serving, vertex.region, credentials)
+    return 0
+
+
+def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> dict[str, Any]:
+    """Every request a real action may send, in order, with stand-ins for the lookups'."""
+    from kubeflow import endpoint_traffic, registry_blessing
+    from kubeflow import model_aliases as aliases
+    from kubeflow.vertex_requests import parent
+
+    action, version = args.serving_action, getattr(args, "version", None)
+    planned = {"lookup": lookup, "versions": aliases.list_versions_call(aliases.FOUND_MODEL)}
+    if action == "list":
+        return planned
+    if action == "bless":
+        registry = config.vertex.model_registry
+        planned.update(
+            registry_blessing.planned_bless(registry, parent(config), args.model_uri, args.reason)
+        )
+        version = registry_blessing.FOUND_BLESSED
+    else:
+        planned.update(aliases.planned_change(action, version, getattr(args, "reason", "")))
+    serving = aliases.FOUND_PREVIOUS if action == "rollback" else version
+    if action != "unpin":
+        planned.update(endpoint_traffic.planned_traffic_calls(config, aliases.FOUND_MODEL, serving))
+    return planned
+
+
+def _move_traffic(
+    config: PipelineConfig, model_name: str, version: str, region: str, credentials: Any
+) -> None:
+    """All of the configured endpoint's traffic to `model_name@version` (none configured: none)."""
+    from kubeflow import endpoint_traffic
+    from kubeflow.vertex_api import send
+
+    registry = endpoint_traffic.registry_endpoint(config)
+    if registry is None:
+        return
+    lookup = endpoint_traffic.find_endpoint_call(config, registry)
+    endpoints = list(send(lookup, region, credentials))
+    if not endpoints:
+        print(f"no endpoint matches {lookup.request.filter}: only the alias moved")
+        return
+    endpoint = endpoints[0]
+    call = endpoint_traffic.traffic_call(endpoint, model_name, version, registry)
+    send(call, region, credentials)
+    if call.method == "EndpointService.DeployModel":
+        print(
+            f"deploying {model_name}@{version} to {endpoint.name}: it takes all the traffic "
+            "when the deploy is done (nothing is undeployed)"
+        )
+    else:
+        print(f"{endpoint.name}: all traffic to {model_name}@{version} (nothing is undeployed)")
+
+
+def _print_versions(versions: Sequence[Any]) -> None:
+    """A line per version: its aliases, and why it is pinned or rolled back."""
+    from kubeflow import model_aliases as aliases
+
+    for found in sorted(versions, key=lambda v: int(v.version_id)):
+        marks = list(found.version_aliases)
+        if aliases.is_rolled_back(found.labels) or aliases.PINNED_ALIAS in marks:
+            marks.append(found.version_description)
+        print(f"{found.version_id}  {', '.join(marks)}")

@@ -1,0 +1,97 @@
+"""The endpoint's traffic follows the registry version that serves after a person moves it.
+
+The registry Pusher deploys each new version to `vertex.model_registry.endpoint_display_name`
+with all the traffic. When a person moves the `default` alias (kubeflow/model_aliases.py,
+kubeflow/registry_blessing.py), the endpoint moves too: all its traffic goes to the
+version that now serves, deployed first (with `traffic_split {"0": 100}`, so the switch
+happens when the deploy is done) if it is not deployed. Nothing is undeployed, so the
+move back is one more traffic change.
+"""
+
+from __future__ import annotations
+
+from google.cloud.aiplatform_v1 import types as gca
+from google.protobuf import field_mask_pb2
+
+from common.config import ModelRegistryConfig, PipelineConfig
+from kubeflow.model_registry import is_deployment_of
+from kubeflow.runner import require_vertex
+from kubeflow.vertex_requests import ApiCall, parent
+
+# Stand-in, in a dry run, for what only the lookup finds.
+FOUND_ENDPOINT = "<name of the endpoint the lookup finds>"
+FOUND_DEPLOYED = "<id of its deployed model of that version>"
+# DeployModel's name for the model it is deploying, in `traffic_split`.
+BEING_DEPLOYED = "0"
+
+
+def registry_endpoint(config: PipelineConfig) -> ModelRegistryConfig | None:
+    """The registry settings when they name an endpoint; None: the alias alone serves."""
+    registry = require_vertex(config).model_registry
+    return registry if registry and registry.endpoint_display_name else None
+
+
+def find_endpoint_call(config: PipelineConfig, registry: ModelRegistryConfig) -> ApiCall:
+    """EndpointService.ListEndpoints for the endpoint the Pusher deploys to."""
+    request = gca.ListEndpointsRequest(
+        parent=parent(config), filter=f'display_name="{registry.endpoint_display_name}"'
+    )
+    return ApiCall("EndpointService.ListEndpoints", request)
+
+
+def traffic_call(
+    endpoint: gca.Endpoint, model_name: str, version: str, registry: ModelRegistryConfig
+) -> ApiCall:
+    """Sends all of `endpoint`'s traffic to `model_name@version`, deploying it if need be."""
+    deployed = next(
+        (d for d in endpoint.deployed_models if is_deployment_of(d, model_name, version)), None
+    )
+    if deployed is None:
+        return deploy_call(endpoint.name, model_name, version, registry)
+    return split_call(endpoint, deployed.id)
+
+
+def deploy_call(
+    endpoint_name: str, model_name: str, version: str, registry: ModelRegistryConfig
+) -> ApiCall:
+    """DeployModel of one version, as the Pusher deploys (one replica), with all the traffic."""
+    deployed = gca.DeployedModel(
+        model=f"{model_name}@{version}",
+        dedicated_resources=gca.DedicatedResources(
+            machine_spec=gca.MachineSpec(machine_type=registry.endpoint_machine_type),
+            min_replica_count=1,
+            max_replica_count=1,
+        ),
+    )
+    request = gca.DeployModelRequest(
+        endpoint=endpoint_name, deployed_model=deployed, traffic_split={BEING_DEPLOYED: 100}
+    )
+    return ApiCall("EndpointService.DeployModel", request)
+
+
+def split_call(endpoint: gca.Endpoint, deployed_model_id: str) -> ApiCall:
+    """UpdateEndpoint of its traffic split only: 100% to one deployed model, 0 to the others."""
+    changed = gca.Endpoint(
+        name=endpoint.name,
+        display_name=endpoint.display_name,
+        traffic_split={deployed_model_id: 100},
+    )
+    request = gca.UpdateEndpointRequest(
+        endpoint=changed, update_mask=field_mask_pb2.FieldMask(paths=["traffic_split"])
+    )
+    return ApiCall("EndpointService.UpdateEndpoint", request)
+
+
+def planned_traffic_calls(
+    config: PipelineConfig, model_name: str, version: str
+) -> dict[str, ApiCall]:
+    """What follows an alias move to `version` in a real run (empty without an endpoint)."""
+    registry = registry_endpoint(config)
+    if registry is None:
+        return {}
+    found = gca.Endpoint(name=FOUND_ENDPOINT, display_name=registry.endpoint_display_name)
+    return {
+        "endpoint_lookup": find_endpoint_call(config, registry),
+        "if_deployed": split_call(found, FOUND_DEPLOYED),
+        "if_not_deployed": deploy_call(FOUND_ENDPOINT, model_name, version, registry),
+    }
