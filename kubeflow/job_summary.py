@@ -1,0 +1,133 @@
+"""A finished Vertex AI pipeline job, read back as the RunSummary a local run gets.
+
+The exit handler is given only the DAG's final status. The job itself
+(PipelineService.GetPipelineJob) lists every task's state and output artifacts
+(`job_detail.task_details[].outputs[key].artifacts[]`), and TFX's Vertex
+entrypoint records an artifact's properties and custom properties as keys of
+its `metadata` (`kubeflow_v2_entrypoint_utils.to_runtime_artifact`; integers
+arrive as floats, `blessed: 1.0`). From those come what the local summary reads
+from ML Metadata, through the same code: the DataGate's verdict with
+ExampleValidator's anomalies, the Evaluator's metrics (its TFMA output, on Cloud
+Storage) and blessing, and the Pusher's push.
+"""
+
+from __future__ import annotations
+
+import re
+
+from google.cloud.aiplatform_v1 import types as gca
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from common.tfx_api import ExampleAnomalies
+from components.data_checks.anomalies import (
+    DataRejectedError,
+    describe_anomalies,
+    rejection_message,
+)
+from kubeflow.vertex_api import ApiCall, connect, send
+from pipeline.pipeline import NodeIds
+from pipeline.run_summary import RunSummary
+
+_JOB_NAME = re.compile(
+    r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/pipelineJobs/(?P<job>[^/]+)$"
+)
+_State = gca.PipelineTaskDetail.State
+
+
+def job_name_parts(resource_name: str) -> dict[str, str] | None:
+    """`project`, `region` and `job` of a pipeline job's resource name, or None."""
+    match = _JOB_NAME.match(resource_name)
+    return match.groupdict() if match else None
+
+
+def read_pipeline_job(resource_name: str) -> gca.PipelineJob:
+    """The pipeline job `resource_name`, from Vertex AI in the job's own region.
+
+    Raises:
+      VertexUnreachableError: no credentials, or no network to the region's endpoint.
+      ValueError: `resource_name` names no pipeline job.
+    """
+    parts = job_name_parts(resource_name)
+    if parts is None:
+        raise ValueError(f"{resource_name!r} is not a pipeline job's resource name")
+    region = parts["region"]
+    call = ApiCall("PipelineService.GetPipelineJob", gca.GetPipelineJobRequest(name=resource_name))
+    return send(call, region, connect(region))
+
+
+def _component_tasks(job: gca.PipelineJob) -> dict[str, gca.PipelineTaskDetail]:
+    """The job's component tasks by name: not the DAGs holding them (the root, `tfx-dag`)."""
+    tasks = job.job_detail.task_details
+    parents = {task.parent_task_id for task in tasks}
+    return {task.task_name: task for task in tasks if task.task_id not in parents}
+
+
+def _output(
+    tasks: dict[str, gca.PipelineTaskDetail], task_name: str, key: str, written_property: str
+) -> gca.Artifact | None:
+    """The task's `key` artifact, if its executor wrote it (it then set `written_property`)."""
+    task = tasks.get(task_name)
+    artifacts = task.outputs[key].artifacts if task is not None and key in task.outputs else []
+    if artifacts and written_property in artifacts[0].metadata:
+        return artifacts[0]
+    return None
+
+
+def _rejection(tasks: dict[str, gca.PipelineTaskDetail], data_gate: gca.PipelineTaskDetail) -> str:
+    """Why the DataGate stopped the run: ExampleValidator's anomalies, one per problem."""
+    anomalies = _output(tasks, NodeIds.EXAMPLE_VALIDATOR, "anomalies", "split_names")
+    problems = []
+    if anomalies is not None:
+        artifact = ExampleAnomalies()
+        artifact.uri = anomalies.uri
+        artifact.split_names = anomalies.metadata["split_names"]
+        problems = describe_anomalies(artifact)
+    if not problems:  # the label mix drifted: only the DataGate's log says how
+        return f"{NodeIds.DATA_GATE}: {data_gate.error.message or 'the data was rejected'}"
+    return f"{DataRejectedError.__name__}: {rejection_message(problems)}"
+
+
+def job_summary(
+    pipeline_name: str,
+    status: pipeline_spec_pb2.PipelineTaskFinalStatus,
+    job: gca.PipelineJob,
+) -> RunSummary:
+    """The run's summary from the DAG's final `status` and the `job`'s tasks and artifacts.
+
+    Raises:
+      LookupError: the DAG succeeded but the Evaluator's or the Pusher's artifact is
+        missing or unwritten, so the outcome cannot be told.
+      Any error of TFMA's or TFDV's loaders reading the artifacts' files.
+    """
+    tasks = _component_tasks(job)
+    summary = RunSummary.without_results(pipeline_name, [], None, None)
+    summary.succeeded = status.state == "SUCCEEDED"
+    # The first task to fail stopped the run (the DAG's own error only lists them).
+    failed = sorted(
+        (task for task in tasks.values() if task.state == _State.FAILED),
+        key=lambda task: task.end_time,
+    )
+    if status.state == "CANCELLED":
+        stopped = [name for name, task in tasks.items() if task.state == _State.CANCELLED]
+        summary.interrupted = "a cancel" + (f" during {stopped[0]}" if stopped else "")
+        summary.error = f"interrupted by {summary.interrupted}"
+    elif failed and failed[0].task_name == NodeIds.DATA_GATE:
+        summary.data_rejected = True
+        summary.error = _rejection(tasks, failed[0])
+    elif failed:
+        summary.error = f"{failed[0].task_name}: {failed[0].error.message}"
+    elif not summary.succeeded:
+        summary.error = status.error.message or status.state.lower()
+
+    blessing = _output(tasks, NodeIds.EVALUATOR, "blessing", "blessed")
+    evaluation = tasks[NodeIds.EVALUATOR].outputs["evaluation"].artifacts if blessing else []
+    pushed = _output(tasks, NodeIds.PUSHER, "pushed_model", "pushed")
+    if summary.succeeded and not (evaluation and pushed):
+        raise LookupError(
+            "the job lists no written Evaluator evaluation and blessing, or Pusher pushed_model"
+        )
+    if evaluation:
+        summary.add_evaluation(evaluation[0].uri, bool(blessing.metadata["blessed"]))
+    if pushed is not None:
+        summary.add_push(pushed.metadata.get)
+    return summary
