@@ -63,12 +63,16 @@ def _component_tasks(job: gca.PipelineJob) -> dict[str, gca.PipelineTaskDetail]:
 
 
 def _output(
-    tasks: dict[str, gca.PipelineTaskDetail], task_name: str, key: str, written_property: str
+    tasks: dict[str, gca.PipelineTaskDetail],
+    task_name: str,
+    key: str,
+    written_property: str | None = None,
 ) -> gca.Artifact | None:
-    """The task's `key` artifact, if its executor wrote it (it then set `written_property`)."""
+    """The task's `key` artifact, if listed and, given `written_property`, its executor set it
+    (a failed task's outputs are listed unwritten)."""
     task = tasks.get(task_name)
     artifacts = task.outputs[key].artifacts if task is not None and key in task.outputs else []
-    if artifacts and written_property in artifacts[0].metadata:
+    if artifacts and (written_property is None or written_property in artifacts[0].metadata):
         return artifacts[0]
     return None
 
@@ -120,14 +124,14 @@ def job_summary(
         summary.error = status.error.message or status.state.lower()
 
     blessing = _output(tasks, NodeIds.EVALUATOR, "blessing", "blessed")
-    evaluation = tasks[NodeIds.EVALUATOR].outputs["evaluation"].artifacts if blessing else []
+    evaluation = _output(tasks, NodeIds.EVALUATOR, "evaluation")
     pushed = _output(tasks, NodeIds.PUSHER, "pushed_model", "pushed")
-    if summary.succeeded and not (evaluation and pushed):
+    if summary.succeeded and (blessing is None or evaluation is None or pushed is None):
         raise LookupError(
             "the job lists no written Evaluator evaluation and blessing, or Pusher pushed_model"
         )
-    if evaluation:
-        summary.add_evaluation(evaluation[0].uri, bool(blessing.metadata["blessed"]))
+    if blessing is not None and evaluation is not None:
+        summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]))
     if pushed is not None:
         summary.add_push(pushed.metadata.get)
     return summary
