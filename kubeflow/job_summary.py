@@ -13,7 +13,9 @@ Storage) and blessing, and the Pusher's push.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 
 from google.cloud.aiplatform_v1 import types as gca
 from kfp.pipeline_spec import pipeline_spec_pb2
@@ -32,6 +34,20 @@ _JOB_NAME = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/pipelineJobs/(?P<job>[^/]+)$"
 )
 _State = gca.PipelineTaskDetail.State
+
+
+class ArtifactReadError(RuntimeError):
+    """An artifact the job lists could not be read (TFMA's loaders can fail without a word)."""
+
+
+@contextlib.contextmanager
+def _reading(what: str, uri: str) -> Iterator[None]:
+    """Names the artifact and its URI in any error reading it."""
+    try:
+        yield
+    except Exception as error:
+        cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+        raise ArtifactReadError(f"{what} at {uri}: {cause}") from error
 
 
 def job_name_parts(resource_name: str) -> dict[str, str] | None:
@@ -85,7 +101,8 @@ def _rejection(tasks: dict[str, gca.PipelineTaskDetail], data_gate: gca.Pipeline
         artifact = ExampleAnomalies()
         artifact.uri = anomalies.uri
         artifact.split_names = anomalies.metadata["split_names"]
-        problems = describe_anomalies(artifact)
+        with _reading("ExampleValidator's anomalies", anomalies.uri):
+            problems = describe_anomalies(artifact)
     if not problems:  # the label mix drifted: only the DataGate's log says how
         return f"{NodeIds.DATA_GATE}: {data_gate.error.message or 'the data was rejected'}"
     return f"{DataRejectedError.__name__}: {rejection_message(problems)}"
@@ -101,7 +118,7 @@ def job_summary(
     Raises:
       LookupError: the DAG succeeded but the Evaluator's or the Pusher's artifact is
         missing or unwritten, so the outcome cannot be told.
-      Any error of TFMA's or TFDV's loaders reading the artifacts' files.
+      ArtifactReadError: TFMA or TFDV could not read an artifact's files.
     """
     tasks = _component_tasks(job)
     summary = RunSummary.without_results(pipeline_name, [], None, None)
@@ -131,7 +148,8 @@ def job_summary(
             "the job lists no written Evaluator evaluation and blessing, or Pusher pushed_model"
         )
     if blessing is not None and evaluation is not None:
-        summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]))
+        with _reading("the Evaluator's evaluation", evaluation.uri):
+            summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]))
     if pushed is not None:
         summary.add_push(pushed.metadata.get)
     return summary

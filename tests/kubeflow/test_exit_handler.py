@@ -19,7 +19,6 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 import kubeflow.exit_handler
 from common.config import EvaluatorConfig
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
-from kubeflow.vertex_api import VertexUnreachableError
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
 from tests.pipeline.tfma_results import NAMES, write_evaluation
@@ -254,24 +253,36 @@ def test_a_cancelled_run_is_interrupted_during_the_task_it_stopped():
     ]
 
 
-def _cannot_read(resource_name: str) -> gca.PipelineJob:
-    raise VertexUnreachableError("no Google Cloud credentials: run `gcloud auth ...`")
+@pytest.fixture
+def no_credentials(tmp_path, monkeypatch):
+    """Application Default Credentials that point at no file: google.auth fails at once."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
 
 
-def test_a_job_that_cannot_be_read_still_tells_the_final_state_and_why_metrics_are_missing():
-    read = "metrics, blessing and push not read: "
-    succeeded = lines(vertex_run_message("p", final_status("SUCCEEDED"), _cannot_read))
-    assert succeeded == [
-        "tpu-pipeline p on Vertex AI: *succeeded*",
-        read + "VertexUnreachableError: no Google Cloud credentials: run `gcloud auth ...`",
-        CONSOLE,
-    ]
-    failed = lines(vertex_run_message("p", final_status("FAILED", "[Trainer]."), _cannot_read))
-    assert failed[:2] == ["tpu-pipeline p on Vertex AI: *failed*", "[Trainer]."]
-    rejected = vertex_run_message("p", final_status("FAILED", "[DataGate]."), _cannot_read)
+def test_a_job_that_cannot_be_read_still_tells_the_final_state_and_why_metrics_are_missing(
+    no_credentials,
+):
+    unread = (
+        "metrics, blessing and push not read: VertexUnreachableError: no Google Cloud "
+        "credentials: run `gcloud auth application-default login` or set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a service account key file"
+    )
+    succeeded = lines(vertex_run_message("p", final_status("SUCCEEDED")))  # the real reader
+    assert succeeded == ["tpu-pipeline p on Vertex AI: *succeeded*", unread, CONSOLE]
+    failed = lines(vertex_run_message("p", final_status("FAILED", "[Trainer].")))
+    assert failed == ["tpu-pipeline p on Vertex AI: *failed*", "[Trainer].", unread, CONSOLE]
+    rejected = vertex_run_message("p", final_status("FAILED", "[DataGate]."))
     assert lines(rejected)[0].endswith("*data rejected*")
-    cancelled = vertex_run_message("p", final_status("CANCELLED"), _cannot_read)
+    cancelled = vertex_run_message("p", final_status("CANCELLED"))
     assert lines(cancelled)[0].endswith("*interrupted*")
+
+
+def test_a_status_naming_no_job_says_so_and_has_no_console_page():
+    status = json.dumps({"state": "SUCCEEDED", "pipelineTaskName": "tfx-dag"})
+    assert lines(vertex_run_message("p", status)) == [
+        "tpu-pipeline p on Vertex AI: *succeeded*",
+        "metrics, blessing and push not read: ValueError: '' is not a pipeline job's resource name",
+    ]
 
 
 def test_an_unwritten_or_unreadable_artifact_falls_back_to_the_final_state(tmp_path):
@@ -279,11 +290,14 @@ def test_an_unwritten_or_unreadable_artifact_falls_back_to_the_final_state(tmp_p
     assert message_for("SUCCEEDED", no_push)[1].startswith(
         "metrics, blessing and push not read: LookupError: the job lists no written"
     )
-    missing = evaluated_job(str(tmp_path / "gone"), pushed=1.0, pushed_destination=PUSHED_TO)
-    title, unread, console = message_for("SUCCEEDED", missing)
-    assert title.endswith("*succeeded*")
-    assert unread.startswith("metrics, blessing and push not read: ")  # TFMA's own error
-    assert console == CONSOLE
+    gone = str(tmp_path / "gone")
+    missing = evaluated_job(gone, pushed=1.0, pushed_destination=PUSHED_TO)
+    assert message_for("SUCCEEDED", missing) == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *succeeded*",
+        "metrics, blessing and push not read: ArtifactReadError: the Evaluator's evaluation "
+        f"at {gone}: AssertionError",  # all TFMA's loader says of a missing folder
+        CONSOLE,
+    ]
 
 
 def test_a_job_read_that_hangs_is_abandoned_after_the_budget():
@@ -319,7 +333,8 @@ def test_the_exit_handler_step_posts_once_and_a_failing_webhook_does_not_fail_th
         lines(message)[0] == "tpu-pipeline tpu-pipeline-digits on Vertex AI: *blessed and pushed*"
     )
     assert "metrics: accuracy=0.97, example_count=100" in lines(message)
-    monkeypatch.setattr(kubeflow.exit_handler, "read_pipeline_job", _cannot_read)
+    monkeypatch.undo()  # the real reader again, which finds no credentials:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")
     with webhook_server(status=500) as (url, server):
         executor.Do(  # returns: a refused message is a warning in the step's log
             {},
