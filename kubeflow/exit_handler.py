@@ -18,9 +18,9 @@ there. Posting then takes at most `notify.timeout_seconds`, as locally.
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from absl import logging
-from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
@@ -31,6 +31,9 @@ from common.webhook import post_message, slack_message
 from kubeflow.job_summary import job_name_parts, job_summary, read_pipeline_job
 from pipeline.pipeline import NodeIds
 from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
+
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import types as gca
 
 # Reading the job is a few API and Cloud Storage calls (TFMA is imported with the
 # pipeline already); a fixed bound, apart from the webhook's, so a stuck call
@@ -70,7 +73,7 @@ def _status_message(
 def vertex_run_message(
     pipeline_name: str,
     final_status: str,
-    read_job: Callable[[str], gca.PipelineJob] | None = None,
+    read_job: "Callable[[str], gca.PipelineJob] | None" = None,
     budget_s: float = READ_BUDGET_S,
 ) -> dict:
     """The Slack-compatible message for a Vertex AI run's final status (JSON).

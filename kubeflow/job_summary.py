@@ -16,8 +16,8 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from google.cloud.aiplatform_v1 import types as gca
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from common.tfx_api import ExampleAnomalies
@@ -30,10 +30,12 @@ from kubeflow.vertex_api import ApiCall, connect, send
 from pipeline.pipeline import NodeIds
 from pipeline.run_summary import RunSummary
 
+if TYPE_CHECKING:  # imported where used: aiplatform_v1 takes ~3 s, which compiling need not pay
+    from google.cloud.aiplatform_v1 import types as gca
+
 _JOB_NAME = re.compile(
     r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/pipelineJobs/(?P<job>[^/]+)$"
 )
-_State = gca.PipelineTaskDetail.State
 
 
 class ArtifactReadError(RuntimeError):
@@ -66,6 +68,8 @@ def read_pipeline_job(resource_name: str) -> gca.PipelineJob:
     parts = job_name_parts(resource_name)
     if parts is None:
         raise ValueError(f"{resource_name!r} is not a pipeline job's resource name")
+    from google.cloud.aiplatform_v1 import types as gca
+
     region = parts["region"]
     call = ApiCall("PipelineService.GetPipelineJob", gca.GetPipelineJobRequest(name=resource_name))
     return send(call, region, connect(region))
@@ -120,16 +124,19 @@ def job_summary(
         missing or unwritten, so the outcome cannot be told.
       ArtifactReadError: TFMA or TFDV could not read an artifact's files.
     """
+    from google.cloud.aiplatform_v1 import types as gca
+
+    state = gca.PipelineTaskDetail.State
     tasks = _component_tasks(job)
     summary = RunSummary.without_results(pipeline_name, [], None, None)
     summary.succeeded = status.state == "SUCCEEDED"
     # The first task to fail stopped the run (the DAG's own error only lists them).
     failed = sorted(
-        (task for task in tasks.values() if task.state == _State.FAILED),
+        (task for task in tasks.values() if task.state == state.FAILED),
         key=lambda task: task.end_time,
     )
     if status.state == "CANCELLED":
-        stopped = [name for name, task in tasks.items() if task.state == _State.CANCELLED]
+        stopped = [name for name, task in tasks.items() if task.state == state.CANCELLED]
         summary.interrupted = "a cancel" + (f" during {stopped[0]}" if stopped else "")
         summary.error = f"interrupted by {summary.interrupted}"
     elif failed and failed[0].task_name == NodeIds.DATA_GATE:
