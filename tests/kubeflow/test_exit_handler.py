@@ -186,6 +186,14 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
     assert "kubeflow.exit_handler.NotifyWebhook_Executor" in json.dumps(executor)
 
 
+def test_a_notify_section_with_only_a_webhook_compiles_with_the_default_timeout(compile_spec):
+    # TFX type-checks the handler's float parameter: an unvalidated int default failed here.
+    _, spec, _ = compile_spec("cpu", **{"notify.webhook": NOTIFY["notify.webhook"]})
+    handler = spec["pipelineSpec"]["root"]["dag"]["tasks"]["NotifyWebhook"]
+    timeout = handler["inputs"]["parameters"]["timeout_seconds"]
+    assert timeout == {"runtimeValue": {"constantValue": {"doubleValue": 10.0}}}
+
+
 def test_without_notify_the_spec_has_no_exit_handler(compile_spec):
     _, spec, _ = compile_spec("cpu")
     assert "NotifyWebhook" not in spec["pipelineSpec"]["root"]["dag"]["tasks"]
