@@ -28,7 +28,7 @@ from common.config import PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
 from common.webhook import post_message, slack_message
-from kubeflow.job_summary import job_name_parts, job_summary, read_pipeline_job
+from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from pipeline.pipeline import NodeIds
 from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
 
@@ -96,9 +96,8 @@ def vertex_run_message(
             f"reading {name or 'the pipeline job'}",
         )
     except Exception as error:  # whatever it is, the people waiting still hear the outcome
-        reason = str(error).splitlines()[0] if str(error) else ""
-        logging.warning("Could not read the job's results: %s: %s", type(error).__name__, reason)
-        return _status_message(pipeline_name, status, f"{type(error).__name__}: {reason}")
+        logging.warning("Could not read the job's results: %s", error_line(error))
+        return _status_message(pipeline_name, status, error_line(error))
     return run_message(summary, _console_line(name), where=WHERE)
 
 

@@ -42,14 +42,19 @@ class ArtifactReadError(RuntimeError):
     """An artifact the job lists could not be read (TFMA's loaders can fail without a word)."""
 
 
+def error_line(error: BaseException) -> str:
+    """`Type: first line of the message`, or the type alone when there is no message."""
+    message = str(error).splitlines()[0] if str(error) else ""
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+
+
 @contextlib.contextmanager
 def _reading(what: str, uri: str) -> Iterator[None]:
     """Names the artifact and its URI in any error reading it."""
     try:
         yield
     except Exception as error:
-        cause = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-        raise ArtifactReadError(f"{what} at {uri}: {cause}") from error
+        raise ArtifactReadError(f"{what} at {uri}: {error_line(error)}") from error
 
 
 def job_name_parts(resource_name: str) -> dict[str, str] | None:
