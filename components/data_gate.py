@@ -18,7 +18,11 @@ from common.tfx_api import (
     Schema,
     component,
 )
-from components.data_checks.anomalies import DataRejectedError, describe_anomalies
+from components.data_checks.anomalies import (
+    DataRejectedError,
+    describe_anomalies,
+    rejection_message,
+)
 from components.data_checks.label_drift import label_drift
 
 
@@ -50,7 +54,4 @@ def DataGate(  # noqa: N802 (TFX names components in CamelCase)
             json.loads(class_names),
         )
     if problems:
-        raise DataRejectedError(
-            f"data rejected: {len(problems)} problem{'' if len(problems) == 1 else 's'}: "
-            + "; ".join(problems)
-        )
+        raise DataRejectedError(rejection_message(problems))

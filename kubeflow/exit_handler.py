@@ -2,15 +2,23 @@
 
 Vertex runs the exit handler after the pipeline's DAG whatever its outcome,
 passing the DAG's final status (KFP's PipelineTaskFinalStatus as JSON): the
-state, the error, and the job's resource name. The handler cannot read the
-pipeline's artifacts (TFX 1.16 gives exit handlers no input artifacts), so the
-message names the outcome, the error and the run's console page, where the
-metrics, the blessing and the push are. A failure naming the DataGate is data
-rejected: the DataGate fails only to stop data that breaks the schema or drifts.
+state, the error, and the job's resource name. TFX 1.16 gives exit handlers no
+input artifacts, so the handler reads the job back from Vertex AI (its tasks and
+their artifacts, kubeflow/job_summary.py) and sends the message a local run
+sends (pipeline/run_message.py): blessed and pushed, not blessed, data rejected,
+failed or interrupted, with the key metrics, the push and the run's console page.
+
+Reading the job (credentials, the API, the artifacts on Cloud Storage) takes at
+most READ_BUDGET_S; when it fails or takes longer, the message falls back to what
+the final status alone says (succeeded, failed, data rejected when the error
+names the DataGate, interrupted) plus one line saying why the metrics are not
+there. Posting then takes at most `notify.timeout_seconds`, as locally.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from absl import logging
 from google.protobuf import json_format
@@ -18,34 +26,79 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from common.config import PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
+from common.timeouts import call_with_timeout
 from common.webhook import post_message, slack_message
+from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from pipeline.pipeline import NodeIds
-from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED
+from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
 
+if TYPE_CHECKING:
+    from google.cloud.aiplatform_v1 import types as gca
+
+# Reading the job is a few API and Cloud Storage calls (TFMA is imported with the
+# pipeline already); a fixed bound, apart from the webhook's, so a stuck call
+# cannot hold the step.
+READ_BUDGET_S = 30.0
 SUCCEEDED = "succeeded"
 _OUTCOMES = {"SUCCEEDED": SUCCEEDED, "FAILED": FAILED, "CANCELLED": INTERRUPTED}
-_JOB_NAME = re.compile(
-    r"^projects/(?P<project>[^/]+)/locations/(?P<region>[^/]+)/pipelineJobs/(?P<job>[^/]+)$"
-)
+WHERE = "Vertex AI"
 
 
-def vertex_run_message(pipeline_name: str, final_status: str) -> dict:
-    """The Slack-compatible message for a Vertex AI run's final status (JSON)."""
-    status = json_format.Parse(
-        final_status, pipeline_spec_pb2.PipelineTaskFinalStatus(), ignore_unknown_fields=True
+def _console_line(resource_name: str) -> str | None:
+    parts = job_name_parts(resource_name)
+    if parts is None:
+        return None
+    return (
+        "run: https://console.cloud.google.com/vertex-ai/locations/{region}/pipelines/runs/"
+        "{job}?project={project}".format(**parts)
     )
+
+
+def _status_message(
+    pipeline_name: str, status: pipeline_spec_pb2.PipelineTaskFinalStatus, unread: str
+) -> dict:
+    """What the final status alone says, and `unread`: why the job's results are not shown."""
     outcome = _OUTCOMES.get(status.state, status.state.lower() or FAILED)
     # Vertex's error names the failed tasks (its exact wording is not checked here: offline).
     if outcome == FAILED and re.search(rf"\b{NodeIds.DATA_GATE}\b", status.error.message):
         outcome = DATA_REJECTED
     details = [status.error.message] if status.error.message else []
-    job = _JOB_NAME.match(status.pipeline_job_resource_name)
-    if job:
-        details.append(
-            "run: https://console.cloud.google.com/vertex-ai/locations/{region}/pipelines/runs/"
-            "{job}?project={project} (metrics, blessing and push)".format(**job.groupdict())
+    details.append(f"metrics, blessing and push not read: {unread}")
+    console = _console_line(status.pipeline_job_resource_name)
+    if console:
+        details.append(console)
+    return slack_message(f"tpu-pipeline {pipeline_name} on {WHERE}: *{outcome}*", details)
+
+
+def vertex_run_message(
+    pipeline_name: str,
+    final_status: str,
+    read_job: "Callable[[str], gca.PipelineJob] | None" = None,
+    budget_s: float = READ_BUDGET_S,
+) -> dict:
+    """The Slack-compatible message for a Vertex AI run's final status (JSON).
+
+    Args:
+      pipeline_name: the pipeline's name, for the title.
+      final_status: KFP's PipelineTaskFinalStatus of the DAG, as JSON.
+      read_job: reads the pipeline job by its resource name; by default from Vertex AI.
+      budget_s: the most reading the job and its artifacts may take.
+    """
+    status = json_format.Parse(
+        final_status, pipeline_spec_pb2.PipelineTaskFinalStatus(), ignore_unknown_fields=True
+    )
+    name = status.pipeline_job_resource_name
+    read_job = read_job or read_pipeline_job
+    try:
+        summary = call_with_timeout(
+            lambda: job_summary(pipeline_name, status, read_job(name)),
+            budget_s,
+            f"reading {name or 'the pipeline job'}",
         )
-    return slack_message(f"tpu-pipeline {pipeline_name} on Vertex AI: *{outcome}*", details)
+    except Exception as error:  # whatever it is, the people waiting still hear the outcome
+        logging.warning("Could not read the job's results: %s", error_line(error))
+        return _status_message(pipeline_name, status, error_line(error))
+    return run_message(summary, _console_line(name), where=WHERE)
 
 
 @exit_handler

@@ -8,6 +8,8 @@ answers; then each call runs once, with a deadline and no retries.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import socket
 import urllib.parse
@@ -21,6 +23,20 @@ CHECK_TIMEOUT_S = 5.0
 CALL_TIMEOUT_S = 60.0
 # How long `serving bless --vertex` waits for its upload (a long-running operation).
 UPLOAD_TIMEOUT_S = 900.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ApiCall:
+    """One Vertex AI API call: which service method, and its request."""
+
+    method: str
+    request: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "method": self.method,
+            "request": json.loads(type(self.request).to_json(self.request)),
+        }
 
 
 class VertexUnreachableError(RuntimeError):
@@ -85,7 +101,7 @@ def connect(region: str) -> Any:
 
 
 def send(call: Any, region: str, credentials: Any) -> Any:
-    """Makes one API call (`kubeflow.vertex_requests.ApiCall`): one try, with a deadline."""
+    """Makes one API call (an `ApiCall`): one try, with a deadline."""
     from google.cloud.aiplatform_v1 import (
         EndpointServiceClient,
         ModelServiceClient,

@@ -8,7 +8,6 @@ what a dry run shows is exactly what a real run sends.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pathlib
 from typing import Any
@@ -20,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from common.config import ConfigError, GcsUri, PipelineConfig
 from kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
+from kubeflow.vertex_api import ApiCall
 
 # Stands in for the schedule's resource name, which only the lookup finds.
 FOUND_SCHEDULE = "<name of the schedule the lookup finds>"
@@ -30,20 +30,6 @@ SCHEDULE_FIELDS = (
     "end_time",
     "create_pipeline_job_request",
 )
-
-
-@dataclasses.dataclass(frozen=True)
-class ApiCall:
-    """One Vertex AI API call: which service method, and its request."""
-
-    method: str
-    request: Any
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "method": self.method,
-            "request": json.loads(type(self.request).to_json(self.request)),
-        }
 
 
 def parameter_values(data_root: str | None, train_steps: int | None) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """The one message a webhook hears about a run: its outcome, key metrics and where to look.
 
 Built from the same RunSummary the terminal shows, so the message and the
-run's exit code never disagree about how the run ended.
+run's exit code never disagree about how the run ended. On Vertex AI the exit
+handler builds that summary from the finished job (kubeflow/job_summary.py), so
+both messages read alike.
 """
 
 from __future__ import annotations
@@ -47,16 +49,20 @@ def _why(summary: RunSummary, outcome: str) -> str:
     return summary.blessing_reason or summary.push_note
 
 
-def run_message(summary: RunSummary, report: str | None) -> dict[str, Any]:
+def run_message(
+    summary: RunSummary, report: str | None, where: str | None = None
+) -> dict[str, Any]:
     """The Slack-compatible message for `summary`.
 
     Args:
       summary: the finished run's summary.
-      report: the `report: PATH` line the terminal shows, or None (an interrupted run).
+      report: the `report: PATH` line the terminal shows, or None (an interrupted run);
+        on Vertex AI, the `run: URL` line of the job's console page.
+      where: where the run ran, for the title; by default this machine's host name.
     """
     outcome = run_outcome(summary)
     why = _why(summary, outcome)
-    text = f"tpu-pipeline {summary.pipeline} on {socket.gethostname()}: *{outcome}*"
+    text = f"tpu-pipeline {summary.pipeline} on {where or socket.gethostname()}: *{outcome}*"
     details = [why] if why else []
     if summary.metrics:
         names = [m for m in _KEY_METRICS if m in summary.metrics]

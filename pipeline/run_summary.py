@@ -9,12 +9,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import pathlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from common.interrupts import received_signal
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.pusher import (
+    ALREADY_PUSHED_PROPERTY,
+    PUSH_REFUSED_PROPERTY,
+    SERVING_CHECK_PROPERTY,
+)
 from components.serving.server_check import ServingCheckError
 from components.serving.tflite_variants import read_measurements
 from pipeline.evaluation_results import (
@@ -110,6 +115,33 @@ class RunSummary:
             interrupted=interrupted,
             serving_check=f"failed: {error}" if failed_check else None,
         )
+
+    def add_evaluation(self, evaluation_uri: str, blessed: bool) -> None:
+        """Takes the metrics (candidate and baseline) and the blessing from the Evaluator.
+
+        Args:
+          evaluation_uri: the Evaluator's TFMA output (a local path or a gs:// URI).
+          blessed: its ModelBlessing's `blessed` property.
+        """
+        self.metrics, self.baseline_metrics = overall_metrics(evaluation_uri)
+        self.blessed = blessed
+        self.blessing_reason = blessing_reason(
+            evaluation_uri, blessed, self.baseline_metrics is not None
+        )
+
+    def add_push(self, pushed_property: Callable[[str], Any]) -> None:
+        """Takes the push from the Pusher's PushedModel: `pushed_property(name)` reads one of
+        its custom properties (None when unset), wherever the run recorded them."""
+        if pushed_property("pushed"):
+            self.pushed_model = pushed_property("pushed_destination")
+            self.push_note = (
+                "already served; not pushed again"
+                if pushed_property(ALREADY_PUSHED_PROPERTY)
+                else "new version"
+            )
+            self.serving_check = pushed_property(SERVING_CHECK_PROPERTY) or None
+        else:
+            self.push_note = pushed_property(PUSH_REFUSED_PROPERTY) or "not blessed"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -233,27 +265,15 @@ def summarize_run(
     evaluator = record.node(NodeIds.EVALUATOR)
     if evaluator.outputs.get("evaluation") and evaluator.outputs.get("blessing"):
         evaluation_uri = evaluator.outputs["evaluation"][0].uri
-        summary.metrics, summary.baseline_metrics = overall_metrics(evaluation_uri)
-        summary.blessed = bool(custom_property(evaluator.outputs["blessing"][0], "blessed"))
-        summary.blessing_reason = blessing_reason(
-            evaluation_uri, summary.blessed, summary.baseline_metrics is not None
-        )
+        blessing = evaluator.outputs["blessing"][0]
+        summary.add_evaluation(evaluation_uri, bool(custom_property(blessing, "blessed")))
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 
     pusher = record.node(NodeIds.PUSHER)
     if pusher.outputs.get("pushed_model"):
         pushed = pusher.outputs["pushed_model"][0]
-        if custom_property(pushed, "pushed"):
-            summary.pushed_model = custom_property(pushed, "pushed_destination")
-            summary.push_note = (
-                "already served; not pushed again"
-                if custom_property(pushed, "already_pushed")
-                else "new version"
-            )
-            summary.serving_check = custom_property(pushed, "serving_check") or None
-        else:
-            summary.push_note = custom_property(pushed, "push_refused") or "not blessed"
+        summary.add_push(lambda name: custom_property(pushed, name))
     if trainer.outputs.get("model"):
         _apply_manual_blessing(summary, record, pipeline_name, trainer.outputs["model"][0].id)
     if trainer.status != "skipped" and trainer.outputs.get("model"):

@@ -20,7 +20,7 @@ class NotifyConfig(_Section):
         description="http(s) URL that receives a JSON POST ({'text': ..., 'blocks': [...]})"
     )
     timeout_seconds: float = Field(
-        default=10, gt=0, le=60, description="the longest posting may take, connect to answer"
+        default=10.0, gt=0, le=60, description="the longest posting may take, connect to answer"
     )
 
     @field_validator("webhook")

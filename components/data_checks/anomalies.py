@@ -23,3 +23,9 @@ def describe_anomalies(anomalies: Artifact) -> list[str]:
         for feature, info in sorted(found.anomaly_info.items()):
             problems.append(f"{split}: {feature}: {info.short_description} ({info.description})")
     return problems
+
+
+def rejection_message(problems: list[str]) -> str:
+    """The DataGate's error for `problems`: how many, then each (the run's why, everywhere)."""
+    count = f"{len(problems)} problem{'' if len(problems) == 1 else 's'}"
+    return f"data rejected: {count}: " + "; ".join(problems)

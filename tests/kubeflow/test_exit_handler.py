@@ -1,15 +1,38 @@
-"""On Vertex AI the webhook hears every run's end from an exit handler, failed runs included."""
+"""On Vertex AI the webhook hears every run's end from an exit handler, failed runs included.
+
+The handler reads the finished job back: here an `aiplatform_v1` PipelineJob as
+GetPipelineJob returns it, its artifacts pointing at real TFMA output and real
+TFDV anomalies in local folders (the handler reads them as it reads Cloud Storage).
+"""
 
 from __future__ import annotations
 
 import json
+import threading
 
+import numpy as np
+import pytest
+import tensorflow_data_validation as tfdv
+from google.cloud.aiplatform_v1 import types as gca
+from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+import kubeflow.exit_handler
+from common.config import EvaluatorConfig
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
+from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 JOB = "projects/123/locations/us-central1/pipelineJobs/tpu-pipeline-digits-20261201"
+CONSOLE = (
+    "run: https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
+    "tpu-pipeline-digits-20261201?project=123"
+)
 NOTIFY = {"notify.webhook": "https://hooks.example.com/services/T/B/X", "notify.timeout_seconds": 7}
+PUSHED_TO = "gs://bucket/serving_model/1764547200"
+WORKER_FAILED = "The replica workerpool0-0 exited with a non-zero status of 1."
+Task = gca.PipelineTaskDetail
+ROOT, DAG = 1, 2  # task ids of the job's root DAG and of `tfx-dag`, which holds the components
 
 
 def final_status(state: str, message: str = "") -> str:
@@ -27,6 +50,117 @@ def final_status(state: str, message: str = "") -> str:
 
 def lines(message: dict) -> list[str]:
     return message["text"].splitlines()
+
+
+def outputs(key: str, uri: str, **metadata) -> dict[str, Task.ArtifactList]:
+    """A task's output `key`: one artifact, with TFX's properties as Vertex records them."""
+    return {key: Task.ArtifactList(artifacts=[gca.Artifact(uri=uri, metadata=metadata)])}
+
+
+def job(**tasks: tuple[Task.State, dict, str]) -> gca.PipelineJob:
+    """The job as the exit handler finds it: `tasks` are name=(state, outputs, error message)."""
+    details = [
+        Task(task_id=ROOT, task_name="tpu-pipeline-digits-20261201", state=Task.State.RUNNING),
+        Task(task_id=DAG, parent_task_id=ROOT, task_name="tfx-dag", state=Task.State.FAILED),
+        Task(task_id=3, parent_task_id=ROOT, task_name="NotifyWebhook", state=Task.State.RUNNING),
+    ]
+    for task_id, (name, (state, outs, error)) in enumerate(tasks.items(), start=10):
+        details.append(
+            Task(
+                task_id=task_id,
+                parent_task_id=DAG,
+                task_name=name,
+                state=state,
+                outputs=outs,
+                error={"code": 9, "message": error} if error else None,
+                end_time={"seconds": 1764547200 + task_id},
+            )
+        )
+    return gca.PipelineJob(name=JOB, job_detail=gca.PipelineJobDetail(task_details=details))
+
+
+def _predictions(correct: int = 97, count: int = 100) -> tuple[np.ndarray, np.ndarray]:
+    """`correct` of `count` examples predicted right, each with probability 0.7."""
+    labels = np.arange(count) % len(NAMES)
+    predicted = labels.copy()
+    predicted[correct:] = (labels[correct:] + 1) % len(NAMES)
+    probabilities = np.full((count, len(NAMES)), 0.1)
+    probabilities[np.arange(count), predicted] = 0.7
+    return labels, probabilities
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory) -> str:
+    """TFMA's output for a model with accuracy 0.97: blessed under the 0.9 lower bound."""
+    return write_evaluation(str(tmp_path_factory.mktemp("evaluation")), *_predictions())
+
+
+@pytest.fixture(scope="module")
+def refused_evaluation(tmp_path_factory) -> str:
+    """The same predictions under a 0.99 lower bound: the Evaluator refuses them."""
+    return write_evaluation(
+        str(tmp_path_factory.mktemp("refused")),
+        *_predictions(),
+        EvaluatorConfig(accuracy_lower_bound=0.99),
+    )
+
+
+@pytest.fixture(scope="module")
+def anomalies(tmp_path_factory) -> str:
+    """ExampleValidator's output (TFDV's own anomalies) for train pixels of 99, where 0-16 are
+    allowed; eval is clean."""
+    schema = schema_pb2.Schema(
+        feature=[
+            schema_pb2.Feature(
+                name="pixels",
+                type=schema_pb2.FLOAT,
+                float_domain=schema_pb2.FloatDomain(min=0, max=16),
+            )
+        ]
+    )
+    uri = tmp_path_factory.mktemp("anomalies")
+    for split, largest in (("train", 99.0), ("eval", 16.0)):
+        pixels = statistics_pb2.FeatureNameStatistics(
+            name="pixels",
+            type=statistics_pb2.FeatureNameStatistics.FLOAT,
+            num_stats=statistics_pb2.NumericStatistics(
+                min=0,
+                max=largest,
+                common_stats=statistics_pb2.CommonStatistics(
+                    num_non_missing=10, min_num_values=1, max_num_values=1, avg_num_values=1
+                ),
+            ),
+        )
+        statistics = statistics_pb2.DatasetFeatureStatisticsList(
+            datasets=[statistics_pb2.DatasetFeatureStatistics(num_examples=10, features=[pixels])]
+        )
+        folder = uri / f"Split-{split}"
+        folder.mkdir()
+        found = tfdv.validate_statistics(statistics, schema)
+        (folder / "SchemaDiff.pb").write_bytes(found.SerializeToString())
+    return str(uri)
+
+
+def evaluated_job(evaluation: str, blessed: float = 1.0, **pushed) -> gca.PipelineJob:
+    """A job whose Evaluator and Pusher succeeded: `pushed` is the PushedModel's properties."""
+    done = Task.State.SUCCEEDED
+    return job(
+        Evaluator=(
+            done,
+            {
+                **outputs("evaluation", evaluation),
+                **outputs("blessing", evaluation + "/blessing", blessed=blessed),
+            },
+            "",
+        ),
+        Pusher=(done, outputs("pushed_model", "gs://root/Pusher/pushed_model/9", **pushed), ""),
+    )
+
+
+def message_for(state: str, found: gca.PipelineJob, error: str = "") -> list[str]:
+    return lines(
+        vertex_run_message("tpu-pipeline-digits", final_status(state, error), lambda _: found)
+    )
 
 
 def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_ended(
@@ -52,53 +186,176 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
     assert "kubeflow.exit_handler.NotifyWebhook_Executor" in json.dumps(executor)
 
 
+def test_a_notify_section_with_only_a_webhook_compiles_with_the_default_timeout(compile_spec):
+    # TFX type-checks the handler's float parameter: an unvalidated int default failed here.
+    _, spec, _ = compile_spec("cpu", **{"notify.webhook": NOTIFY["notify.webhook"]})
+    handler = spec["pipelineSpec"]["root"]["dag"]["tasks"]["NotifyWebhook"]
+    timeout = handler["inputs"]["parameters"]["timeout_seconds"]
+    assert timeout == {"runtimeValue": {"constantValue": {"doubleValue": 10.0}}}
+
+
 def test_without_notify_the_spec_has_no_exit_handler(compile_spec):
     _, spec, _ = compile_spec("cpu")
     assert "NotifyWebhook" not in spec["pipelineSpec"]["root"]["dag"]["tasks"]
 
 
-def test_each_final_state_is_an_outcome_with_the_runs_console_page():
-    succeeded = lines(vertex_run_message("tpu-pipeline-digits", final_status("SUCCEEDED")))
-    assert succeeded == [
-        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *succeeded*",
-        "run: https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
-        "tpu-pipeline-digits-20261201?project=123 (metrics, blessing and push)",
+def test_a_blessed_and_pushed_run_gives_the_local_messages_outcome_metrics_and_push(evaluation):
+    found = evaluated_job(evaluation, pushed=1.0, pushed_destination=PUSHED_TO, already_pushed=0.0)
+    assert message_for("SUCCEEDED", found) == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *blessed and pushed*",
+        "passed every threshold (first model: no baseline yet); new version",
+        "metrics: accuracy=0.97, example_count=100",
+        f"pushed: {PUSHED_TO}",
+        CONSOLE,
     ]
-    failed = lines(vertex_run_message("p", final_status("FAILED", "failed tasks: [Trainer].")))
-    assert failed[:2] == ["tpu-pipeline p on Vertex AI: *failed*", "failed tasks: [Trainer]."]
-    rejected = vertex_run_message("p", final_status("FAILED", "failed tasks: [DataGate]."))
+
+
+def test_a_model_the_evaluator_refused_is_not_blessed_with_its_metrics_and_why(
+    refused_evaluation,
+):
+    found = evaluated_job(refused_evaluation, blessed=0.0, pushed=0.0)
+    assert message_for("SUCCEEDED", found) == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *not blessed*",
+        "accuracy 0.9700 is below the lower bound 0.9900",
+        "metrics: accuracy=0.97, example_count=100",
+        CONSOLE,
+    ]
+
+
+def test_data_the_datagate_stopped_is_rejected_naming_example_validators_anomalies(anomalies):
+    found = job(
+        ExampleValidator=(
+            Task.State.SUCCEEDED,
+            outputs("anomalies", anomalies, split_names='["train", "eval"]', span=0.0),
+            "",
+        ),
+        DataGate=(Task.State.FAILED, {}, WORKER_FAILED),
+    )
+    title, why, *rest = message_for("FAILED", found, "The failed tasks are: [DataGate].")
+    assert title == "tpu-pipeline tpu-pipeline-digits on Vertex AI: *data rejected*"
+    assert why == (  # the DataGate's own words, TFDV's description of the anomaly
+        "DataRejectedError: data rejected: 1 problem: train: pixels: Out-of-range values "
+        "(Unexpectedly high value: 99>16(upto six significant digits))"
+    )
+    assert rest == [CONSOLE]  # no metrics, nothing pushed
+
+
+def test_a_failed_run_names_the_task_that_failed_first_and_its_error():
+    found = job(
+        ExampleGen=(Task.State.SUCCEEDED, {}, ""),
+        Trainer=(Task.State.FAILED, {}, WORKER_FAILED),
+        Tuner=(Task.State.FAILED, {}, "later"),
+    )
+    assert message_for("FAILED", found, "The failed tasks are: [Trainer, Tuner].") == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *failed*",
+        f"Trainer: {WORKER_FAILED}",
+        CONSOLE,
+    ]
+
+
+def test_a_cancelled_run_is_interrupted_during_the_task_it_stopped():
+    found = job(Trainer=(Task.State.CANCELLED, {}, ""))
+    assert message_for("CANCELLED", found)[:2] == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *interrupted*",
+        "by a cancel during Trainer; the same command resumes it",
+    ]
+
+
+@pytest.fixture
+def no_credentials(tmp_path, monkeypatch):
+    """Application Default Credentials that point at no file: google.auth fails at once."""
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "missing-key.json"))
+
+
+def test_a_job_that_cannot_be_read_still_tells_the_final_state_and_why_metrics_are_missing(
+    no_credentials,
+):
+    unread = (
+        "metrics, blessing and push not read: VertexUnreachableError: no Google Cloud "
+        "credentials: run `gcloud auth application-default login` or set "
+        "GOOGLE_APPLICATION_CREDENTIALS to a service account key file"
+    )
+    succeeded = lines(vertex_run_message("p", final_status("SUCCEEDED")))  # the real reader
+    assert succeeded == ["tpu-pipeline p on Vertex AI: *succeeded*", unread, CONSOLE]
+    failed = lines(vertex_run_message("p", final_status("FAILED", "[Trainer].")))
+    assert failed == ["tpu-pipeline p on Vertex AI: *failed*", "[Trainer].", unread, CONSOLE]
+    rejected = vertex_run_message("p", final_status("FAILED", "[DataGate]."))
     assert lines(rejected)[0].endswith("*data rejected*")
     cancelled = vertex_run_message("p", final_status("CANCELLED"))
     assert lines(cancelled)[0].endswith("*interrupted*")
 
 
-def test_the_exit_handler_step_posts_once_and_a_failing_webhook_does_not_fail_the_step():
+def test_a_status_naming_no_job_says_so_and_has_no_console_page():
+    status = json.dumps({"state": "SUCCEEDED", "pipelineTaskName": "tfx-dag"})
+    assert lines(vertex_run_message("p", status)) == [
+        "tpu-pipeline p on Vertex AI: *succeeded*",
+        "metrics, blessing and push not read: ValueError: '' is not a pipeline job's resource name",
+    ]
+
+
+def test_an_unwritten_or_unreadable_artifact_falls_back_to_the_final_state(tmp_path):
+    no_push = evaluated_job(str(tmp_path))  # the Pusher wrote no `pushed`
+    assert message_for("SUCCEEDED", no_push)[1].startswith(
+        "metrics, blessing and push not read: LookupError: the job lists no written"
+    )
+    gone = str(tmp_path / "gone")
+    missing = evaluated_job(gone, pushed=1.0, pushed_destination=PUSHED_TO)
+    assert message_for("SUCCEEDED", missing) == [
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *succeeded*",
+        "metrics, blessing and push not read: ArtifactReadError: the Evaluator's evaluation "
+        f"at {gone}: AssertionError",  # all TFMA's loader says of a missing folder
+        CONSOLE,
+    ]
+
+
+def test_a_job_read_that_hangs_is_abandoned_after_the_budget():
+    hang = threading.Event()
+    message = vertex_run_message(
+        "p", final_status("SUCCEEDED"), lambda _: hang.wait(), budget_s=0.2
+    )
+    hang.set()
+    assert lines(message)[1] == (
+        f"metrics, blessing and push not read: TimeoutError: reading {JOB}: no answer within 0.2 s"
+    )
+
+
+def test_the_exit_handler_step_posts_once_and_a_failing_webhook_does_not_fail_the_step(
+    evaluation, monkeypatch
+):
+    found = evaluated_job(evaluation, pushed=1.0, pushed_destination=PUSHED_TO)
+    monkeypatch.setattr(kubeflow.exit_handler, "read_pipeline_job", {JOB: found}.__getitem__)
     executor = NotifyWebhook.EXECUTOR_SPEC.executor_class()  # what the container runs
     with webhook_server() as (url, server):
         executor.Do(
             {},
             {},
             {
-                "final_status": final_status("FAILED", "failed tasks: [Evaluator]."),
+                "final_status": final_status("SUCCEEDED"),
                 "webhook": url,
                 "timeout_seconds": 5.0,
                 "pipeline_name": "tpu-pipeline-digits",
             },
         )
     ((_, message),) = server.received
-    assert lines(message)[:2] == [
-        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *failed*",
-        "failed tasks: [Evaluator].",
-    ]
+    assert (
+        lines(message)[0] == "tpu-pipeline tpu-pipeline-digits on Vertex AI: *blessed and pushed*"
+    )
+    assert "metrics: accuracy=0.97, example_count=100" in lines(message)
+    monkeypatch.undo()  # the real reader again, which finds no credentials:
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")
     with webhook_server(status=500) as (url, server):
         executor.Do(  # returns: a refused message is a warning in the step's log
             {},
             {},
             {
-                "final_status": final_status("SUCCEEDED"),
+                "final_status": final_status("FAILED", "failed tasks: [Evaluator]."),
                 "webhook": url,
                 "timeout_seconds": 5.0,
                 "pipeline_name": "p",
             },
         )
-    assert len(server.received) == 1
+    ((_, message),) = server.received
+    assert lines(message)[:2] == [
+        "tpu-pipeline p on Vertex AI: *failed*",
+        "failed tasks: [Evaluator].",
+    ]

@@ -9,26 +9,14 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pandas as pd
 import pytest
-import tensorflow_model_analysis as tfma
 
-from common.config import DatasetConfig, EvaluatorConfig, SourceConfig
-from pipeline.eval_config import build_eval_config
 from pipeline.evaluation_results import read_evaluation
 from pipeline.report import plots
 from pipeline.report.html import per_class_rows
 from pipeline.run_summary import RunSummary
+from tests.pipeline.tfma_results import NAMES, write_evaluation
 
-NAMES = ("circle", "square", "star", "heart")
-DATASET = DatasetConfig(
-    name="shapes",
-    image_shape=(2, 2, 1),
-    pixel_feature="pixels",
-    label_feature="label",
-    num_classes=len(NAMES),
-    source=SourceConfig(label_names=NAMES),
-)
 NEVER_PREDICTED = 3  # heart
 
 
@@ -46,19 +34,7 @@ def _predictions() -> tuple[np.ndarray, np.ndarray]:
 @pytest.fixture(scope="module")
 def evaluation_uri(tmp_path_factory) -> str:
     """TFMA's output for `_predictions()` under the pipeline's eval config."""
-    eval_config = build_eval_config(DATASET, EvaluatorConfig())
-    model_spec = eval_config.model_specs[0]
-    model_spec.ClearField("signature_name")  # predictions given, not a model's signature
-    model_spec.prediction_key = "probabilities"
-    for metrics_spec in eval_config.metrics_specs:
-        for metric in metrics_spec.metrics:
-            if metric.HasField("threshold"):  # no baseline, as on a first run
-                metric.threshold.ClearField("change_threshold")
-    labels, probabilities = _predictions()
-    frame = pd.DataFrame({"label": labels, "probabilities": list(probabilities)})
-    output = tmp_path_factory.mktemp("tfma")
-    tfma.analyze_raw_data(frame, eval_config, output_path=str(output))
-    return str(output)
+    return write_evaluation(str(tmp_path_factory.mktemp("tfma")), *_predictions())
 
 
 @pytest.fixture(scope="module")
