@@ -33,7 +33,7 @@ from components.serving.versions import (
     push_refusal,
     serving_lock,
 )
-from pipeline.metadata_check import check_metadata_store
+from pipeline.metadata_check import checked_connection
 
 EXECUTION_TYPE = "ManualBlessing"
 REASON_PROPERTY = "manual_blessing_reason"
@@ -59,11 +59,7 @@ def open_store(metadata_path: pathlib.Path) -> metadata_store.MetadataStore:
         raise FileNotFoundError(
             f"{metadata_path}: no metadata store; bless a model of a run folder that has run"
         )
-    check_metadata_store(metadata_path)
-    connection = metadata_store_pb2.ConnectionConfig()
-    connection.sqlite.filename_uri = str(metadata_path)
-    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READWRITE
-    return metadata_store.MetadataStore(connection)
+    return metadata_store.MetadataStore(checked_connection(metadata_path, writable=True))
 
 
 def _int(artifact: metadata_store_pb2.Artifact, name: str) -> int | None:

@@ -13,6 +13,8 @@ import contextlib
 import pathlib
 import sqlite3
 
+from ml_metadata.proto import metadata_store_pb2
+
 
 class DamagedMetadataError(RuntimeError):
     """The ML Metadata store cannot be read."""
@@ -37,3 +39,19 @@ def check_metadata_store(path: pathlib.Path) -> None:
             f"(mv {path} {path}.damaged) and run again; the artifacts and pushed models "
             "beside it stay, but the next run starts a new history (no cache, no baseline)"
         )
+
+
+def checked_connection(
+    path: pathlib.Path, *, writable: bool
+) -> metadata_store_pb2.ConnectionConfig:
+    """MLMD's connection to the SQLite store at `path`, after `check_metadata_store`;
+    read-only unless `writable`.
+
+    The caller makes sure the store exists: connecting to a missing SQLite store creates one.
+    """
+    check_metadata_store(path)
+    modes = metadata_store_pb2.SqliteMetadataSourceConfig
+    connection = metadata_store_pb2.ConnectionConfig()
+    connection.sqlite.filename_uri = str(path)
+    connection.sqlite.connection_mode = modes.READWRITE if writable else modes.READONLY
+    return connection

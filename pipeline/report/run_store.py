@@ -13,7 +13,7 @@ import pathlib
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.metadata_check import check_metadata_store
+from pipeline.metadata_check import checked_connection
 from pipeline.run_record import RunRecord
 
 METADATA_FILE = "metadata.sqlite"
@@ -62,11 +62,8 @@ def open_latest_run(run_dir: pathlib.Path) -> StoredRun:
             f"no pipeline run in {run_dir}: {METADATA_FILE} is missing; pass a run folder "
             "such as output/tpu-pipeline-digits, or run `tpu-pipeline run` first"
         )
-    check_metadata_store(path)
     # Read-only: a report never changes the record the next run's caching relies on.
-    connection = metadata_store_pb2.ConnectionConfig()
-    connection.sqlite.filename_uri = str(path)
-    connection.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
+    connection = checked_connection(path, writable=False)
     store = metadata_store.MetadataStore(connection)
     pipelines = store.get_contexts_by_type("pipeline")
     runs = store.get_contexts_by_type("pipeline_run")
