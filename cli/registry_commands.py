@@ -3,7 +3,10 @@
 The requests are decided in `kubeflow/model_aliases.py` from the entry's
 versions, and the endpoint's traffic in `kubeflow/endpoint_traffic.py`;
 `--dry-run` prints them (with stand-ins for what the lookups find) and needs no
-network. Errors are one line naming the entry and the version.
+network. Before a rollback, pin or restore moves anything, Vertex ML Metadata is
+made to agree with the registry as it will be (`kubeflow/registry_baseline.py`),
+so the next run's baseline follows what serves. Errors are one line naming the
+entry and the version.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from typing import Any
 
 from cli.vertex_commands import print_calls
 from common.config import PipelineConfig
+
+# The actions that set versions aside or bring them back (as `serving` does locally).
+BASELINE_ACTIONS = ("rollback", "pin", "restore")
 
 
 def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
@@ -55,6 +61,8 @@ def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int
         if action == "bless":
             return _bless(config, args, model_name, versions, credentials)
         change = aliases.registry_change(action, model_name, versions, version, reason)
+        if action in BASELINE_ACTIONS:
+            _follow_registry(config, model_name, versions, change, region, credentials)
         for call in change.calls.values():
             send(call, region, credentials)
         print(change.summary)
@@ -113,7 +121,7 @@ def _bless(
 
 def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> dict[str, Any]:
     """Every request a real action may send, in order, with stand-ins for the lookups'."""
-    from kubeflow import endpoint_traffic, registry_blessing
+    from kubeflow import endpoint_traffic, registry_baseline, registry_blessing
     from kubeflow import model_aliases as aliases
     from kubeflow.vertex_requests import parent
 
@@ -128,11 +136,38 @@ def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> d
         )
         version = registry_blessing.FOUND_BLESSED
     else:
+        if action in BASELINE_ACTIONS:
+            planned.update(
+                registry_baseline.planned_baseline_calls(registry_baseline.metadata_store(config))
+            )
         planned.update(aliases.planned_change(action, version, getattr(args, "reason", "")))
     serving = aliases.FOUND_PREVIOUS if action == "rollback" else version
     if action != "unpin":
         planned.update(endpoint_traffic.planned_traffic_calls(config, aliases.FOUND_MODEL, serving))
     return planned
+
+
+def _follow_registry(
+    config: PipelineConfig,
+    model_name: str,
+    versions: Sequence[Any],
+    change: Any,
+    region: str,
+    credentials: Any,
+) -> None:
+    """Points the next run's baseline at what serves once `change` is sent."""
+    from kubeflow import registry_baseline
+    from kubeflow.vertex_api import send
+
+    changed = registry_baseline.follow_registry(
+        registry_baseline.metadata_store(config),
+        model_name,
+        registry_baseline.versions_after(model_name, versions, change),
+        lambda call: send(call, region, credentials),
+    )
+    for what, names in changed.items():
+        if names:
+            print(f"baseline: {what} {len(names)} blessing(s) in Vertex ML Metadata")
 
 
 def _move_traffic(

@@ -104,6 +104,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
     """Makes one API call (an `ApiCall`): one try, with a deadline."""
     from google.cloud.aiplatform_v1 import (
         EndpointServiceClient,
+        MetadataServiceClient,
         ModelServiceClient,
         PipelineServiceClient,
         ScheduleServiceClient,
@@ -112,6 +113,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
     service, method = call.method.split(".")
     client_type = {
         "EndpointService": EndpointServiceClient,
+        "MetadataService": MetadataServiceClient,
         "ModelService": ModelServiceClient,
         "PipelineService": PipelineServiceClient,
         "ScheduleService": ScheduleServiceClient,

@@ -71,6 +71,10 @@ def test_serving_rollback_vertex_dry_run_prints_the_lookup_and_both_requests(cap
     assert list(printed) == [
         "lookup",
         "versions",
+        "baseline_pushed_lookup",  # the next run's baseline follows, before anything moves
+        "baseline_lineage",
+        "if_rolled_back_withdraw_blessing",
+        "if_back_reinstate_blessing",
         "label_rolled_back",
         "move_default_alias",
         "endpoint_lookup",  # vertex-tpu.yaml names an endpoint: its traffic follows
@@ -199,6 +203,7 @@ class FakeVertexApi:
             "ModelService.ListModels": [gca.Model(name=MODEL)],
             "ModelService.ListModelVersions": versions,
             "EndpointService.ListEndpoints": endpoints,
+            "MetadataService.ListArtifacts": [],  # no PushedModel: no blessing to follow
         }
         self.sent: list = []
 
@@ -238,6 +243,8 @@ def test_serving_pin_vertex_moves_the_aliases_then_all_traffic_to_the_pinned_ver
     assert [call.method.split(".")[1] for call in api.sent] == [
         "ListModels",
         "ListModelVersions",
+        "ListArtifacts",  # the baseline first: PushedModels of version 1
+        "ListArtifacts",  # and of version 2
         "UpdateModel",  # version 2 set aside
         "UpdateModel",  # the pin's note on version 1
         "MergeVersionAliases",
@@ -309,7 +316,7 @@ def test_serving_pin_and_restore_vertex_dry_run_print_every_request_they_may_sen
         return json.loads(capsys.readouterr().out)
 
     pin = dry_run("pin", "3", "--reason", "good")
-    assert list(pin)[2:] == [
+    assert list(pin)[6:] == [
         f"set_aside_{model_aliases.FOUND_NEWER}",
         "if_3_is_rolled_back",
         "describe_pin",
@@ -325,7 +332,7 @@ def test_serving_pin_and_restore_vertex_dry_run_print_every_request_they_may_sen
     assert pin["if_not_deployed"]["request"]["deployedModel"]["model"] == f"{FOUND_MODEL}@3"
 
     no_endpoint = dry_run("restore", "3", config="kubeflow/vertex-gpu.yaml")
-    assert list(no_endpoint)[2:] == [
+    assert list(no_endpoint)[6:] == [
         "remove_rolled_back_label",
         f"if_newer_than_{model_aliases.FOUND_DEFAULT}",
     ]

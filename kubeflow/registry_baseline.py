@@ -1,0 +1,204 @@
+"""On Vertex AI, the next run's baseline follows what the Model Registry serves.
+
+TFX's LatestBlessedModelStrategy compiles for Vertex to two resolver queries
+(tfx/orchestration/kubeflow/v2/step_builder.py): the newest ModelBlessing with
+`state=LIVE AND metadata.blessed.number_value=1`, then the Model whose name is
+that blessing's `current_model_id`. Vertex ML Metadata has no ABANDONED state
+(Artifact.State is PENDING or LIVE), so a blessing is withdrawn through the
+first query instead: `blessed` becomes 0, `tpu_pipeline_withdrawn_by` names
+the version set aside (`<entry>@<id>`) and `tpu_pipeline_blessed_before` keeps
+the verdict. Reinstating puts the verdict back and empties
+`tpu_pipeline_withdrawn_by` (emptied, not removed: it reads the same whether
+UpdateArtifact replaces the metadata or merges into it). Nothing is deleted.
+
+As pipeline/served_baseline.py does locally, this makes the metadata agree with
+the registry: the blessings of every version labelled rolled back are
+withdrawn, the withdrawn ones of every other version reinstated, and a refusal
+stays a refusal. A version's blessings are found from what the registry Pusher
+recorded: the folder a version was uploaded from (its `artifact_uri`) is its
+PushedModel's `pushed_destination`, and the Pusher execution that output that
+PushedModel took the ModelBlessing as an input (QueryArtifactLineageSubgraph,
+read by its events, so how far a hop reaches does not matter). A version
+uploaded by `serving bless --vertex` has no PushedModel, and nothing in Vertex
+ML Metadata blesses it, so there is nothing to withdraw.
+
+The CLI calls this with the versions as they will be once the action is done
+(`versions_after`), before it moves any alias: when the metadata cannot be
+written the registry is untouched and running the same command again is safe
+(what is written already agrees, and is not written twice).
+
+Assumed from the API reference, not observed (no network here): the filter
+`metadata.<key>.string_value`, that a TFX artifact's custom properties are its
+Vertex `metadata` keys (kubeflow_v2_entrypoint_utils), and that a registry
+version's `artifact_uri` is the URI it was uploaded with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as gca
+from google.protobuf import field_mask_pb2
+
+from common.config import PipelineConfig
+from kubeflow.model_aliases import RegistryActionError, RegistryChange
+from kubeflow.model_registry import is_rolled_back
+from kubeflow.vertex_requests import ApiCall, parent
+
+PUSHED_MODEL = "tfx.PushedModel"
+MODEL_BLESSING = "tfx.ModelBlessing"
+BLESSED_KEY = "blessed"  # what the resolver's query reads (TFX's ARTIFACT_PROPERTY_BLESSED_KEY)
+WITHDRAWN_BY_KEY = "tpu_pipeline_withdrawn_by"
+BLESSED_BEFORE_KEY = "tpu_pipeline_blessed_before"
+# Stand-ins, in a dry run, for what only the lookups find.
+FOUND_URI = "<artifact_uri of each version>"
+FOUND_PUSHED = "<each PushedModel pushed there>"
+FOUND_BLESSING = "<each ModelBlessing its Pusher execution took>"
+FOUND_VERSION = "<entry>@<the version set aside>"
+
+Send = Callable[[ApiCall], Any]
+
+
+class BaselineError(RegistryActionError):
+    """Vertex ML Metadata could not be read or written (names the version and the artifact)."""
+
+
+def metadata_store(config: PipelineConfig) -> str:
+    """The project's metadata store in the region, the one Vertex AI Pipelines writes."""
+    return f"{parent(config)}/metadataStores/default"
+
+
+def pushed_models_call(store: str, destination: str) -> ApiCall:
+    """MetadataService.ListArtifacts of the PushedModels pushed to `destination`."""
+    request = gca.ListArtifactsRequest(
+        parent=store,
+        filter=(
+            f'schema_title="{PUSHED_MODEL}" AND '
+            f'metadata.pushed_destination.string_value="{destination}"'
+        ),
+    )
+    return ApiCall("MetadataService.ListArtifacts", request)
+
+
+def lineage_call(artifact_name: str) -> ApiCall:
+    """The Pusher execution that output the artifact, and that execution's inputs."""
+    request = gca.QueryArtifactLineageSubgraphRequest(artifact=artifact_name, max_hops=2)
+    return ApiCall("MetadataService.QueryArtifactLineageSubgraph", request)
+
+
+def pusher_blessings(subgraph: gca.LineageSubgraph, pushed_name: str) -> list[gca.Artifact]:
+    """The ModelBlessings input to the executions that output `pushed_name`."""
+    pushers = {
+        event.execution
+        for event in subgraph.events
+        if event.artifact == pushed_name and event.type_ == gca.Event.Type.OUTPUT
+    }
+    inputs = {
+        event.artifact
+        for event in subgraph.events
+        if event.execution in pushers and event.type_ == gca.Event.Type.INPUT
+    }
+    return [a for a in subgraph.artifacts if a.name in inputs and a.schema_title == MODEL_BLESSING]
+
+
+def is_withdrawn(blessing: gca.Artifact) -> bool:
+    return bool(blessing.metadata.get(WITHDRAWN_BY_KEY))
+
+
+def blessing_call(blessing: gca.Artifact, set_aside_as: str | None) -> ApiCall | None:
+    """The UpdateArtifact that makes `blessing` agree with its version, None if it does.
+
+    Args:
+      blessing: a ModelBlessing as Vertex ML Metadata returns it.
+      set_aside_as: the version (`<entry>@<id>`) when it is rolled back, else None.
+    """
+    metadata = dict(blessing.metadata)
+    if set_aside_as and not is_withdrawn(blessing):
+        metadata.update(
+            {
+                BLESSED_BEFORE_KEY: metadata.get(BLESSED_KEY, 0),
+                BLESSED_KEY: 0,
+                WITHDRAWN_BY_KEY: set_aside_as,
+            }
+        )
+    elif not set_aside_as and is_withdrawn(blessing):
+        metadata.update({BLESSED_KEY: metadata.get(BLESSED_BEFORE_KEY, 0), WITHDRAWN_BY_KEY: ""})
+    else:
+        return None
+    request = gca.UpdateArtifactRequest(
+        artifact=gca.Artifact(name=blessing.name, metadata=metadata),
+        update_mask=field_mask_pb2.FieldMask(paths=["metadata"]),
+    )
+    return ApiCall("MetadataService.UpdateArtifact", request)
+
+
+def versions_after(
+    model_name: str, versions: Sequence[gca.Model], change: RegistryChange
+) -> list[gca.Model]:
+    """`versions` as they are once `change` is sent: with the labels its UpdateModels set."""
+    labels = {
+        call.request.model.name: dict(call.request.model.labels)
+        for call in change.calls.values()
+        if call.method == "ModelService.UpdateModel" and "labels" in call.request.update_mask.paths
+    }
+    after = []
+    for version in versions:
+        copy = gca.Model(version)
+        copy.labels = labels.get(f"{model_name}@{version.version_id}", dict(version.labels))
+        after.append(copy)
+    return after
+
+
+def follow_registry(
+    store: str, model_name: str, versions: Sequence[gca.Model], send: Send
+) -> dict[str, list[str]]:
+    """Withdraws the blessings of rolled-back versions, reinstates those of the others.
+
+    Returns the blessings' resource names changed, under "withdrawn" and "reinstated".
+
+    Raises:
+      BaselineError: a lookup or an update failed (the line names the version).
+    """
+    from google.api_core import exceptions
+
+    changed: dict[str, list[str]] = {"withdrawn": [], "reinstated": []}
+    for version in versions:
+        name = f"{model_name}@{version.version_id}"
+        set_aside_as = name if is_rolled_back(version.labels) else None
+        try:
+            for blessing in _version_blessings(store, version.artifact_uri, send):
+                call = blessing_call(blessing, set_aside_as)
+                if call is not None:
+                    send(call)
+                    changed["withdrawn" if set_aside_as else "reinstated"].append(blessing.name)
+        except exceptions.GoogleAPIError as error:
+            raise BaselineError(
+                f"{name}: Vertex ML Metadata did not follow ({error}); nothing in the registry "
+                "was changed, so running the command again is safe"
+            ) from None
+    return changed
+
+
+def _version_blessings(store: str, artifact_uri: str, send: Send) -> list[gca.Artifact]:
+    """The ModelBlessings the Pusher took for each PushedModel pushed to `artifact_uri`."""
+    found: dict[str, gca.Artifact] = {}
+    for pushed in send(pushed_models_call(store, artifact_uri)):
+        for blessing in pusher_blessings(send(lineage_call(pushed.name)), pushed.name):
+            found[blessing.name] = blessing
+    return list(found.values())
+
+
+def planned_baseline_calls(store: str) -> dict[str, ApiCall]:
+    """What following the registry sends, per version, with stand-ins for what it finds."""
+    blessed = gca.Artifact(name=FOUND_BLESSING, metadata={BLESSED_KEY: 1})
+    withdrawn = gca.Artifact(
+        name=FOUND_BLESSING,
+        metadata={BLESSED_KEY: 0, BLESSED_BEFORE_KEY: 1, WITHDRAWN_BY_KEY: FOUND_VERSION},
+    )
+    return {
+        "baseline_pushed_lookup": pushed_models_call(store, FOUND_URI),
+        "baseline_lineage": lineage_call(FOUND_PUSHED),
+        "if_rolled_back_withdraw_blessing": blessing_call(blessed, FOUND_VERSION),
+        "if_back_reinstate_blessing": blessing_call(withdrawn, None),
+    }
