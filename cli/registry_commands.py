@@ -94,7 +94,7 @@ def _bless(
     credentials: Any,
 ) -> int:
     """Uploads the model (or gives the version holding it `default`); the endpoint follows."""
-    from kubeflow import registry_blessing
+    from kubeflow import metadata_blessing, registry_blessing
     from kubeflow.runner import require_vertex
     from kubeflow.vertex_api import UPLOAD_TIMEOUT_S, send
     from kubeflow.vertex_requests import parent
@@ -115,13 +115,24 @@ def _bless(
         uploaded = results[-1].result(timeout=UPLOAD_TIMEOUT_S)
         model_name, serving = uploaded.model, uploaded.model_version_id
     print(f"{change.summary} as {model_name}@{serving} ({registry_blessing.BLESSED_LABEL})")
+    served_uri = next(
+        (v.artifact_uri for v in versions if v.version_id == serving), args.model_uri
+    )  # a version uploaded now serves from the model's folder
+    blessing = metadata_blessing.record_blessing(
+        config,
+        args.model_uri,
+        served_uri,
+        args.reason,
+        lambda call: send(call, vertex.region, credentials),
+    )
+    print(f"baseline: recorded {blessing} in Vertex ML Metadata")
     _move_traffic(config, model_name, serving, vertex.region, credentials)
     return 0
 
 
 def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> dict[str, Any]:
     """Every request a real action may send, in order, with stand-ins for the lookups'."""
-    from kubeflow import endpoint_traffic, registry_baseline, registry_blessing
+    from kubeflow import endpoint_traffic, metadata_blessing, registry_baseline, registry_blessing
     from kubeflow import model_aliases as aliases
     from kubeflow.vertex_requests import parent
 
@@ -134,6 +145,7 @@ def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> d
         planned.update(
             registry_blessing.planned_bless(registry, parent(config), args.model_uri, args.reason)
         )
+        planned.update(metadata_blessing.planned_record(config, args.model_uri, args.reason))
         version = registry_blessing.FOUND_BLESSED
     else:
         if action in BASELINE_ACTIONS:

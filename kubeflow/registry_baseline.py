@@ -18,9 +18,9 @@ stays a refusal. A version's blessings are found from what the registry Pusher
 recorded: the folder a version was uploaded from (its `artifact_uri`) is its
 PushedModel's `pushed_destination`, and the Pusher execution that output that
 PushedModel took the ModelBlessing as an input (QueryArtifactLineageSubgraph,
-read by its events, so how far a hop reaches does not matter). A version
-uploaded by `serving bless --vertex` has no PushedModel, and nothing in Vertex
-ML Metadata blesses it, so there is nothing to withdraw.
+read by its events, so how far a hop reaches does not matter). A manual
+blessing (kubeflow/metadata_blessing.py) records its PushedModel the same way,
+its ModelBlessing an output of the same execution.
 
 The CLI calls this with the versions as they will be once the action is done
 (`versions_after`), before it moves any alias: when the metadata cannot be
@@ -54,7 +54,7 @@ BLESSED_BEFORE_KEY = "tpu_pipeline_blessed_before"
 # Stand-ins, in a dry run, for what only the lookups find.
 FOUND_URI = "<artifact_uri of each version>"
 FOUND_PUSHED = "<each PushedModel pushed there>"
-FOUND_BLESSING = "<each ModelBlessing its Pusher execution took>"
+FOUND_BLESSING = "<each ModelBlessing of the execution that pushed it>"
 FOUND_VERSION = "<entry>@<the version set aside>"
 
 Send = Callable[[ApiCall], Any]
@@ -87,19 +87,19 @@ def lineage_call(artifact_name: str) -> ApiCall:
     return ApiCall("MetadataService.QueryArtifactLineageSubgraph", request)
 
 
-def pusher_blessings(subgraph: gca.LineageSubgraph, pushed_name: str) -> list[gca.Artifact]:
-    """The ModelBlessings input to the executions that output `pushed_name`."""
+def pushed_blessings(subgraph: gca.LineageSubgraph, pushed_name: str) -> list[gca.Artifact]:
+    """The ModelBlessings of the executions that output `pushed_name`.
+
+    A Pusher takes its blessing as an input; a manual blessing
+    (kubeflow/metadata_blessing.py) outputs it beside the PushedModel.
+    """
     pushers = {
         event.execution
         for event in subgraph.events
         if event.artifact == pushed_name and event.type_ == gca.Event.Type.OUTPUT
     }
-    inputs = {
-        event.artifact
-        for event in subgraph.events
-        if event.execution in pushers and event.type_ == gca.Event.Type.INPUT
-    }
-    return [a for a in subgraph.artifacts if a.name in inputs and a.schema_title == MODEL_BLESSING]
+    linked = {event.artifact for event in subgraph.events if event.execution in pushers}
+    return [a for a in subgraph.artifacts if a.name in linked and a.schema_title == MODEL_BLESSING]
 
 
 def is_withdrawn(blessing: gca.Artifact) -> bool:
@@ -184,7 +184,7 @@ def _version_blessings(store: str, artifact_uri: str, send: Send) -> list[gca.Ar
     """The ModelBlessings the Pusher took for each PushedModel pushed to `artifact_uri`."""
     found: dict[str, gca.Artifact] = {}
     for pushed in send(pushed_models_call(store, artifact_uri)):
-        for blessing in pusher_blessings(send(lineage_call(pushed.name)), pushed.name):
+        for blessing in pushed_blessings(send(lineage_call(pushed.name)), pushed.name):
             found[blessing.name] = blessing
     return list(found.values())
 

@@ -21,7 +21,7 @@ from kubeflow.registry_baseline import (
     BLESSED_BEFORE_KEY,
     WITHDRAWN_BY_KEY,
     blessing_call,
-    pusher_blessings,
+    pushed_blessings,
 )
 from tests.kubeflow.test_model_aliases import MODEL, FakeVertexApi
 
@@ -172,9 +172,28 @@ def test_the_blessing_of_a_version_is_the_one_its_pusher_took():
     api = FakeMetadataVertexApi(registry(("default",)))
     pushed = api.pushed[f"{SERVING}/1001"]
 
-    found = pusher_blessings(api.graphs[pushed.name], pushed.name)
+    found = pushed_blessings(api.graphs[pushed.name], pushed.name)
 
     assert [b.name.rsplit("/", 1)[1] for b in found] == ["blessing-1"]
+
+
+def test_a_manual_blessing_is_found_as_an_output_beside_its_pushed_model():
+    model = artifact("model-7", "tfx.Model")
+    blessing = artifact("manual", "tfx.ModelBlessing", blessed=1)
+    pushed = artifact("pushed-manual", "tfx.PushedModel")
+    other = artifact("other", "tfx.ModelBlessing", blessed=1)  # another execution's output
+    graph = gca.LineageSubgraph(
+        artifacts=[model, blessing, pushed, other],
+        events=[
+            event(model, "manual", gca.Event.Type.INPUT),
+            event(blessing, "manual", gca.Event.Type.OUTPUT),
+            event(pushed, "manual", gca.Event.Type.OUTPUT),
+            event(model, "evaluator", gca.Event.Type.INPUT),
+            event(other, "evaluator", gca.Event.Type.OUTPUT),
+        ],
+    )
+
+    assert [b.name for b in pushed_blessings(graph, pushed.name)] == [blessing.name]
 
 
 def test_requests_parse_as_aiplatform_v1_types_and_the_dry_run_prints_them(capsys):

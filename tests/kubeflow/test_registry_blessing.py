@@ -6,6 +6,7 @@ import json
 import types
 
 import pytest
+from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
 from common.config import ModelRegistryConfig
@@ -22,6 +23,11 @@ from tests.kubeflow.test_model_aliases import (
     version,
 )
 
+STORE = "projects/p/locations/us-central1/metadataStores/default"
+CONTEXT = f"{STORE}/contexts/tpu-pipeline-digits"
+MODEL_ARTIFACT = gca.Artifact(
+    name=f"{STORE}/artifacts/model-7", uri="gs://my-bucket/root/Trainer/model/7"
+)
 REGISTRY = ModelRegistryConfig(model_display_name="tpu-pipeline-digits")
 LOCATION = "projects/p/locations/us-central1"
 URI = "gs://my-bucket/root/Trainer/model/7/Format-Serving"
@@ -72,11 +78,39 @@ def test_model_uri_must_be_on_cloud_storage(tmp_path):
         registry_blessing.model_label(str(tmp_path))
 
 
-def test_serving_bless_vertex_uploads_then_sends_all_traffic_to_the_uploaded_version(
+class FakeBlessingVertexApi(FakeVertexApi):
+    """FakeVertexApi whose metadata store holds the Model and a run, and names what it creates."""
+
+    def __init__(self, versions, endpoints, models=(MODEL_ARTIFACT,)):
+        super().__init__(versions, endpoints)
+        job = gca.PipelineJob(
+            name="projects/p/locations/us-central1/pipelineJobs/run-1",
+            job_detail=gca.PipelineJobDetail(pipeline_context=gca.Context(name=CONTEXT)),
+        )
+        self.answers.update(
+            {
+                "MetadataService.ListArtifacts": list(models),
+                "PipelineService.ListPipelineJobs": [gca.PipelineJob(name=job.name)],
+                "PipelineService.GetPipelineJob": job,
+            }
+        )
+
+    def send(self, call, region, credentials):
+        if call.method in ("MetadataService.CreateArtifact", "MetadataService.CreateExecution"):
+            self.sent.append(call)
+            created = call.request.artifact if "Artifact" in call.method else call.request.execution
+            return type(created)(created, name=f"{STORE}/created/{len(self.sent)}")
+        return super().send(call, region, credentials)
+
+    def request(self, method: str):
+        return next(call.request for call in self.sent if call.method.endswith(method))
+
+
+def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffic(
     monkeypatch, capsys
 ):
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
-    api = FakeVertexApi([version("1", "default")], [endpoint(("11", "1"))])
+    api = FakeBlessingVertexApi([version("1", "default")], [endpoint(("11", "1"))])
     done = types.SimpleNamespace(model=MODEL, model_version_id="2")
     api.answers["ModelService.UploadModel"] = types.SimpleNamespace(result=lambda timeout: done)
 
@@ -88,11 +122,56 @@ def test_serving_bless_vertex_uploads_then_sends_all_traffic_to_the_uploaded_ver
         "ListModels",
         "ListModelVersions",
         "UploadModel",
+        "ListArtifacts",  # the Model artifact of --model-uri
+        "ListPipelineJobs",
+        "GetPipelineJob",  # its job_detail names the pipeline context
+        "CreateArtifact",  # the ModelBlessing
+        "CreateArtifact",  # the PushedModel
+        "CreateExecution",
+        "AddExecutionEvents",
+        "AddContextArtifactsAndExecutions",
         "ListEndpoints",
         "DeployModel",
     ]
+    assert api.request("ListArtifacts").filter == (
+        'schema_title="tfx.Model" AND uri="gs://my-bucket/root/Trainer/model/7"'
+    )
+    blessing = api.sent[6].request.artifact
+    assert blessing.schema_title == "tfx.ModelBlessing"
+    assert blessing.state == gca.Artifact.State.LIVE
+    assert blessing.metadata["blessed"] == 1  # what the Vertex resolver's query matches
+    assert blessing.metadata["current_model_id"] == MODEL_ARTIFACT.name  # what it then reads
+    assert blessing.metadata["manual_blessing_reason"] == "PO accepts"
+    pushed = api.sent[7].request.artifact
+    assert pushed.metadata["pushed_destination"] == URI  # a rollback of version 2 finds it
+    events = api.request("AddExecutionEvents")
+    assert events.execution == f"{STORE}/created/9"
+    assert [(e.artifact, e.type_) for e in events.events] == [
+        (MODEL_ARTIFACT.name, gca.Event.Type.INPUT),
+        (f"{STORE}/created/7", gca.Event.Type.OUTPUT),
+        (f"{STORE}/created/8", gca.Event.Type.OUTPUT),
+    ]
+    context = api.request("AddContextArtifactsAndExecutions")
+    assert context.context == CONTEXT
+    assert list(context.artifacts) == [f"{STORE}/created/7", f"{STORE}/created/8"]
     assert api.sent[-1].request.deployed_model.model == f"{MODEL}@2"
-    assert f"as {MODEL}@2" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"as {MODEL}@2" in out and f"recorded {STORE}/created/7" in out
+
+
+def test_serving_bless_vertex_of_a_model_metadata_does_not_know_is_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    api = FakeBlessingVertexApi([version("1", "default", **{FINGERPRINT_LABEL: "f7"})], [], ())
+
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+
+    err = capsys.readouterr().err
+    assert err == (
+        f"tpu-pipeline: {URI}: serves, but Vertex ML Metadata has no Model artifact at "
+        "gs://my-bucket/root/Trainer/model/7 to record the blessing for (not a run's Trainer "
+        "output?)\n"
+    )
+    assert not [c for c in api.sent if c.method.startswith("MetadataService.Create")]
 
 
 def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_both_cases(
@@ -111,5 +190,16 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_b
         "if_not_registered",
         "if_registered_describe_blessing",
         "if_registered_move_default_alias",
+        "metadata_model_lookup",
+        "pipeline_run_lookup",
+        "pipeline_run",
+        "create_blessing",
+        "create_pushed_model",
+        "create_execution",
+        "add_events",
+        "add_to_pipeline_context",
     ]  # vertex-gpu.yaml deploys to no endpoint: no traffic steps
+    for step in printed.values():  # each parses back as its aiplatform_v1 request type
+        request_type = getattr(gca, f"{step['method'].split('.')[1]}Request")
+        request_type.from_json(json.dumps(step["request"]))
     assert printed["if_not_registered"]["request"]["model"]["artifactUri"] == URI

@@ -1,0 +1,206 @@
+"""`serving bless --vertex` recorded in Vertex ML Metadata, so the next run's baseline follows.
+
+As locally (pipeline/manual_blessing.py): a `ManualBlessing` execution takes the
+Model as input and outputs a new ModelBlessing (`blessed=1`, `current_model`,
+`current_model_id` = the Model artifact's resource name, as the Vertex resolver
+compares it, who and why) and a PushedModel whose `pushed_destination` is the
+registry version's `artifact_uri`, so a later rollback finds this blessing the
+way it finds a Pusher's (kubeflow/registry_baseline.py). The execution and both
+artifacts join the pipeline's context: Vertex names that context itself, so it
+is read from the newest run's `job_detail.pipeline_context` rather than derived.
+
+The registry moves first and the metadata is written second, as locally: a
+blessing recorded for a model that does not serve would move the baseline away
+from what serves. Blessing again after a failure here is safe (the upload is not
+repeated; a second blessing of the same model changes no baseline).
+
+Assumed from the API reference, not observed: ListPipelineJobs' `pipeline_name`
+filter (the compiled pipeline's name, `config.full_pipeline_name`), that the
+Vertex resolver reads the blessings in that context, and that artifacts of
+schema `tfx.*` and executions of `system.Run` are accepted without registering
+a schema.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as gca
+
+from common.config import PipelineConfig
+from kubeflow.model_aliases import Note, RegistryActionError
+from kubeflow.registry_baseline import MODEL_BLESSING, PUSHED_MODEL, metadata_store
+from kubeflow.vertex_requests import ApiCall, parent
+from pipeline.manual_blessing import BLESSED_BY_PROPERTY, EXECUTION_TYPE, REASON_PROPERTY
+
+MODEL = "tfx.Model"
+EXECUTION_SCHEMA = "system.Run"
+SERVING_FOLDER = "Format-Serving"  # what TFX's path_utils adds to a Model artifact's URI
+# Stand-ins, in a dry run, for what only the lookups and the creations find.
+FOUND_MODEL_ARTIFACT = "<the Model artifact with that URI>"
+FOUND_JOB = "<the pipeline's newest run>"
+FOUND_CONTEXT = "<its job_detail.pipeline_context>"
+FOUND_SERVED_URI = "<artifact_uri of the version that serves it>"
+CREATED_BLESSING = "<the ModelBlessing created>"
+CREATED_PUSHED = "<the PushedModel created>"
+CREATED_EXECUTION = "<the ManualBlessing execution created>"
+
+Send = Callable[[ApiCall], Any]
+
+
+def model_artifact_uri(model_uri: str) -> str:
+    """The Model artifact's URI for the Trainer's serving folder the person named."""
+    stripped = model_uri.rstrip("/")
+    return (
+        posixpath.dirname(stripped) if posixpath.basename(stripped) == SERVING_FOLDER else stripped
+    )
+
+
+def model_lookup_call(store: str, model_uri: str) -> ApiCall:
+    request = gca.ListArtifactsRequest(
+        parent=store, filter=f'schema_title="{MODEL}" AND uri="{model_artifact_uri(model_uri)}"'
+    )
+    return ApiCall("MetadataService.ListArtifacts", request)
+
+
+def newest_run_call(config: PipelineConfig) -> ApiCall:
+    request = gca.ListPipelineJobsRequest(
+        parent=parent(config),
+        filter=f'pipeline_name="{config.full_pipeline_name}"',
+        order_by="create_time desc",
+        page_size=1,
+    )
+    return ApiCall("PipelineService.ListPipelineJobs", request)
+
+
+def run_call(job_name: str) -> ApiCall:
+    """GetPipelineJob: its job_detail names the pipeline's context."""
+    return ApiCall("PipelineService.GetPipelineJob", gca.GetPipelineJobRequest(name=job_name))
+
+
+def record_calls(
+    store: str, model: gca.Artifact, model_uri: str, served_uri: str, reason: str, note: Note
+) -> dict[str, ApiCall]:
+    """The blessing's and the PushedModel's CreateArtifact, and the execution's CreateExecution."""
+    blessing = gca.Artifact(
+        schema_title=MODEL_BLESSING,
+        display_name="blessing",
+        state=gca.Artifact.State.LIVE,  # the resolver reads LIVE artifacts only
+        metadata={
+            "blessed": 1,
+            "current_model": model.uri or model_artifact_uri(model_uri),
+            "current_model_id": model.name,
+            REASON_PROPERTY: reason,
+            BLESSED_BY_PROPERTY: note.who,
+        },
+    )
+    pushed = gca.Artifact(
+        schema_title=PUSHED_MODEL,
+        display_name="pushed_model",
+        uri=served_uri,
+        state=gca.Artifact.State.LIVE,
+        metadata={"pushed": 1, "pushed_destination": served_uri},
+    )
+    execution = gca.Execution(
+        schema_title=EXECUTION_SCHEMA,
+        display_name=EXECUTION_TYPE,
+        state=gca.Execution.State.COMPLETE,
+        metadata={REASON_PROPERTY: reason, BLESSED_BY_PROPERTY: note.who},
+    )
+    return {
+        "create_blessing": ApiCall(
+            "MetadataService.CreateArtifact",
+            gca.CreateArtifactRequest(parent=store, artifact=blessing),
+        ),
+        "create_pushed_model": ApiCall(
+            "MetadataService.CreateArtifact",
+            gca.CreateArtifactRequest(parent=store, artifact=pushed),
+        ),
+        "create_execution": ApiCall(
+            "MetadataService.CreateExecution",
+            gca.CreateExecutionRequest(parent=store, execution=execution),
+        ),
+    }
+
+
+def link_calls(context: str, model: str, blessing: str, pushed: str, execution: str) -> dict:
+    """The execution's events (Model in; blessing and PushedModel out), then the context."""
+    events = [
+        gca.Event(artifact=model, type_=gca.Event.Type.INPUT),
+        gca.Event(artifact=blessing, type_=gca.Event.Type.OUTPUT),
+        gca.Event(artifact=pushed, type_=gca.Event.Type.OUTPUT),
+    ]
+    return {
+        "add_events": ApiCall(
+            "MetadataService.AddExecutionEvents",
+            gca.AddExecutionEventsRequest(execution=execution, events=events),
+        ),
+        "add_to_pipeline_context": ApiCall(
+            "MetadataService.AddContextArtifactsAndExecutions",
+            gca.AddContextArtifactsAndExecutionsRequest(
+                context=context, artifacts=[blessing, pushed], executions=[execution]
+            ),
+        ),
+    }
+
+
+def record_blessing(
+    config: PipelineConfig, model_uri: str, served_uri: str, reason: str, send: Send
+) -> str:
+    """Records the manual blessing of `model_uri`; returns the ModelBlessing's resource name.
+
+    Raises:
+      RegistryActionError: no Model artifact or pipeline run to attach it to, or a call
+        failed (one line: the model, and that blessing again is safe).
+    """
+    from google.api_core import exceptions
+
+    store = metadata_store(config)
+    try:
+        models = list(send(model_lookup_call(store, model_uri)))
+        if not models:
+            raise RegistryActionError(
+                f"{model_uri}: serves, but Vertex ML Metadata has no Model artifact at "
+                f"{model_artifact_uri(model_uri)} to record the blessing for (not a run's Trainer "
+                "output?)"
+            )
+        runs = list(send(newest_run_call(config)))
+        if not runs:
+            raise RegistryActionError(
+                f"{config.full_pipeline_name}: no Vertex AI pipeline run, so no pipeline context "
+                "to record the blessing in"
+            )
+        context = send(run_call(runs[0].name)).job_detail.pipeline_context.name
+        model = models[0]
+        created = [
+            send(call)
+            for call in record_calls(
+                store, model, model_uri, served_uri, reason, Note(None)
+            ).values()
+        ]
+        blessing, pushed, execution = (resource.name for resource in created)
+        for call in link_calls(context, model.name, blessing, pushed, execution).values():
+            send(call)
+    except exceptions.GoogleAPIError as error:
+        raise RegistryActionError(
+            f"{model_uri}: serves, but Vertex ML Metadata did not record the blessing ({error}); "
+            "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)"
+        ) from None
+    return blessing
+
+
+def planned_record(config: PipelineConfig, model_uri: str, reason: str) -> dict[str, ApiCall]:
+    """What recording the blessing sends, with stand-ins for what the lookups find."""
+    store = metadata_store(config)
+    model = gca.Artifact(name=FOUND_MODEL_ARTIFACT, uri=model_artifact_uri(model_uri))
+    return {
+        "metadata_model_lookup": model_lookup_call(store, model_uri),
+        "pipeline_run_lookup": newest_run_call(config),
+        "pipeline_run": run_call(FOUND_JOB),
+        **record_calls(store, model, model_uri, FOUND_SERVED_URI, reason, Note(None)),
+        **link_calls(
+            FOUND_CONTEXT, FOUND_MODEL_ARTIFACT, CREATED_BLESSING, CREATED_PUSHED, CREATED_EXECUTION
+        ),
+    }
