@@ -5,8 +5,9 @@ versions, and the endpoint's traffic in `kubeflow/endpoint_traffic.py`;
 `--dry-run` prints them (with stand-ins for what the lookups find) and needs no
 network. Before a rollback, pin or restore moves anything, Vertex ML Metadata is
 made to agree with the registry as it will be (`kubeflow/registry_baseline.py`),
-so the next run's baseline follows what serves. Errors are one line naming the
-entry and the version.
+so the next run's baseline follows what serves; bless records its blessing there
+after the upload (`kubeflow/metadata_blessing.py`). Errors are one line naming
+the entry and the version.
 """
 
 from __future__ import annotations

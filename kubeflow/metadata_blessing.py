@@ -24,14 +24,18 @@ a schema.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
-from typing import Any
 
 from google.cloud.aiplatform_v1 import types as gca
 
 from common.config import PipelineConfig
 from kubeflow.model_aliases import Note, RegistryActionError
-from kubeflow.registry_baseline import MODEL_BLESSING, PUSHED_MODEL, metadata_store
+from kubeflow.registry_baseline import (
+    MODEL_BLESSING,
+    PUSHED_MODEL,
+    Send,
+    metadata_call,
+    metadata_store,
+)
 from kubeflow.vertex_requests import ApiCall, parent
 from pipeline.manual_blessing import BLESSED_BY_PROPERTY, EXECUTION_TYPE, REASON_PROPERTY
 
@@ -47,8 +51,6 @@ CREATED_BLESSING = "<the ModelBlessing created>"
 CREATED_PUSHED = "<the PushedModel created>"
 CREATED_EXECUTION = "<the ManualBlessing execution created>"
 
-Send = Callable[[ApiCall], Any]
-
 
 def model_artifact_uri(model_uri: str) -> str:
     """The Model artifact's URI for the Trainer's serving folder the person named."""
@@ -62,7 +64,7 @@ def model_lookup_call(store: str, model_uri: str) -> ApiCall:
     request = gca.ListArtifactsRequest(
         parent=store, filter=f'schema_title="{MODEL}" AND uri="{model_artifact_uri(model_uri)}"'
     )
-    return ApiCall("MetadataService.ListArtifacts", request)
+    return metadata_call("ListArtifacts", request)
 
 
 def newest_run_call(config: PipelineConfig) -> ApiCall:
@@ -110,17 +112,14 @@ def record_calls(
         metadata={REASON_PROPERTY: reason, BLESSED_BY_PROPERTY: note.who},
     )
     return {
-        "create_blessing": ApiCall(
-            "MetadataService.CreateArtifact",
-            gca.CreateArtifactRequest(parent=store, artifact=blessing),
+        "create_blessing": metadata_call(
+            "CreateArtifact", gca.CreateArtifactRequest(parent=store, artifact=blessing)
         ),
-        "create_pushed_model": ApiCall(
-            "MetadataService.CreateArtifact",
-            gca.CreateArtifactRequest(parent=store, artifact=pushed),
+        "create_pushed_model": metadata_call(
+            "CreateArtifact", gca.CreateArtifactRequest(parent=store, artifact=pushed)
         ),
-        "create_execution": ApiCall(
-            "MetadataService.CreateExecution",
-            gca.CreateExecutionRequest(parent=store, execution=execution),
+        "create_execution": metadata_call(
+            "CreateExecution", gca.CreateExecutionRequest(parent=store, execution=execution)
         ),
     }
 
@@ -132,16 +131,15 @@ def link_calls(context: str, model: str, blessing: str, pushed: str, execution: 
         gca.Event(artifact=blessing, type_=gca.Event.Type.OUTPUT),
         gca.Event(artifact=pushed, type_=gca.Event.Type.OUTPUT),
     ]
+    context_request = gca.AddContextArtifactsAndExecutionsRequest(
+        context=context, artifacts=[blessing, pushed], executions=[execution]
+    )
     return {
-        "add_events": ApiCall(
-            "MetadataService.AddExecutionEvents",
-            gca.AddExecutionEventsRequest(execution=execution, events=events),
+        "add_events": metadata_call(
+            "AddExecutionEvents", gca.AddExecutionEventsRequest(execution=execution, events=events)
         ),
-        "add_to_pipeline_context": ApiCall(
-            "MetadataService.AddContextArtifactsAndExecutions",
-            gca.AddContextArtifactsAndExecutionsRequest(
-                context=context, artifacts=[blessing, pushed], executions=[execution]
-            ),
+        "add_to_pipeline_context": metadata_call(
+            "AddContextArtifactsAndExecutions", context_request
         ),
     }
 

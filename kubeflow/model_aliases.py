@@ -22,6 +22,9 @@ deleted:
 
 When `vertex.model_registry.endpoint_display_name` is set, the endpoint's
 traffic follows the version that now serves (`kubeflow/endpoint_traffic.py`).
+Before any of it, the CLI makes Vertex ML Metadata's blessings agree with what
+the registry will set aside (`kubeflow/registry_baseline.py`), so the next
+run's baseline is what serves.
 The manual blessing (`kubeflow/registry_blessing.py`) builds on the same notes.
 The requests are built here, offline, so `--dry-run` prints exactly what is sent.
 """

@@ -64,6 +64,11 @@ class BaselineError(RegistryActionError):
     """Vertex ML Metadata could not be read or written (names the version and the artifact)."""
 
 
+def metadata_call(method: str, request: Any) -> ApiCall:
+    """One MetadataService call."""
+    return ApiCall(f"MetadataService.{method}", request)
+
+
 def metadata_store(config: PipelineConfig) -> str:
     """The project's metadata store in the region, the one Vertex AI Pipelines writes."""
     return f"{parent(config)}/metadataStores/default"
@@ -78,13 +83,13 @@ def pushed_models_call(store: str, destination: str) -> ApiCall:
             f'metadata.pushed_destination.string_value="{destination}"'
         ),
     )
-    return ApiCall("MetadataService.ListArtifacts", request)
+    return metadata_call("ListArtifacts", request)
 
 
 def lineage_call(artifact_name: str) -> ApiCall:
     """The Pusher execution that output the artifact, and that execution's inputs."""
     request = gca.QueryArtifactLineageSubgraphRequest(artifact=artifact_name, max_hops=2)
-    return ApiCall("MetadataService.QueryArtifactLineageSubgraph", request)
+    return metadata_call("QueryArtifactLineageSubgraph", request)
 
 
 def pushed_blessings(subgraph: gca.LineageSubgraph, pushed_name: str) -> list[gca.Artifact]:
@@ -130,7 +135,7 @@ def blessing_call(blessing: gca.Artifact, set_aside_as: str | None) -> ApiCall |
         artifact=gca.Artifact(name=blessing.name, metadata=metadata),
         update_mask=field_mask_pb2.FieldMask(paths=["metadata"]),
     )
-    return ApiCall("MetadataService.UpdateArtifact", request)
+    return metadata_call("UpdateArtifact", request)
 
 
 def versions_after(
