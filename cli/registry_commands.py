@@ -110,7 +110,12 @@ def _bless(
         registry_blessing.model_label(args.model_uri),
         args.reason,
     )
-    results = [send(call, vertex.region, credentials) for call in change.calls.values()]
+
+    def to_vertex(call: Any) -> Any:
+        return send(call, vertex.region, credentials)
+
+    place = metadata_blessing.find_place(config, args.model_uri, to_vertex)  # before moving
+    results = [to_vertex(call) for call in change.calls.values()]
     serving = change.serving
     if serving is None:  # uploaded: the new version's id is known once the upload is done
         uploaded = results[-1].result(timeout=UPLOAD_TIMEOUT_S)
@@ -120,11 +125,7 @@ def _bless(
         (v.artifact_uri for v in versions if v.version_id == serving), args.model_uri
     )  # a version uploaded now serves from the model's folder
     blessing = metadata_blessing.record_blessing(
-        config,
-        args.model_uri,
-        served_uri,
-        args.reason,
-        lambda call: send(call, vertex.region, credentials),
+        place, args.model_uri, served_uri, args.reason, to_vertex
     )
     print(f"baseline: recorded {blessing} in Vertex ML Metadata")
     _move_traffic(config, model_name, serving, vertex.region, credentials)
@@ -143,6 +144,7 @@ def _planned(config: PipelineConfig, args: argparse.Namespace, lookup: Any) -> d
         return planned
     if action == "bless":
         registry = config.vertex.model_registry
+        planned.update(metadata_blessing.planned_lookups(config, args.model_uri))
         planned.update(
             registry_blessing.planned_bless(registry, parent(config), args.model_uri, args.reason)
         )

@@ -9,10 +9,12 @@ way it finds a Pusher's (kubeflow/registry_baseline.py). The execution and both
 artifacts join the pipeline's context: Vertex names that context itself, so it
 is read from the newest run's `job_detail.pipeline_context` rather than derived.
 
-The registry moves first and the metadata is written second, as locally: a
-blessing recorded for a model that does not serve would move the baseline away
-from what serves. Blessing again after a failure here is safe (the upload is not
-repeated; a second blessing of the same model changes no baseline).
+The Model artifact and the context are looked up before the registry moves (a
+model Vertex ML Metadata does not know is refused with nothing changed); the
+records are written after it, as locally: a blessing recorded for a model that
+does not serve would move the baseline away from what serves. Blessing again
+after a failure there is safe (the upload is not repeated; a second blessing of
+the same model changes no baseline).
 
 Assumed from the API reference, not observed: ListPipelineJobs' `pipeline_name`
 filter (the compiled pipeline's name, `config.full_pipeline_name`), that the
@@ -23,7 +25,10 @@ a schema.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import posixpath
+from collections.abc import Iterator
 
 from google.cloud.aiplatform_v1 import types as gca
 
@@ -144,25 +149,29 @@ def link_calls(context: str, model: str, blessing: str, pushed: str, execution: 
     }
 
 
-def record_blessing(
-    config: PipelineConfig, model_uri: str, served_uri: str, reason: str, send: Send
-) -> str:
-    """Records the manual blessing of `model_uri`; returns the ModelBlessing's resource name.
+@dataclasses.dataclass(frozen=True)
+class BlessingPlace:
+    """Where a manual blessing is recorded: the store, the Model artifact, the pipeline context."""
+
+    store: str
+    model: gca.Artifact
+    context: str
+
+
+def find_place(config: PipelineConfig, model_uri: str, send: Send) -> BlessingPlace:
+    """Looks up the Model artifact of `model_uri` and the pipeline's context, before anything moves.
 
     Raises:
-      RegistryActionError: no Model artifact or pipeline run to attach it to, or a call
-        failed (one line: the model, and that blessing again is safe).
+      RegistryActionError: no such Model artifact or pipeline run, or a lookup failed.
     """
-    from google.api_core import exceptions
-
     store = metadata_store(config)
-    try:
+    with _one_line(f"{model_uri}: cannot read Vertex ML Metadata", "nothing was changed"):
         models = list(send(model_lookup_call(store, model_uri)))
         if not models:
             raise RegistryActionError(
-                f"{model_uri}: serves, but Vertex ML Metadata has no Model artifact at "
-                f"{model_artifact_uri(model_uri)} to record the blessing for (not a run's Trainer "
-                "output?)"
+                f"{model_uri}: Vertex ML Metadata has no Model artifact at "
+                f"{model_artifact_uri(model_uri)}; give the Format-Serving folder of a run's "
+                "Trainer"
             )
         runs = list(send(newest_run_call(config)))
         if not runs:
@@ -171,32 +180,55 @@ def record_blessing(
                 "to record the blessing in"
             )
         context = send(run_call(runs[0].name)).job_detail.pipeline_context.name
-        model = models[0]
-        created = [
+    return BlessingPlace(store, models[0], context)
+
+
+def record_blessing(
+    place: BlessingPlace, model_uri: str, served_uri: str, reason: str, send: Send
+) -> str:
+    """Records the manual blessing of `model_uri`; returns the ModelBlessing's resource name.
+
+    Raises:
+      RegistryActionError: a call failed (one line: the model serves, and blessing
+        again records it).
+    """
+    with _one_line(
+        f"{model_uri}: serves, but Vertex ML Metadata did not record the blessing",
+        "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)",
+    ):
+        calls = record_calls(place.store, place.model, model_uri, served_uri, reason, Note(None))
+        blessing, pushed, execution = (send(call).name for call in calls.values())
+        links = link_calls(place.context, place.model.name, blessing, pushed, execution)
+        for call in links.values():
             send(call)
-            for call in record_calls(
-                store, model, model_uri, served_uri, reason, Note(None)
-            ).values()
-        ]
-        blessing, pushed, execution = (resource.name for resource in created)
-        for call in link_calls(context, model.name, blessing, pushed, execution).values():
-            send(call)
-    except exceptions.GoogleAPIError as error:
-        raise RegistryActionError(
-            f"{model_uri}: serves, but Vertex ML Metadata did not record the blessing ({error}); "
-            "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)"
-        ) from None
     return blessing
 
 
+@contextlib.contextmanager
+def _one_line(what: str, then: str) -> Iterator[None]:
+    """Turns an API error into one RegistryActionError line: what failed, why, what next."""
+    from google.api_core import exceptions
+
+    try:
+        yield
+    except exceptions.GoogleAPIError as error:
+        raise RegistryActionError(f"{what} ({error}); {then}") from None
+
+
+def planned_lookups(config: PipelineConfig, model_uri: str) -> dict[str, ApiCall]:
+    """What `find_place` sends, before the registry moves."""
+    return {
+        "metadata_model_lookup": model_lookup_call(metadata_store(config), model_uri),
+        "pipeline_run_lookup": newest_run_call(config),
+        "pipeline_run": run_call(FOUND_JOB),
+    }
+
+
 def planned_record(config: PipelineConfig, model_uri: str, reason: str) -> dict[str, ApiCall]:
-    """What recording the blessing sends, with stand-ins for what the lookups find."""
+    """What `record_blessing` sends once the model serves, with stand-ins for what it finds."""
     store = metadata_store(config)
     model = gca.Artifact(name=FOUND_MODEL_ARTIFACT, uri=model_artifact_uri(model_uri))
     return {
-        "metadata_model_lookup": model_lookup_call(store, model_uri),
-        "pipeline_run_lookup": newest_run_call(config),
-        "pipeline_run": run_call(FOUND_JOB),
         **record_calls(store, model, model_uri, FOUND_SERVED_URI, reason, Note(None)),
         **link_calls(
             FOUND_CONTEXT, FOUND_MODEL_ARTIFACT, CREATED_BLESSING, CREATED_PUSHED, CREATED_EXECUTION

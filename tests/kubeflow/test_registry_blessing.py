@@ -6,6 +6,7 @@ import json
 import types
 
 import pytest
+from google.api_core import exceptions
 from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
@@ -121,10 +122,10 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
     assert methods == [
         "ListModels",
         "ListModelVersions",
-        "UploadModel",
-        "ListArtifacts",  # the Model artifact of --model-uri
+        "ListArtifacts",  # the Model artifact of --model-uri, before anything moves
         "ListPipelineJobs",
         "GetPipelineJob",  # its job_detail names the pipeline context
+        "UploadModel",
         "CreateArtifact",  # the ModelBlessing
         "CreateArtifact",  # the PushedModel
         "CreateExecution",
@@ -159,19 +160,45 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
     assert f"as {MODEL}@2" in out and f"recorded {STORE}/created/7" in out
 
 
-def test_serving_bless_vertex_of_a_model_metadata_does_not_know_is_one_line(monkeypatch, capsys):
+def test_serving_bless_vertex_of_a_model_metadata_does_not_know_is_one_line_and_moves_nothing(
+    monkeypatch, capsys
+):
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
-    api = FakeBlessingVertexApi([version("1", "default", **{FINGERPRINT_LABEL: "f7"})], [], ())
+    api = FakeBlessingVertexApi([version("1", "default")], [], models=())
 
     assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
 
     err = capsys.readouterr().err
     assert err == (
-        f"tpu-pipeline: {URI}: serves, but Vertex ML Metadata has no Model artifact at "
-        "gs://my-bucket/root/Trainer/model/7 to record the blessing for (not a run's Trainer "
-        "output?)\n"
+        f"tpu-pipeline: {URI}: Vertex ML Metadata has no Model artifact at "
+        "gs://my-bucket/root/Trainer/model/7; give the Format-Serving folder of a run's Trainer\n"
     )
-    assert not [c for c in api.sent if c.method.startswith("MetadataService.Create")]
+    assert [c.method for c in api.sent][-1] == "MetadataService.ListArtifacts"  # no upload
+
+
+def test_a_failure_to_record_after_the_upload_says_it_serves_and_to_bless_again(
+    monkeypatch, capsys
+):
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    api = FakeBlessingVertexApi([version("1", "default", **{FINGERPRINT_LABEL: "f7"})], [])
+    api.send_before = api.send
+
+    def unavailable(call, region, credentials):
+        if call.method == "MetadataService.AddExecutionEvents":
+            raise exceptions.ServiceUnavailable("metadata store unavailable")
+        return api.send_before(call, region, credentials)
+
+    api.send = unavailable
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"tpu-pipeline: {URI}: serves, but Vertex ML Metadata did not record the blessing ("
+    )
+    assert err.endswith(
+        "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)\n"
+    )
+    assert "ModelService.MergeVersionAliases" in [c.method for c in api.sent]  # it serves
 
 
 def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_both_cases(
@@ -187,12 +214,12 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_b
     assert main([*argv, *config]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert list(printed)[2:] == [
+        "metadata_model_lookup",  # where to record it is found before anything moves
+        "pipeline_run_lookup",
+        "pipeline_run",
         "if_not_registered",
         "if_registered_describe_blessing",
         "if_registered_move_default_alias",
-        "metadata_model_lookup",
-        "pipeline_run_lookup",
-        "pipeline_run",
         "create_blessing",
         "create_pushed_model",
         "create_execution",
