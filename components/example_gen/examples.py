@@ -60,6 +60,11 @@ class ExampleBuilder:
             )
         return label
 
+    def label_of(self, example: tf.train.Example) -> int | None:
+        """The class index of an example this builder built, or None where it has no label."""
+        values = example.features.feature[self.dataset.label_feature].int64_list.value
+        return int(values[0]) if values else None
+
     def build(
         self,
         pixels: np.ndarray,

@@ -81,8 +81,8 @@ def read_tfrecord_batches(
     """Yields a layout-ready TFRecord file's records in batches, checked as `read_tfrecord`
     checks each: `(serialized examples, labels)`, a label None where a record has none.
 
-    For a source in the pipeline's layout (`imports_unchanged`), one
-    `tf.io.parse_example` checks a whole batch for what the record check asks of
+    For a source in the pipeline's layout (`imports_unchanged`), one traced graph
+    of `tf.io.parse_example` checks a whole batch for what the record check asks of
     floats: an Example, the pixel feature with exactly the configured count of
     float values, the label (where there is one) one int64. Numpy then checks the
     pixels finite and the labels in range, and the records go on as they are:
@@ -116,11 +116,7 @@ def _checked_batch(path: str, start: int, batch: list[bytes], builder: ExampleBu
         _example_from_record(serialized, builder, f"{path}: record {start + offset}")
         for offset, serialized in enumerate(batch)
     ]
-    label_feature = builder.dataset.label_feature
-    labels = []
-    for example in examples:
-        values = example.features.feature[label_feature].int64_list.value
-        labels.append(int(values[0]) if values else None)
+    labels = [builder.label_of(example) for example in examples]
     return [example.SerializeToString() for example in examples], labels
 
 

@@ -124,7 +124,6 @@ class _ReadRecords(beam.DoFn):
 
     def setup(self):
         dataset = DatasetConfig.model_validate_json(self._dataset_json)
-        self._label_feature = dataset.label_feature
         self._builder = ExampleBuilder(dataset, labels_required=False)
         self._read = source_format(dataset).read
         self._in_batches = imports_unchanged(dataset)
@@ -139,10 +138,9 @@ class _ReadRecords(beam.DoFn):
             return
         chunk = _Records([], [], [])
         for index, (_, example) in enumerate(self._read(path, self._builder)):
-            labels = example.features.feature[self._label_feature].int64_list.value
             chunk.sources.append(f"{path}:{index}")
             chunk.examples.append(example.SerializeToString())
-            chunk.labels.append(int(labels[0]) if labels else None)
+            chunk.labels.append(self._builder.label_of(example))
             if len(chunk) == self._chunk_size:
                 yield chunk
                 chunk = _Records([], [], [])
@@ -154,10 +152,11 @@ class _Predict(beam.DoFn):
     """Runs `serving_default` on batches of records, one batch ahead of the records' reading.
 
     The model runs in a thread of its own: while it predicts one batch (TensorFlow
-    lets go of the GIL), Beam reads and checks the files of the next, so reading
-    no longer adds to the model's time. The SavedModel loads once per worker, in
-    that thread too, while the first records are read. Beam's counters count in
-    Beam's thread, when a batch's predictions are handed on.
+    lets go of the GIL), Beam reads and checks the files of the next, so the two
+    overlap (on 2 cores the reading still takes CPU the model would use). The
+    SavedModel loads once per worker, in that thread too, while the first records
+    are read. Beam's counters count in Beam's thread, when a batch's predictions
+    are handed on.
     """
 
     def __init__(self, model_dir: str, batch_size: int):
@@ -210,10 +209,10 @@ class _Predict(beam.DoFn):
         for predictions in predicted.result():
             labels = np.array([-1 if label is None else label for label in predictions.labels])
             known = labels >= 0
-            predicted = predictions.probabilities.argmax(axis=-1)
+            classes = predictions.probabilities.argmax(axis=-1)
             self._predicted.inc(len(predictions))
             self._labelled.inc(int(known.sum()))
-            self._correct.inc(int((predicted[known] == labels[known]).sum()))
+            self._correct.inc(int((classes[known] == labels[known]).sum()))
             PREDICTED.add(len(predictions))
             yield predictions
 
