@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
+import re
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 
 import numpy as np
 import tensorflow as tf
@@ -27,6 +30,8 @@ from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SER
 
 # More decimals than a reader compares; the PredictionLog's `probabilities` keep float32.
 PROBABILITY_DECIMALS = 6
+# What makes the csv module quote a field: the delimiter, the quote, a line break.
+_CSV_SPECIAL = re.compile(r'[,"\r\n]')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,22 +68,39 @@ class RowFormat:
     k: int
     model_version: int = 0  # the PredictionLog's model_spec.version
 
-    def _ranked(self, batch: Predictions) -> tuple[list[list[int]], list[list[float]]]:
-        """Per record, its top classes and their probabilities (rounded), as Python lists."""
+    def _top(self, batch: Predictions) -> tuple[np.ndarray, np.ndarray]:
+        """Per record, its top classes and their probabilities, rounded: [records, ranks]."""
         classes = top_k(batch.probabilities, self.k)
         chosen = np.take_along_axis(batch.probabilities, classes, axis=-1).astype(np.float64)
-        return classes.tolist(), np.round(chosen, PROBABILITY_DECIMALS).tolist()
+        return classes, np.round(chosen, PROBABILITY_DECIMALS)
+
+    def _ranked_texts(self, batch: Predictions, entries: Sequence[str], template: str):
+        """Per rank, a column over the batch: `template` % (its class's entry of `entries`,
+        its probability). The text formats build each line from these, not from fields:
+        a fifth of the time the csv and json modules take (digits' 3 ranks)."""
+        classes, probabilities = self._top(batch)
+        entry = np.array(entries, dtype=object)[classes]
+        return [
+            [
+                template % pair
+                for pair in zip(
+                    entry[:, rank].tolist(), probabilities[:, rank].tolist(), strict=True
+                )
+            ]
+            for rank in range(classes.shape[-1])
+        ]
 
     def rows(self, batch: Predictions) -> list[dict]:
         """The readable fields of each prediction (JSON lines' objects)."""
         names = self.class_names
         rows = []
-        for source, classes, probabilities, label in zip(
-            batch.sources, *self._ranked(batch), batch.labels, strict=True
+        classes, probabilities = (part.tolist() for part in self._top(batch))
+        for source, ranks, chances, label in zip(
+            batch.sources, classes, probabilities, batch.labels, strict=True
         ):
             ranked = [
                 {"class": index, "class_name": names[index], "probability": probability}
-                for index, probability in zip(classes, probabilities, strict=True)
+                for index, probability in zip(ranks, chances, strict=True)
             ]
             row = {"source": source, **ranked[0], "top_k": ranked}
             if label is not None:
@@ -87,14 +109,38 @@ class RowFormat:
         return rows
 
     def json_lines(self, batch: Predictions) -> str:
-        """One JSON object per prediction, one per line (no newline after the last)."""
-        return "\n".join(json.dumps(row) for row in self.rows(batch))
+        """One JSON object per prediction, one per line (no newline after the last): `rows`
+        as `json.dumps` writes them."""
+        ranked = self._ranked_texts(batch, self._json_entries, '%s, "probability": %s')
+        top = ", ".join(["{%s}"] * len(ranked))
+        template = f'{{"source": %s, %s, "top_k": [{top}]%s}}'
+        sources = [encode_basestring_ascii(source) for source in batch.sources]
+        labels = ["" if label is None else f', "label": {label}' for label in batch.labels]
+        return "\n".join(
+            template % (source, ranks[0], *ranks, label)
+            for source, label, *ranks in zip(sources, labels, *ranked, strict=True)
+        )
+
+    @functools.cached_property
+    def _json_entries(self) -> list[str]:
+        """Per class, its `class` and `class_name` members as JSON."""
+        return [
+            f'"class": {index}, "class_name": {json.dumps(name)}'
+            for index, name in enumerate(self.class_names)
+        ]
+
+    @functools.cached_property
+    def _csv_entries(self) -> list[str]:
+        """Per class, its `class` and `class_name` fields as CSV."""
+        return [f"{index},{_csv_field(name)}" for index, name in enumerate(self.class_names)]
+
+    def _ranks(self) -> int:
+        return min(self.k, len(self.class_names))
 
     def csv_columns(self) -> list[str]:
-        ranks = range(1, min(self.k, len(self.class_names)) + 1)
         top = [
             f"top{rank}_{field}"
-            for rank in ranks
+            for rank in range(1, self._ranks() + 1)
             for field in ("class", "class_name", "probability")
         ]
         return ["source", "class", "class_name", "probability", "label", *top]
@@ -103,19 +149,18 @@ class RowFormat:
         return _csv_lines([self.csv_columns()])
 
     def csv_lines(self, batch: Predictions) -> str:
-        """One CSV line per prediction under `csv_header` (no newline after the last)."""
-        names = self.class_names
-        lines = []
-        for source, classes, probabilities, label in zip(
-            batch.sources, *self._ranked(batch), batch.labels, strict=True
-        ):
-            top = [
-                field
-                for index, probability in zip(classes, probabilities, strict=True)
-                for field in (index, names[index], probability)
-            ]
-            lines.append([source, *top[:3], "" if label is None else label, *top])
-        return _csv_lines(lines)
+        """One CSV line per prediction under `csv_header` (no newline after the last), quoted
+        as the csv module quotes."""
+        ranked = self._ranked_texts(batch, self._csv_entries, "%s,%s")
+        template = ",".join(["%s"] * (3 + len(ranked)))
+        sources = batch.sources
+        if _CSV_SPECIAL.search("".join(sources)):
+            sources = [_csv_field(source) for source in sources]
+        labels = ["" if label is None else label for label in batch.labels]
+        return "\n".join(
+            template % (source, ranks[0], label, *ranks)
+            for source, label, *ranks in zip(sources, labels, *ranked, strict=True)
+        )
 
     def prediction_logs(self, batch: Predictions) -> list[bytes]:
         """Serialized PredictionLogs: TF Serving's Predict request and response per record."""
@@ -150,6 +195,11 @@ class RowFormat:
             predict_log=prediction_log_pb2.PredictLog(request=request, response=response)
         )
         return log.SerializeToString()
+
+
+def _csv_field(text: str) -> str:
+    """`text` as one CSV field, quoted as the csv module quotes it (only where it must be)."""
+    return _csv_lines([[text]]) if _CSV_SPECIAL.search(text) else text
 
 
 def _csv_lines(rows: Sequence[Sequence[object]]) -> str:

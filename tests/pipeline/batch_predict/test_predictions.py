@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 
 import numpy as np
@@ -58,9 +59,32 @@ def test_csv_lines_parse_under_their_header_with_an_empty_label_when_there_is_no
     assert "top4_class" not in labelled
 
 
-def test_json_lines_hold_the_rows_one_a_line():
-    batch = _predictions(0, None, 2)
-    assert [json.loads(line) for line in ROWS.json_lines(batch).split("\n")] == ROWS.rows(batch)
+def _awkward():
+    """Names and sources a template could get wrong: a comma, quotes, a line break, unicode."""
+    rows = RowFormat(('say "hi"', "a, b", "line\nbreak", "café"), k=3)
+    rng = np.random.default_rng(0)
+    batch = Predictions(
+        ["gs://b/x.tfrecord:0", 'dir,with "quotes"/ü.png:0', "plain:7"],
+        [b""] * 3,
+        rng.dirichlet(np.ones(4), 3).astype(np.float32),
+        [2, None, 0],
+    )
+    return rows, batch
+
+
+def test_json_lines_are_the_rows_as_json_dumps_writes_them():
+    rows, batch = _awkward()
+    assert rows.json_lines(batch).split("\n") == [json.dumps(row) for row in rows.rows(batch)]
+
+
+def test_csv_lines_are_the_rows_as_the_csv_module_writes_them():
+    rows, batch = _awkward()
+    expected = io.StringIO()
+    writer = csv.writer(expected, lineterminator="\n")
+    for row in rows.rows(batch):
+        top = [(r["class"], r["class_name"], r["probability"]) for r in row["top_k"]]
+        writer.writerow([row["source"], *top[0], row.get("label", ""), *sum(top, ())])
+    assert rows.csv_lines(batch) + "\n" == expected.getvalue()
 
 
 def test_a_class_name_with_a_comma_or_quote_stays_one_csv_field():
