@@ -944,9 +944,13 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
 
 
 # Dataset -> training steps of the model, copies of its files predicted on, their pattern.
-# Enough records that the job's start-up (Beam, loading the model: about a second) is
-# a small part of its time, as in a batch job; the start-up has its own row.
-PREDICT_DATA = {"digits": (100, 200, "copy-*/*.tfrecord"), "signs": (20, 30, "copy-*/*/*/*.JPG")}
+# Enough records that the job runs about half a minute, as a batch job runs minutes, so
+# its start-up (Beam, loading the model: 0.7-2 s) is a small part of its time; the
+# start-up has its own row.
+PREDICT_DATA = {
+    "digits": (100, 1000, "copy-*/*.tfrecord"),
+    "signs": (20, 60, "copy-*/*/*/*.JPG"),
+}
 
 
 def _pushed_model(settings: Settings, dataset: str) -> pathlib.Path:

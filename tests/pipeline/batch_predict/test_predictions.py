@@ -75,6 +75,10 @@ def _awkward():
 def test_json_lines_are_the_rows_as_json_dumps_writes_them():
     rows, batch = _awkward()
     assert rows.json_lines(batch).split("\n") == [json.dumps(row) for row in rows.rows(batch)]
+    batch.probabilities[1, 0] = np.nan  # a broken model's output still reads back as JSON
+    assert [json.loads(line)["source"] for line in rows.json_lines(batch).split("\n")] == (
+        batch.sources
+    )
 
 
 def test_csv_lines_are_the_rows_as_the_csv_module_writes_them():
