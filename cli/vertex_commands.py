@@ -65,6 +65,9 @@ def run_vertex_command(args: argparse.Namespace) -> int:
 
     quiet_library_warnings()
     config = config_from_args(args)
+    from kubeflow.runner import require_webhook_secret
+
+    require_webhook_secret(config)  # no spec, job or schedule carries the webhook URL
     if args.command == "compile":
         return _compile(config, args.output)
     from kubeflow.vertex_api import VertexUnreachableError, connect

@@ -13,6 +13,12 @@ most READ_BUDGET_S; when it fails or takes longer, the message falls back to wha
 the final status alone says (succeeded, failed, data rejected when the error
 names the DataGate, interrupted) plus one line saying why the metrics are not
 there. Posting then takes at most `notify.timeout_seconds`, as locally.
+
+The webhook's URL is in no parameter of the compiled spec: the handler gets the
+name of the Secret Manager version holding it (`notify.webhook_secret`) and reads
+it when it posts. Whatever happens (a malformed final status, an unreadable
+secret, a failure building the message), the handler logs one line and its step
+succeeds: a notification never turns a run's result into a failure.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
@@ -24,11 +30,12 @@ from absl import logging
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from common.config import PipelineConfig
+from common.config import NotifyConfig, PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
-from common.webhook import post_message, slack_message
+from common.webhook import post_notification, slack_message
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
+from kubeflow.runner import require_webhook_secret
 from pipeline.pipeline import NodeIds
 from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
 
@@ -40,6 +47,7 @@ if TYPE_CHECKING:
 # cannot hold the step.
 READ_BUDGET_S = 30.0
 SUCCEEDED = "succeeded"
+UNKNOWN = "outcome unknown"
 _OUTCOMES = {"SUCCEEDED": SUCCEEDED, "FAILED": FAILED, "CANCELLED": INTERRUPTED}
 WHERE = "Vertex AI"
 
@@ -58,7 +66,7 @@ def _status_message(
     pipeline_name: str, status: pipeline_spec_pb2.PipelineTaskFinalStatus, unread: str
 ) -> dict:
     """What the final status alone says, and `unread`: why the job's results are not shown."""
-    outcome = _OUTCOMES.get(status.state, status.state.lower() or FAILED)
+    outcome = _OUTCOMES.get(status.state, status.state.lower() or UNKNOWN)
     # Vertex's error names the failed tasks (its exact wording is not checked here: offline).
     if outcome == FAILED and re.search(rf"\b{NodeIds.DATA_GATE}\b", status.error.message):
         outcome = DATA_REJECTED
@@ -84,9 +92,16 @@ def vertex_run_message(
       read_job: reads the pipeline job by its resource name; by default from Vertex AI.
       budget_s: the most reading the job and its artifacts may take.
     """
-    status = json_format.Parse(
-        final_status, pipeline_spec_pb2.PipelineTaskFinalStatus(), ignore_unknown_fields=True
-    )
+    try:
+        status = json_format.Parse(
+            final_status, pipeline_spec_pb2.PipelineTaskFinalStatus(), ignore_unknown_fields=True
+        )
+    except Exception as error:  # not JSON, or not a final status: still tell that the run ended
+        logging.warning("The final status is unreadable: %s", error_line(error))
+        return slack_message(
+            f"tpu-pipeline {pipeline_name} on {WHERE}: *{UNKNOWN}*",
+            [f"the final status Vertex AI passed is unreadable: {error_line(error)}"],
+        )
     name = status.pipeline_job_resource_name
     read_job = read_job or read_pipeline_job
     try:
@@ -104,25 +119,33 @@ def vertex_run_message(
 @exit_handler
 def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
     final_status: Parameter[str],
-    webhook: Parameter[str],
+    webhook_secret: Parameter[str],
     timeout_seconds: Parameter[float],
     pipeline_name: Parameter[str],
 ):
-    """Posts the run's outcome; a webhook that fails or hangs is one warning, not a failed step."""
-    warning = post_message(
-        webhook, vertex_run_message(pipeline_name, final_status), timeout_seconds
-    )
+    """Posts the run's outcome; whatever fails is one warning in the log, never a failed step."""
+    try:
+        notify = NotifyConfig(webhook_secret=webhook_secret, timeout_seconds=timeout_seconds)
+        warning = post_notification(notify, vertex_run_message(pipeline_name, final_status))
+    except Exception as error:  # the run's result stands whatever happened here
+        warning = f"the run's outcome was not told: {error_line(error)}"
     if warning:
         logging.warning("%s; the run's result stands", warning)
 
 
 def notify_exit_handler(config: PipelineConfig) -> BaseComponent | None:
-    """The exit handler for `config.notify`, or None when nothing is to be told."""
-    if config.notify is None:
+    """The exit handler for `config.notify`, or None when nothing is to be told.
+
+    Raises:
+      ConfigError: `notify.webhook` is set; on Vertex AI the URL must come from
+        `notify.webhook_secret` (kubeflow/runner.py, `require_webhook_secret`).
+    """
+    notify = require_webhook_secret(config)
+    if notify is None:
         return None
     return NotifyWebhook(
         final_status=FinalStatusStr(),
-        webhook=config.notify.webhook,
-        timeout_seconds=config.notify.timeout_seconds,
+        webhook_secret=notify.webhook_secret,
+        timeout_seconds=notify.timeout_seconds,
         pipeline_name=config.full_pipeline_name,
     )

@@ -13,7 +13,7 @@ import json
 import pathlib
 from typing import TYPE_CHECKING, Any
 
-from common.config import REPO_ROOT, ConfigError, PipelineConfig, VertexConfig
+from common.config import REPO_ROOT, ConfigError, NotifyConfig, PipelineConfig, VertexConfig
 
 if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
     from common.tfx_api import tfx_pipeline
@@ -33,6 +33,25 @@ def require_vertex(config: PipelineConfig) -> VertexConfig:
             "or vertex-tpu.yaml and set project, roots and images"
         )
     return config.vertex
+
+
+def require_webhook_secret(config: PipelineConfig) -> NotifyConfig | None:
+    """The `notify:` section for Vertex AI, where the webhook URL must come from Secret Manager.
+
+    A compiled spec's parameters, the job's and its schedule's, are shown to whoever can
+    view the job; the URL stays out of them, read by the exit handler when it posts.
+
+    Raises:
+      ConfigError: `notify.webhook` (the URL itself) is set.
+    """
+    notify = config.notify
+    if notify is not None and notify.webhook is not None:
+        raise ConfigError(
+            "notify.webhook: on Vertex AI the URL would be a pipeline parameter that whoever "
+            "can view the job reads; store it in Secret Manager and set notify.webhook_secret: "
+            "projects/PROJECT/secrets/SECRET/versions/VERSION instead (README: Notify)"
+        )
+    return notify
 
 
 def container_schema_file(config: PipelineConfig) -> str:
@@ -148,6 +167,7 @@ def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, 
     from common.tfx_api import kubeflow_v2_dag_runner
 
     vertex = require_vertex(config)
+    require_webhook_secret(config)  # before the import of TFX: a config error takes a second
     output = pathlib.Path(output)
     if output.exists():
         output.unlink()  # the runner refuses to overwrite; a rebuilt spec replaces the old one

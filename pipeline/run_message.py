@@ -12,7 +12,7 @@ import socket
 from typing import Any
 
 from common.config import PipelineConfig
-from common.webhook import post_message, slack_message
+from common.webhook import post_notification, slack_message
 from pipeline.run_summary import RunSummary
 
 BLESSED_AND_PUSHED = "blessed and pushed"
@@ -80,12 +80,12 @@ def run_message(
 
 
 def notify_run(config: PipelineConfig, summary: RunSummary, report: str | None) -> str | None:
-    """Posts the run's message to `notify.webhook`, if set; returns a warning if it was not taken.
+    """Posts the run's message to the `notify:` webhook, if set; returns a warning if it was not
+    taken.
 
-    Takes at most `notify.timeout_seconds`; never raises for the webhook's sake.
+    Takes at most `notify.timeout_seconds` (twice that with `webhook_secret`: reading it,
+    then posting); never raises for the webhook's sake.
     """
     if config.notify is None:
         return None
-    return post_message(
-        config.notify.webhook, run_message(summary, report), config.notify.timeout_seconds
-    )
+    return post_notification(config.notify, run_message(summary, report))

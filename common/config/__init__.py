@@ -22,9 +22,17 @@ from common.config.dataset import (
 )
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import load_config
-from common.config.notify import NotifyConfig
+from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.pruning import PruningConfig
+from common.config.secrets import (
+    HIDDEN,
+    SECRET_ERROR,
+    SecretUrl,
+    plain_credentials,
+    url_host,
+    webhook_url_problem,
+)
 from common.config.serving import ServingConfig, TFLiteVariant
 from common.config.trainer import (
     Accelerator,
@@ -56,7 +64,10 @@ __all__ = [
     "BUILTIN_DATASETS",
     "BUILTIN_DATA_DIR",
     "DEFAULT_DATASET",
+    "HIDDEN",
     "REPO_ROOT",
+    "SECRET_ERROR",
+    "SECRET_VERSION_PATTERN",
     "TPU_V5E_MACHINE_PREFIX",
     "UNTUNABLE_TRAINER_FIELDS",
     "Accelerator",
@@ -76,6 +87,7 @@ __all__ = [
     "PromisedDevices",
     "PruningConfig",
     "ScheduleConfig",
+    "SecretUrl",
     "SearchDimension",
     "SearchValue",
     "ServingConfig",
@@ -88,4 +100,7 @@ __all__ = [
     "VertexConfig",
     "VertexTrainerConfig",
     "load_config",
+    "plain_credentials",
+    "url_host",
+    "webhook_url_problem",
 ]

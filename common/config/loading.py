@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from common.config.base import ConfigError
 from common.config.pipeline import PipelineConfig
+from common.config.secrets import SECRET_ERROR
 
 
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:
@@ -31,7 +32,8 @@ def _format_errors(error: ValidationError, source: str) -> str:
     for item in error.errors():
         field = ".".join(str(part) for part in item["loc"]) or "<root>"
         message = item["msg"].removeprefix("Value error, ")
-        got = f" (got {item['input']!r})" if not isinstance(item["input"], dict) else ""
+        shown = not isinstance(item["input"], dict) and item["type"] != SECRET_ERROR
+        got = f" (got {item['input']!r})" if shown else ""
         lines.append(f"  {field}: {message}{got}")
     return "\n".join(lines)
 

@@ -11,6 +11,7 @@ from common.config.base import _Section
 from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from common.config.evaluator import EvaluatorConfig
 from common.config.notify import NotifyConfig
+from common.config.secrets import plain_credentials
 from common.config.serving import ServingConfig
 from common.config.trainer import TrainerConfig
 from common.config.tuner import TunerConfig
@@ -76,6 +77,14 @@ class PipelineConfig(_Section):
                 "serving.tflite_variants: the pruned variant stores the zeros trainer.pruning "
                 "makes; set trainer.pruning (target_sparsity) or drop pruned"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _credentials_only_in_secret_fields(self) -> PipelineConfig:
+        # The dump shows what every report and spec would: a SecretUrl as its host only.
+        problem = plain_credentials(self.model_dump(mode="json"))
+        if problem:
+            raise ValueError(problem)
         return self
 
     @model_validator(mode="before")

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import base64
+import http.client
+import io
 import socket
+import urllib.error
+import urllib.request
 
+import pytest
+
+from common.config import webhook_url_problem
 from common.webhook import post_message, slack_message
 from tests.common.webhook_server import webhook_server
 
 MESSAGE = slack_message("run *blessed and pushed*", ["accuracy=0.98"])
+# What no warning may show: the user info, the path's token and the query's.
+SECRET_PARTS = ("hookuser", "hookpass", "TPATHTOKEN42", "QUERYTOKEN99")
+
+
+def secret_url(host: str, scheme: str = "https") -> str:
+    return f"{scheme}://hookuser:hookpass@{host}/services/TPATHTOKEN42?token=QUERYTOKEN99"
+
+
+def assert_no_secret(text: str) -> None:
+    assert not [part for part in SECRET_PARTS if part in text], text
 
 
 def test_a_webhook_that_accepts_receives_the_message_as_json():
@@ -51,3 +69,75 @@ def test_a_slack_message_carries_text_for_any_client_and_blocks_for_slack():
     assert slack_message("title", [])["blocks"] == [
         {"type": "section", "text": {"type": "mrkdwn", "text": "title"}}
     ]
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_a_failure_line_and_is_never_followed(status):
+    with webhook_server() as (target, elsewhere):
+        with webhook_server(status=status, location=target) as (url, server):
+            warning = post_message(url, MESSAGE, timeout_s=5)
+    port = server.server_port
+    assert warning.startswith(f"notify.webhook (127.0.0.1:{port}) answered HTTP {status} ")
+    assert "a redirect: not followed" in warning and "SECRET" not in warning
+    assert len(server.received) == 1 and elsewhere.received == []  # no GET, no second POST
+
+
+def test_user_info_in_the_url_is_sent_as_basic_authentication_and_never_shown():
+    with webhook_server() as (url, server):
+        with_user = url.replace("http://", "http://hookuser:hookpass@")
+        assert post_message(with_user, MESSAGE, timeout_s=5) is None
+    assert server.received == [("application/json", MESSAGE)]
+    assert server.authorizations == [f"Basic {base64.b64encode(b'hookuser:hookpass').decode()}"]
+    with webhook_server(status=500) as (url, server):
+        warning = post_message(url.replace("http://", "http://hookuser:hookpass@"), MESSAGE, 5)
+    assert warning.startswith(f"notify.webhook (127.0.0.1:{server.server_port}) refused")
+    assert_no_secret(warning)
+
+
+@pytest.mark.parametrize("host", ["hooks.example.com", "10.0.0.7", "[fe80::1]"])
+def test_plain_http_to_another_machine_is_refused_before_anything_is_sent(host):
+    warning = post_message(secret_url(host, "http"), MESSAGE, timeout_s=5)
+    assert warning.startswith(f"notify.webhook ({host}): not posted: http:// to {host} would ")
+    assert_no_secret(warning)
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_plain_http_to_this_machine_is_posted(host):
+    with webhook_server() as (url, server):
+        assert post_message(url.replace("127.0.0.1", host), MESSAGE, timeout_s=5) is None
+    assert len(server.received) == 1
+    # The rest of 127.0.0.0/8 and IPv6's ::1 are this machine too (no server listens there).
+    assert webhook_url_problem("http://127.1.2.3:1/hook") is None
+    assert webhook_url_problem("http://[::1]:1/hook") is None
+
+
+def _raising(error: Exception):
+    def open_(self, request, data=None, timeout=None):
+        raise error
+
+    return open_
+
+
+URL = secret_url("hooks.example.com")
+DECODED = URL.replace("hookuser:hookpass@", "")  # what urllib's request carries on
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        urllib.error.URLError(f"cannot open {URL}"),
+        urllib.error.URLError(OSError(f"[Errno 8] no route for {DECODED}")),
+        urllib.error.HTTPError(DECODED, 502, f"Bad Gateway for {DECODED}", {}, io.BytesIO()),
+        urllib.error.HTTPError(DECODED, 302, f"Found: {DECODED}", {}, io.BytesIO()),
+        http.client.InvalidURL("nonnumeric port: 'hookpass@hooks.example.com'"),
+        ValueError("unknown url type: '/services/TPATHTOKEN42%3Ftoken%3DQUERYTOKEN99'"),
+        ConnectionResetError(f"reset by peer while posting to {URL}"),
+    ],
+    ids=lambda error: type(error).__name__,
+)
+def test_an_error_whose_text_embeds_the_url_is_shown_with_the_host_only(monkeypatch, error):
+    monkeypatch.setattr(urllib.request.OpenerDirector, "open", _raising(error))
+    warning = post_message(URL, MESSAGE, timeout_s=5)
+    assert warning.startswith("notify.webhook (hooks.example.com) ")
+    assert_no_secret(warning)
+    assert "hooks.example.com" in warning

@@ -16,6 +16,7 @@ import tensorflow_data_validation as tfdv
 from google.cloud.aiplatform_v1 import types as gca
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
+import common.webhook
 import kubeflow.exit_handler
 from common.config import EvaluatorConfig
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
@@ -28,7 +29,8 @@ CONSOLE = (
     "run: https://console.cloud.google.com/vertex-ai/locations/us-central1/pipelines/runs/"
     "tpu-pipeline-digits-20261201?project=123"
 )
-NOTIFY = {"notify.webhook": "https://hooks.example.com/services/T/B/X", "notify.timeout_seconds": 7}
+SECRET_NAME = "projects/your-gcp-project/secrets/tpu-pipeline-webhook/versions/3"
+NOTIFY = {"notify.webhook_secret": SECRET_NAME, "notify.timeout_seconds": 7}
 PUSHED_TO = "gs://bucket/serving_model/1764547200"
 WORKER_FAILED = "The replica workerpool0-0 exited with a non-zero status of 1."
 Task = gca.PipelineTaskDetail
@@ -179,7 +181,14 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
     assert {"ExampleGen", "DataGate", "Trainer", "Pusher"} <= set(
         pipeline["components"]["tfx-dag"]["dag"]["tasks"]
     )
-    assert task_parameter(spec, "NotifyWebhook", "webhook") == NOTIFY["notify.webhook"]
+    # The URL is in no parameter: the handler reads it from Secret Manager when it posts.
+    assert task_parameter(spec, "NotifyWebhook", "webhook_secret") == SECRET_NAME
+    assert set(handler["inputs"]["parameters"]) == {
+        "final_status",
+        "webhook_secret",
+        "timeout_seconds",
+        "pipeline_name",
+    }
     assert task_parameter(spec, "NotifyWebhook", "pipeline_name") == config.full_pipeline_name
     executor = pipeline["deploymentSpec"]["executors"]["NotifyWebhook_executor"]["container"]
     assert executor["image"] == config.vertex.pipeline_image
@@ -188,7 +197,7 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
 
 def test_a_notify_section_with_only_a_webhook_compiles_with_the_default_timeout(compile_spec):
     # TFX type-checks the handler's float parameter: an unvalidated int default failed here.
-    _, spec, _ = compile_spec("cpu", **{"notify.webhook": NOTIFY["notify.webhook"]})
+    _, spec, _ = compile_spec("cpu", **{"notify.webhook_secret": SECRET_NAME})
     handler = spec["pipelineSpec"]["root"]["dag"]["tasks"]["NotifyWebhook"]
     timeout = handler["inputs"]["parameters"]["timeout_seconds"]
     assert timeout == {"runtimeValue": {"constantValue": {"doubleValue": 10.0}}}
@@ -319,43 +328,162 @@ def test_a_job_read_that_hangs_is_abandoned_after_the_budget():
     )
 
 
-def test_the_exit_handler_step_posts_once_and_a_failing_webhook_does_not_fail_the_step(
-    evaluation, monkeypatch
+def run_exit_handler(final_status_json: str, name: str = SECRET_NAME) -> None:
+    """Runs the exit handler's executor as its container does."""
+    executor = NotifyWebhook.EXECUTOR_SPEC.executor_class()
+    executor.Do(
+        {},
+        {},
+        {
+            "final_status": final_status_json,
+            "webhook_secret": name,
+            "timeout_seconds": 5.0,
+            "pipeline_name": "tpu-pipeline-digits",
+        },
+    )
+
+
+@pytest.fixture
+def secret_holds(monkeypatch):
+    """secret_holds(url): Secret Manager's version SECRET_NAME holds `url` (or raises it)."""
+    reads = []
+
+    def holds(url):
+        def read(name, timeout_s):
+            reads.append((name, timeout_s))
+            if isinstance(url, Exception):
+                raise url
+            return url
+
+        monkeypatch.setattr(common.webhook, "read_secret_version", read)
+        return reads
+
+    return holds
+
+
+def test_the_exit_handler_step_reads_the_url_from_secret_manager_and_posts_once(
+    evaluation, monkeypatch, secret_holds
 ):
     found = evaluated_job(evaluation, pushed=1.0, pushed_destination=PUSHED_TO)
     monkeypatch.setattr(kubeflow.exit_handler, "read_pipeline_job", {JOB: found}.__getitem__)
-    executor = NotifyWebhook.EXECUTOR_SPEC.executor_class()  # what the container runs
     with webhook_server() as (url, server):
-        executor.Do(
-            {},
-            {},
-            {
-                "final_status": final_status("SUCCEEDED"),
-                "webhook": url,
-                "timeout_seconds": 5.0,
-                "pipeline_name": "tpu-pipeline-digits",
-            },
-        )
+        reads = secret_holds(url)
+        run_exit_handler(final_status("SUCCEEDED"))
+    assert reads == [(SECRET_NAME, 5.0)]  # bounded by notify.timeout_seconds
     ((_, message),) = server.received
     assert (
         lines(message)[0] == "tpu-pipeline tpu-pipeline-digits on Vertex AI: *blessed and pushed*"
     )
     assert "metrics: accuracy=0.97, example_count=100" in lines(message)
-    monkeypatch.undo()  # the real reader again, which finds no credentials:
-    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/nonexistent/key.json")
+
+
+def test_a_failing_webhook_does_not_fail_the_step(secret_holds, no_credentials, caplog):
     with webhook_server(status=500) as (url, server):
-        executor.Do(  # returns: a refused message is a warning in the step's log
-            {},
-            {},
-            {
-                "final_status": final_status("FAILED", "failed tasks: [Evaluator]."),
-                "webhook": url,
-                "timeout_seconds": 5.0,
-                "pipeline_name": "p",
-            },
-        )
+        secret_holds(url)
+        run_exit_handler(final_status("FAILED", "failed tasks: [Evaluator]."))  # returns
     ((_, message),) = server.received
     assert lines(message)[:2] == [
-        "tpu-pipeline p on Vertex AI: *failed*",
+        "tpu-pipeline tpu-pipeline-digits on Vertex AI: *failed*",
         "failed tasks: [Evaluator].",
     ]
+    (warning,) = [r.getMessage() for r in caplog.records if "result stands" in r.getMessage()]
+    assert warning.startswith(f"notify.webhook_secret {SECRET_NAME} (127.0.0.1:")
+    assert "refused the message: HTTP 500" in warning and "SECRET" not in warning
+
+
+def _handler_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.getMessage().endswith("result stands")]
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        ("not json at all", "outcome unknown"),
+        ("[1, 2]", "outcome unknown"),
+        ('{"state": 7, "error": "no"}', "outcome unknown"),
+        ("{}", "outcome unknown"),
+        ('{"pipelineJobResourceName": "projects/x"}', "outcome unknown"),
+        ('{"state": "SUCCEEDED"}', "succeeded"),
+    ],
+    ids=["not-json", "a-list", "wrong-types", "empty", "no-state", "no-job"],
+)
+def test_whatever_the_final_status_holds_the_step_succeeds_and_still_posts(
+    status, outcome, secret_holds, no_credentials, caplog
+):
+    with webhook_server() as (url, server):
+        secret_holds(url)
+        run_exit_handler(status)  # returns: the step succeeds
+    ((_, message),) = server.received
+    assert lines(message)[0] == f"tpu-pipeline tpu-pipeline-digits on Vertex AI: *{outcome}*"
+    assert _handler_warnings(caplog) == []  # the post itself went through
+
+
+def test_an_unreadable_secret_is_one_warning_line_and_a_succeeding_step(
+    secret_holds, no_credentials, caplog
+):
+    secret_holds(PermissionError("403 Permission 'secretmanager.versions.access' denied"))
+    run_exit_handler(final_status("SUCCEEDED"))
+    assert _handler_warnings(caplog) == [
+        f"notify.webhook_secret {SECRET_NAME} was not read: PermissionError: 403 Permission "
+        "'secretmanager.versions.access' denied; the run's result stands"
+    ]
+
+
+def test_the_real_secret_manager_client_without_credentials_fails_soft(no_credentials, caplog):
+    run_exit_handler(final_status("SUCCEEDED"))
+    (warning,) = _handler_warnings(caplog)
+    assert warning.startswith(f"notify.webhook_secret {SECRET_NAME} was not read: ")
+    assert "DefaultCredentialsError" in warning
+
+
+def test_a_secret_holding_plain_http_to_another_host_is_not_posted_and_not_shown(
+    secret_holds, no_credentials, caplog
+):
+    secret_holds("http://hookuser:hookpass@hooks.example.com/services/TPATHTOKEN42?t=QTOKEN99")
+    run_exit_handler(final_status("SUCCEEDED"))
+    (warning,) = _handler_warnings(caplog)
+    assert warning.startswith(
+        f"notify.webhook_secret {SECRET_NAME} (hooks.example.com): not posted: http:// to "
+    )
+    assert all(part not in warning for part in ("hookuser", "hookpass", "TPATHTOKEN42", "QTOKEN99"))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "why"),
+    [
+        ({"name": "projects/p/secrets/s"}, "ValidationError"),  # not a version's name
+        ({"name": None}, "ValidationError"),
+    ],
+)
+def test_bad_parameters_are_one_warning_and_a_succeeding_step(inputs, why, caplog):
+    run_exit_handler(final_status("SUCCEEDED"), **inputs)
+    (warning,) = _handler_warnings(caplog)
+    assert warning.startswith(f"the run's outcome was not told: {why}")
+
+
+def test_an_exception_building_the_message_is_one_warning_and_a_succeeding_step(
+    monkeypatch, secret_holds, caplog
+):
+    def broken(*args, **kwargs):
+        raise RuntimeError("the message builder broke")
+
+    monkeypatch.setattr(kubeflow.exit_handler, "vertex_run_message", broken)
+    with webhook_server() as (url, server):
+        reads = secret_holds(url)
+        run_exit_handler(final_status("SUCCEEDED"))
+    assert server.received == [] and reads == []
+    assert _handler_warnings(caplog) == [
+        "the run's outcome was not told: RuntimeError: the message builder broke; "
+        "the run's result stands"
+    ]
+
+
+def test_a_plain_webhook_is_a_config_error_for_vertex_naming_the_secret_field():
+    from common.config import ConfigError, load_config
+    from kubeflow.runner import compile_pipeline
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
+
+    url = "https://hookuser:hookpass@hooks.example.com/services/TPATHTOKEN42?token=QTOKEN99"
+    config = load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"notify.webhook": url})
+    with pytest.raises(ConfigError, match=r"^notify\.webhook: on Vertex AI .* notify\.webhook_sec"):
+        compile_pipeline(config, "/nonexistent/pipeline.json")
