@@ -5,7 +5,7 @@ query (`?token=`) or `user:password@` can post as us. Reports, logs and compiled
 specs are attached to tickets, so a secret field is a `SecretUrl`: pydantic's
 SecretStr (`repr`, `str` and error messages show `**********`) that every dump,
 `model_dump()` and `model_dump_json()` alike, turns into its scheme and host only
-(`https://hooks.slack.com/…`). Code that posts asks for `get_secret_value()`.
+(`https://hooks.slack.com/***`). Code that posts asks for `get_secret_value()`.
 
 Every way the code dumps a configuration goes through that serializer, and
 `load_config` leaves a secret's value out of its error lines (SECRET_ERROR), so
@@ -25,7 +25,7 @@ from pydantic_core import PydanticCustomError
 # The error type of every problem with a secret field: load_config shows no input for it.
 SECRET_ERROR = "secret_value"
 # What stands for a secret URL's path, query and user info wherever it is shown.
-HIDDEN = "…"
+HIDDEN = "***"
 # Beam's flags that carry credentials (apache_beam/options/pipeline_options.py). Beam
 # reads the same credentials from the environment (the AWS chain, Azure's), so a
 # configuration never needs them, and in beam_pipeline_args they would be printed in

@@ -112,3 +112,17 @@ def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
     assert warning.endswith("did not answer within 0.5 s")
     ((_, message),) = server.received
     assert message == run_message(blessed(), REPORT)
+
+
+def test_a_local_run_with_webhook_secret_reads_the_url_from_secret_manager(monkeypatch):
+    import common.webhook
+    from common.config import load_config
+    from pipeline.run_message import notify_run
+    from tests.common.webhook_server import webhook_server
+
+    name = "projects/my-project/secrets/tpu-pipeline-webhook/versions/latest"
+    config = load_config(None, {"notify.webhook_secret": name, "notify.timeout_seconds": 3})
+    with webhook_server() as (url, server):
+        monkeypatch.setattr(common.webhook, "read_secret_version", lambda n, t: {name: url}[n])
+        assert notify_run(config, blessed(), REPORT) is None
+    assert server.received == [("application/json", run_message(blessed(), REPORT))]
