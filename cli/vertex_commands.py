@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from cli.config_flags import add_config_flags, config_from_args
-from common.config import PipelineConfig
+from common.config import ConfigError, PipelineConfig
 
 VERTEX_COMMANDS = ("compile", "submit", "schedule")
 SCHEDULE_ACTIONS = ("create", "update", "pause", "resume", "list", "delete")
@@ -97,11 +97,29 @@ def _compile(config: PipelineConfig, output: pathlib.Path) -> int:
     return 0
 
 
+def _refuse_spec_with_webhook_url(spec_file: pathlib.Path) -> None:
+    """Refuses a spec compiled before `notify.webhook_secret`: its exit handler holds the URL.
+
+    Sent, the URL would be a parameter of the job (and of every job a schedule starts).
+    """
+    try:
+        tasks = json.loads(spec_file.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+        parameters = tasks["NotifyWebhook"]["inputs"]["parameters"]  # the handler's task
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # no handler, or a file the job builder will say is wrong
+    if "webhook" in parameters:
+        raise ConfigError(
+            f"{spec_file}: compiled with the webhook URL as a parameter of its exit handler; "
+            "compile it again (notify.webhook_secret) and delete this file"
+        )
+
+
 def _job(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> Any:
     from google.auth.credentials import AnonymousCredentials
 
     from kubeflow import vertex_requests
 
+    _refuse_spec_with_webhook_url(args.pipeline_json)
     values = vertex_requests.parameter_values(args.data_root, args.train_steps)
     # Building the job reads only the spec; dry runs need no real credentials.
     return vertex_requests.pipeline_job(

@@ -170,3 +170,22 @@ def test_a_whole_run_writes_and_prints_no_part_of_the_webhook_but_its_host(tmp_p
     assert secrets_in(out + err) == []
     assert secrets_in(summary_json.read_bytes()) == []
     assert secrets_in_files(out_dir) == {}
+
+
+@pytest.mark.parametrize("command", [["submit"], ["schedule", "create"]], ids=" ".join)
+def test_a_spec_compiled_with_the_url_as_a_parameter_is_never_sent(tmp_path, capfd, command):
+    """pipeline.json as compiled before notify.webhook_secret: the URL a constant of the handler."""
+    url = {"runtimeValue": {"constantValue": {"stringValue": secret_webhook()}}}
+    handler = {"inputs": {"parameters": {"webhook": url}}}
+    spec = tmp_path / "pipeline.json"
+    spec.write_text(
+        json.dumps({"pipelineSpec": {"root": {"dag": {"tasks": {"NotifyWebhook": handler}}}}})
+    )
+    flags = ["--config", VERTEX_CPU, "--set", f"notify.webhook_secret={SECRET_NAME}"]
+    assert main([*command, *flags, "--pipeline-json", str(spec), "--dry-run"]) == 2
+    out, err = capfd.readouterr()
+    assert err == (
+        f"tpu-pipeline: {spec}: compiled with the webhook URL as a parameter of its exit "
+        "handler; compile it again (notify.webhook_secret) and delete this file\n"
+    )
+    assert out == ""
