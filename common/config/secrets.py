@@ -3,7 +3,7 @@
 A webhook URL is a password: whoever reads its path (Slack's `/services/T/B/X`),
 query (`?token=`) or `user:password@` can post as us. Reports, logs and compiled
 specs are attached to tickets, so a secret field is a `SecretUrl`: pydantic's
-SecretStr (`repr`, `str` and error messages show `**********`) that every dump,
+SecretStr (`repr` and `str` show `**********`) that every dump,
 `model_dump()` and `model_dump_json()` alike, turns into its scheme and host only
 (`https://hooks.slack.com/***`). Code that posts asks for `get_secret_value()`.
 
