@@ -1,11 +1,13 @@
 """Starts the serving check's model server as a child that cannot outlive its parent.
 
-A Pusher killed with SIGKILL (an operator's `kill -9`, the OOM killer, a Vertex
-step cancelled) runs no `finally`, so the server it started would keep its
-ports and memory for good. On Linux the child asks the kernel for SIGKILL when
-its parent dies (`prctl(PR_SET_PDEATHSIG)`, kept across `exec`); a parent that
-died before that call ran is caught by comparing `getppid()` with the pid that
-forked it. Elsewhere the server is stopped only by `stop`.
+A Pusher killed with SIGKILL (an operator's `kill -9`, the OOM killer) runs no
+`finally`, so the server it started would keep its ports and memory for good.
+On Linux the child asks the kernel for SIGKILL when its parent dies
+(`prctl(PR_SET_PDEATHSIG)`, kept across `exec`); a parent that died before that
+call ran is caught by comparing `getppid()` with the pid that forked it. The
+kernel sends the signal when the forking *thread* ends, which is fine here: the
+check waits for, and stops, its server in the thread that started it. Elsewhere
+(no prctl) the server is stopped only by `stop_server`.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ def start_server(command: list[str], log: IO, env: dict[str, str]) -> subprocess
         stdout=log,
         stderr=subprocess.STDOUT,
         env=env,
-        preexec_fn=_die_with(os.getpid()),  # noqa: PLW1509 (no lock is taken in the child)
+        preexec_fn=_die_with(os.getpid()),  # takes no lock in the child
     )
 
 
