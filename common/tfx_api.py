@@ -82,6 +82,7 @@ _PATHS = {
     # Helpers.
     "fileio": "tfx.dsl.io.fileio",
     "io_utils": "tfx.utils.io_utils",
+    "infra_validator_request_builder": "tfx.components.infra_validator.request_builder",
     "json_utils": "tfx.utils.json_utils",
     "name_utils": "tfx.utils.name_utils",
     "path_utils": "tfx.utils.path_utils",

@@ -6,8 +6,10 @@ publishes through `components/serving/publish.py`, which recognises a model
 already served and never leaves a version half-written. Before a new version is
 published, a model server loads the candidate and answers its warmup requests
 through every signature (`components/serving/server_check.py`); a candidate that
-fails is not pushed and the Pusher fails. TFX names the executor by this
-module's path in compiled pipelines, so it stays here.
+fails is not pushed and the Pusher fails. The PushedModel records how the check
+went and which server ran it. A Pusher that publishes elsewhere too
+(kubeflow/model_registry.py) runs the same check through `check_serving`.
+TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
 from __future__ import annotations
@@ -38,10 +40,15 @@ PUSH_REFUSED_PROPERTY = "push_refused"
 # How the serving check went, in words: "passed (serving_default, images, pixels in
 # 0.3 s; model_server.py up in 29.6 s)", or why it did not run.
 SERVING_CHECK_PROPERTY = "serving_check"
+# Which server ran it: "tensorflow_model_server", or "model_server.py" where that is not on PATH.
+SERVING_CHECK_SERVER_PROPERTY = "serving_check_server"
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
     """TFX Pusher executor that pushes blessed models atomically and only once."""
+
+    # The check this execution ran, if any (TFX makes an executor per execution).
+    _serving_check: ServingCheckResult | None = None
 
     def Do(
         self,
@@ -63,15 +70,10 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         if destination.WhichOneof("destination") != "filesystem":
             raise ValueError("AtomicPusherExecutor pushes to a filesystem destination only")
-        # The serving check's sections (`components.contract.pusher_sections`).
         custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        num_classes = read_dataset(custom_config).num_classes
-        timeout = read_serving(custom_config).check_timeout_seconds
-        checks: list[ServingCheckResult] = []
 
         def check_first(model_dir: str) -> None:
-            checks.append(check_model(model_dir, num_classes, timeout))
-            logging.info("Serving check %s", checks[-1].to_text())
+            self.check_serving(model_dir, custom_config, pushed_model)
 
         base_directory = destination.filesystem.base_directory
         with serving_lock(base_directory):  # rollback and pin take turns with the push
@@ -88,9 +90,36 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             pushed_model, pushed_destination=result.version_dir, pushed_version=result.version
         )
         pushed_model.set_int_custom_property(ALREADY_PUSHED_PROPERTY, int(not result.newly_pushed))
+        if self._serving_check is None:
+            pushed_model.set_string_custom_property(
+                SERVING_CHECK_PROPERTY, "not run: the model is already served"
+            )
+
+    def check_serving(
+        self, model_dir: str, custom_config: dict[str, Any], pushed_model: Any
+    ) -> None:
+        """Runs the serving check on `model_dir` with the run's budget, once per execution,
+        and records it on `pushed_model`; a failed check raises ServingCheckError.
+
+        Args:
+          model_dir: the model to check (the candidate, or the copy about to be published).
+          custom_config: the Pusher's, with the check's sections
+            (`components.contract.pusher_sections`).
+          pushed_model: the PushedModel artifact that records the check.
+        """
+        if self._serving_check is not None:
+            return
+        self._serving_check = check_model(
+            model_dir,
+            read_dataset(custom_config).num_classes,
+            read_serving(custom_config).check_timeout_seconds,
+        )
+        logging.info("Serving check %s", self._serving_check.to_text())
         pushed_model.set_string_custom_property(
-            SERVING_CHECK_PROPERTY,
-            checks[0].to_text() if checks else "not run: the model is already served",
+            SERVING_CHECK_PROPERTY, self._serving_check.to_text()
+        )
+        pushed_model.set_string_custom_property(
+            SERVING_CHECK_SERVER_PROPERTY, self._serving_check.server
         )
 
     def _refuse_push(

@@ -9,7 +9,10 @@ entry (`parent_model`), and deploys it to an endpoint when configured.
 Whether a model is registered already is asked of the registry itself: each
 version carries a label with the model's fingerprint. So an upload or a deploy
 that failed is retried by the next run, even though the push itself is then
-recognised as done.
+recognised as done. Nothing is uploaded that has not passed the serving check
+in this run: a model the serving folder already held (a retried upload, a
+version published by hand) is checked before its upload, with the same budget
+and the same refusal as a new push.
 
 Before anything is pushed, the registry is asked too, as the local Pusher asks
 the serving folder (`components/serving/versions.push_refusal`): while a
@@ -23,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from absl import logging
@@ -66,7 +70,12 @@ def fingerprint_label(model_dir: str) -> str:
 
 
 def register_model_version(
-    model_dir: str, registry: ModelRegistryConfig, project: str, region: str, aiplatform: Any
+    model_dir: str,
+    registry: ModelRegistryConfig,
+    project: str,
+    region: str,
+    aiplatform: Any,
+    before_upload: Callable[[str], None] | None = None,
 ) -> Registration:
     """Makes `model_dir` the default version of the registry entry, unless a version has it.
 
@@ -75,6 +84,8 @@ def register_model_version(
       registry: which entry, serving image and endpoint.
       project, region: where the registry lives.
       aiplatform: the `google.cloud.aiplatform` module (a stand-in in tests).
+      before_upload: runs with `model_dir` only when it is about to be uploaded; what it
+        raises stops the upload (the Pusher's serving check).
     """
     location = dict(project=project, location=region)
     label = fingerprint_label(model_dir)
@@ -85,6 +96,8 @@ def register_model_version(
     model = _version_labelled(aiplatform, parent, label, location) if parent else None
     newly_registered = model is None
     if newly_registered:
+        if before_upload is not None:
+            before_upload(model_dir)
         model = aiplatform.Model.upload(
             display_name=registry.model_display_name,
             artifact_uri=model_dir,
@@ -193,6 +206,10 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             pushed_model.get_string_custom_property("pushed_destination"),
             *_registry_settings(custom_config),
             vertex_sdk(),
+            # The push checked the candidate unless the serving folder already held it.
+            before_upload=lambda model_dir: self.check_serving(
+                model_dir, custom_config, pushed_model
+            ),
         )
         model = registration.model
         logging.info(

@@ -19,6 +19,7 @@ from components.pusher import (
     ALREADY_PUSHED_PROPERTY,
     PUSH_REFUSED_PROPERTY,
     SERVING_CHECK_PROPERTY,
+    SERVING_CHECK_SERVER_PROPERTY,
 )
 from components.serving.server_check import ServingCheckError
 from components.serving.tflite_variants import read_measurements
@@ -77,6 +78,9 @@ class RunSummary:
     manual_blessing: dict[str, str] | None = None
     # The Pusher's serving check: "passed (...)", "failed: why", "not run: ...", or None.
     serving_check: str | None = None
+    # The server that ran it: "tensorflow_model_server", or "model_server.py" (the Python
+    # server, where tensorflow_model_server is not on PATH); None when no server started.
+    serving_check_server: str | None = None
 
     @classmethod
     def without_results(
@@ -114,6 +118,7 @@ class RunSummary:
             log_file=log_file,
             interrupted=interrupted,
             serving_check=f"failed: {error}" if failed_check else None,
+            serving_check_server=error.server if failed_check else None,
         )
 
     def add_evaluation(self, evaluation_uri: str, blessed: bool) -> None:
@@ -140,6 +145,7 @@ class RunSummary:
                 else "new version"
             )
             self.serving_check = pushed_property(SERVING_CHECK_PROPERTY) or None
+            self.serving_check_server = pushed_property(SERVING_CHECK_SERVER_PROPERTY) or None
         else:
             self.push_note = pushed_property(PUSH_REFUSED_PROPERTY) or "not blessed"
 

@@ -9,6 +9,10 @@ parse, or a request that fails, fails the load), and then answers
 (columnar `inputs`, binary values as `{"b64": ...}`) on 127.0.0.1. It is the
 server the check uses where `tensorflow_model_server` is not installed, so the
 candidate is loaded in a fresh process either way.
+
+`--rest_api_port=0` binds a port the kernel picks; the server then prints the
+port it got (`LISTENING`, read back by `reported_port`) once it answers there,
+so the check never passes a port another process could take first.
 """
 
 from __future__ import annotations
@@ -25,6 +29,20 @@ import numpy as np
 import tensorflow as tf
 
 from components.serving.warmup import read_warmup_requests
+
+# Printed on stdout, then the port, once the server listens.
+LISTENING = "model_server: listening on 127.0.0.1:"
+
+
+def reported_port(output: str) -> int | None:
+    """The port a server printed in `output` (its log so far), or None before it listens.
+
+    Only a whole line counts, so a line still being written is never read as a shorter port.
+    """
+    for line in output.splitlines(keepends=True):
+        if line.startswith(LISTENING) and line.endswith("\n"):
+            return int(line[len(LISTENING) :])
+    return None
 
 
 def _decode(value: Any) -> Any:
@@ -109,7 +127,7 @@ def _handler(model: LoadedModel, model_name: str) -> type[http.server.BaseHTTPRe
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, help="gRPC port (accepted for parity; not served)")
-    parser.add_argument("--rest_api_port", type=int, required=True)
+    parser.add_argument("--rest_api_port", type=int, required=True, help="0: a free port")
     parser.add_argument("--model_name", required=True)
     parser.add_argument("--model_base_path", required=True)
     args = parser.parse_args(argv)
@@ -121,11 +139,8 @@ def main(argv: list[str] | None = None) -> None:
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", args.rest_api_port), _handler(model, args.model_name)
     )
-    print(
-        f"serving {args.model_name} version {model.version} on :{args.rest_api_port}",
-        file=sys.stderr,
-        flush=True,
-    )
+    # Bound and listening: connections queue until serve_forever accepts them.
+    print(f"{LISTENING}{server.server_address[1]}", flush=True)
     server.serve_forever()
 
 

@@ -3,14 +3,19 @@
 TFX's InfraValidator does this, but TFX 1.16 cannot compile it for Vertex AI, so
 the Pusher runs this check itself. A fresh server process loads a temporary copy
 of the candidate (`<tmp>/<name>/1`, the layout a server reads) on loopback ports:
-`tensorflow_model_server` where it is on PATH, else `model_server.py`, which
-takes the same flags and answers the same REST API. Once the version is
+`tensorflow_model_server` where it is on PATH (the pipeline image installs it),
+else `model_server.py`, which takes the same flags and answers the same REST
+API. `tensorflow_model_server` must be told its ports: they come from
+`portpicker` (reserved by a port server when `PORTSERVER_ADDRESS` names one);
+`model_server.py` binds port 0 and says in its log which port it got, so no
+other process can take it in between. The server is killed with the process
+that started it, even by SIGKILL (`server_process.py`). Once the version is
 AVAILABLE, the candidate's own warmup requests (eval examples, one request per
 published signature, `warmup.py`) go to `:predict`; each answer must be
 `num_classes` probabilities per example (the class id is their argmax, so a
 right shape is a valid class). Everything, from starting the server to the last
 answer, must fit in `serving.check_timeout_seconds`. Any failure names the
-signature (or the load) and why, and the Pusher pushes nothing.
+signature (or the load), why, and which server checked, and the Pusher pushes nothing.
 """
 
 from __future__ import annotations
@@ -30,15 +35,20 @@ import urllib.request
 from typing import Any
 
 import numpy as np
+import portpicker
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
 import components
 from common.tfx_api import io_utils
 from components.serving.export import SERVING_OUTPUT_KEY
+from components.serving.model_server import reported_port
+from components.serving.server_process import start_server, stop_server
 from components.serving.warmup import read_warmup_requests, signature_defs
 
 MODEL_SERVER = "tensorflow_model_server"
+# Where tensorflow_model_server is not on PATH: components/serving/model_server.py.
+FALLBACK_SERVER = "model_server.py"
 MODEL_NAME = "candidate"
 # Loopback only: no proxy from the environment may take the check's requests.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -46,7 +56,12 @@ _POLL_SECONDS = 0.2
 
 
 class ServingCheckError(Exception):
-    """The candidate failed the serving check; the message names the signature and why."""
+    """The candidate failed the serving check; the message names the signature, why, and the
+    server that checked it (`server`, None when the check failed before starting one)."""
+
+    def __init__(self, message: str, server: str | None = None):
+        super().__init__(f"{message} (checked with {server})" if server else message)
+        self.server = server
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,22 +81,27 @@ class ServingCheckResult:
         )
 
 
-def server_command(base_path: str, grpc_port: int, rest_port: int) -> tuple[str, list[str]]:
-    """The server's name and command: `tensorflow_model_server` if it is on PATH, else the
-    Python server, with the same flags."""
+@dataclasses.dataclass(frozen=True)
+class ServerCommand:
+    """How to start the check's server: its name, its command, and its REST port when the
+    port is chosen before it starts (None: the server binds port 0 and reports the port)."""
+
+    name: str
+    argv: list[str]
+    rest_port: int | None
+
+
+def server_command(base_path: str) -> ServerCommand:
+    """`tensorflow_model_server` if it is on PATH, with ports from portpicker, else the Python
+    server, on a port it binds itself."""
+    model_flags = [f"--model_name={MODEL_NAME}", f"--model_base_path={base_path}"]
     binary = shutil.which(MODEL_SERVER)
-    name, program = (
-        (MODEL_SERVER, [binary])
-        if binary
-        else ("model_server.py", [sys.executable, "-m", "components.serving.model_server"])
-    )
-    flags = [
-        f"--port={grpc_port}",
-        f"--rest_api_port={rest_port}",
-        f"--model_name={MODEL_NAME}",
-        f"--model_base_path={base_path}",
-    ]
-    return name, program + flags
+    if binary:  # it takes its ports as flags: portpicker's are free and handed out once
+        grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
+        ports = [f"--port={grpc_port}", f"--rest_api_port={rest_port}"]
+        return ServerCommand(MODEL_SERVER, [binary, *ports, *model_flags], rest_port)
+    python_server = [sys.executable, "-m", "components.serving.model_server"]
+    return ServerCommand(FALLBACK_SERVER, [*python_server, "--rest_api_port=0", *model_flags], None)
 
 
 def _server_env() -> dict[str, str]:
@@ -130,12 +150,6 @@ def answer_problem(outputs: Any, examples: int, num_classes: int) -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def _log_tail(log_path: str) -> str:
     with open(log_path, errors="replace") as log:
         lines = [line.strip() for line in log if line.strip()]
@@ -143,23 +157,30 @@ def _log_tail(log_path: str) -> str:
 
 
 def _wait_until_available(
-    url: str, server: subprocess.Popen, log_path: str, deadline: float, budget: float
-) -> None:
+    command: ServerCommand, server: subprocess.Popen, log_path: str, deadline: float, budget: float
+) -> str:
+    """The model's URL on the server, once its version is AVAILABLE."""
+    port = command.rest_port
     while True:
         if server.poll() is not None:
             raise ServingCheckError(
                 f"the model server could not load the model (exit {server.returncode}): "
                 f"{_log_tail(log_path)}"
             )
-        try:
-            with _OPENER.open(
-                url, timeout=max(deadline - time.monotonic(), _POLL_SECONDS)
-            ) as reply:
-                states = json.load(reply).get("model_version_status", [])
-            if any(state.get("state") == "AVAILABLE" for state in states):
-                return
-        except (urllib.error.URLError, OSError, ValueError):
-            pass  # not listening yet, or still loading
+        if port is None:  # model_server.py says which port it bound once it listens
+            with open(log_path, errors="replace") as log:
+                port = reported_port(log.read())
+        if port is not None:
+            url = f"http://127.0.0.1:{port}/v1/models/{MODEL_NAME}"
+            try:
+                with _OPENER.open(
+                    url, timeout=max(deadline - time.monotonic(), _POLL_SECONDS)
+                ) as reply:
+                    states = json.load(reply).get("model_version_status", [])
+                if any(state.get("state") == "AVAILABLE" for state in states):
+                    return url
+            except (urllib.error.URLError, OSError, ValueError):
+                pass  # not listening yet, or still loading
         if time.monotonic() > deadline:
             raise ServingCheckError(
                 f"the model server did not load the model within {budget:g} s "
@@ -203,15 +224,6 @@ def _predict(url: str, request: predict_pb2.PredictRequest, deadline: float, bud
         ) from None
 
 
-def _stop(server: subprocess.Popen) -> None:
-    server.terminate()
-    try:
-        server.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-
-
 def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> ServingCheckResult:
     """Serves `model_dir` from a fresh server process and checks every signature's answer.
 
@@ -231,18 +243,14 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
     with tempfile.TemporaryDirectory(prefix="serving-check-") as workdir:
         base_path = os.path.join(workdir, MODEL_NAME)
         io_utils.copy_dir(model_dir, os.path.join(base_path, "1"))
-        rest_port = _free_port()
-        server_name, command = server_command(base_path, _free_port(), rest_port)
-        url = f"http://127.0.0.1:{rest_port}/v1/models/{MODEL_NAME}"
+        command = server_command(base_path)
         log_path = os.path.join(workdir, "server.log")
         start = time.monotonic()
         deadline = start + timeout_seconds
         with open(log_path, "w") as log:
-            server = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=_server_env()
-            )
+            server = start_server(command.argv, log, _server_env())
         try:
-            _wait_until_available(url, server, log_path, deadline, timeout_seconds)
+            url = _wait_until_available(command, server, log_path, deadline, timeout_seconds)
             available = time.monotonic()
             for request in requests:
                 outputs = _predict(f"{url}:predict", request, deadline, timeout_seconds)
@@ -252,8 +260,10 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
                     raise ServingCheckError(
                         f"signature {request.model_spec.signature_name!r}: {problem}"
                     )
+        except ServingCheckError as error:
+            raise ServingCheckError(str(error), command.name) from None
         finally:
-            _stop(server)
+            stop_server(server)
         return ServingCheckResult(
-            signatures, time.monotonic() - available, available - start, server_name
+            signatures, time.monotonic() - available, available - start, command.name
         )

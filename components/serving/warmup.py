@@ -5,17 +5,26 @@ TF Serving replays `assets.extra/tf_serving_warmup_requests` (a TFRecord file of
 for initialising the graph. The Trainer writes it into the model folder
 (`model_folder.py`), so every pushed copy carries it, and the Pusher's serving check
 (`server_check.py`) sends the same requests to a model server before the push.
+
+`serving_default` takes serialized examples, the one kind of request TFX's
+InfraValidator builds: its request builder finds the signature's input and makes
+the request, and the file is written with TFX's own TFRecord writer. Its builder
+sends one example per request and only serialized records; a warmup request here
+is a batch of eval examples, as clients send them, and `images` and `pixels` take
+what their clients send, so those two requests are built here.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+from common import tfx_api  # TFX loads on first use: the model server needs none of it
 from common.config import DatasetConfig
 from components.images.decode import MAX_8BIT
 from components.images.examples import parse_pixels
@@ -24,7 +33,6 @@ from components.serving.export import (
     IMAGES_SIGNATURE,
     PIXELS_INPUT_KEY,
     PIXELS_SIGNATURE,
-    SERVING_INPUT_KEY,
     SERVING_SIGNATURE,
 )
 
@@ -59,33 +67,60 @@ def _encoded_images(serialized: list[bytes], dataset: DatasetConfig) -> np.ndarr
     return np.array([tf.io.encode_png(image).numpy() for image in eight_bit], dtype=object)
 
 
+def _examples_request(
+    name: str, signature: meta_graph_pb2.SignatureDef, serialized: list[bytes]
+) -> predict_pb2.PredictRequest:
+    """TFX InfraValidator's request for a signature of serialized examples, all in one request.
+
+    TFX's builder finds the signature's input (its one string input of shape [None], or
+    ValueError) and builds a request per example; their inputs are joined into one batch.
+    """
+    builder = tfx_api.infra_validator_request_builder._TFServingRpcRequestBuilder(
+        model_name="", signatures={name: signature}
+    )
+    builder._records = list(serialized)  # what its ReadExamplesArtifact reads from an artifact
+    first, *_ = per_example = builder.BuildRequests()
+    (input_key,) = first.inputs
+    examples = [tf.make_ndarray(request.inputs[input_key]) for request in per_example]
+    first.inputs[input_key].CopyFrom(tf.make_tensor_proto(np.concatenate(examples)))
+    return first
+
+
 def build_requests(
-    serialized: list[bytes], dataset: DatasetConfig, signatures: list[str]
+    serialized: list[bytes],
+    dataset: DatasetConfig,
+    signatures: Mapping[str, meta_graph_pb2.SignatureDef],
 ) -> list[predict_pb2.PredictRequest]:
-    """One request per signature, each carrying the same eval examples in its own input.
+    """One request per signature (in `signatures`' order), each carrying the same eval
+    examples in its own input.
 
     Raises:
       ValueError: a signature this module cannot build a request for (a new
         signature in `export.py` needs its request here, or it would go unchecked).
     """
     builders = {
-        SERVING_SIGNATURE: (SERVING_INPUT_KEY, lambda: np.array(serialized, dtype=object)),
-        IMAGES_SIGNATURE: (IMAGES_INPUT_KEY, lambda: _encoded_images(serialized, dataset)),
-        PIXELS_SIGNATURE: (
+        SERVING_SIGNATURE: lambda: _examples_request(
+            SERVING_SIGNATURE, signatures[SERVING_SIGNATURE], serialized
+        ),
+        IMAGES_SIGNATURE: lambda: _request(
+            IMAGES_SIGNATURE, IMAGES_INPUT_KEY, _encoded_images(serialized, dataset)
+        ),
+        PIXELS_SIGNATURE: lambda: _request(
+            PIXELS_SIGNATURE,
             PIXELS_INPUT_KEY,
-            lambda: parse_pixels(tf.constant(serialized), dataset)[0].numpy(),
+            parse_pixels(tf.constant(serialized), dataset)[0].numpy(),
         ),
     }
     unknown = sorted(set(signatures) - set(builders))
     if unknown:
         raise ValueError(f"no warmup request for signature(s) {unknown}: add one in {__name__}")
-    requests = []
-    for name in signatures:
-        input_key, values = builders[name]
-        request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=name))
-        request.inputs[input_key].CopyFrom(tf.make_tensor_proto(values()))
-        requests.append(request)
-    return requests
+    return [builders[name]() for name in signatures]
+
+
+def _request(name: str, input_key: str, values: np.ndarray) -> predict_pb2.PredictRequest:
+    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(signature_name=name))
+    request.inputs[input_key].CopyFrom(tf.make_tensor_proto(values))
+    return request
 
 
 def write_warmup_requests(
@@ -98,15 +133,16 @@ def write_warmup_requests(
     serialized = [record.numpy() for record in records]
     if not serialized:
         raise ValueError(f"no eval examples for the warmup requests in {eval_files}")
-    requests = build_requests(serialized, dataset, list(signature_defs(saved_model_dir)))
-    path = os.path.join(saved_model_dir, WARMUP_FILE)
-    tf.io.gfile.makedirs(os.path.dirname(path))
-    with tf.io.TFRecordWriter(path) as writer:
-        for request in requests:
-            log = prediction_log_pb2.PredictionLog(
+    requests = build_requests(serialized, dataset, signature_defs(saved_model_dir))
+    tfx_api.io_utils.write_tfrecord_file(
+        os.path.join(saved_model_dir, WARMUP_FILE),
+        *(
+            prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request)
             )
-            writer.write(log.SerializeToString())
+            for request in requests
+        ),
+    )
     return requests
 
 

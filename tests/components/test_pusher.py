@@ -10,7 +10,11 @@ import pytest
 from common.config import load_config
 from common.tfx_api import proto_utils, pusher_pb2, standard_artifacts
 from components.contract import pusher_sections
-from components.pusher import SERVING_CHECK_PROPERTY, AtomicPusherExecutor
+from components.pusher import (
+    SERVING_CHECK_PROPERTY,
+    SERVING_CHECK_SERVER_PROPERTY,
+    AtomicPusherExecutor,
+)
 from components.serving.publish import pushed_versions
 from components.serving.server_check import ServingCheckError
 from components.serving.warmup import WARMUP_FILE, write_warmup_requests
@@ -52,12 +56,18 @@ def test_a_candidate_that_passes_the_check_is_pushed_with_its_warmup_file(tmp_pa
     check = pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY)
     assert check.startswith("passed (serving_default, images, pixels in ")
     assert "; model_server.py up in " in check
+    # Which server checked it, for the run summary: tensorflow_model_server is not on PATH.
+    assert pushed_model.get_string_custom_property(SERVING_CHECK_SERVER_PROPERTY) == (
+        "model_server.py"
+    )
 
 
 def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(
-        ServingCheckError, match=r"^signature 'pixels': answered shape \[8, 9\], expected \[8, 10\]"
+        ServingCheckError,
+        match=r"^signature 'pixels': answered shape \[8, 9\], expected \[8, 10\].*"
+        r" \(checked with model_server\.py\)$",
     ):
         _push(tmp_path, {"pixels": "wrong_shape"})
     assert not pushed_versions(str(tmp_path / "serving"))

@@ -214,7 +214,7 @@ def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
     monkeypatch.setattr(
         model_registry,
         "register_model_version",
-        lambda *args: (
+        lambda *args, **kwargs: (
             registrations.append(args)
             or model_registry.Registration(
                 types.SimpleNamespace(resource_name="m", version_id="1"), True
@@ -240,8 +240,11 @@ def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_bef
     assert _run_executor(monkeypatch, pushed=False, already_pushed=False) == []  # not blessed
 
 
-def _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex: FakeVertex):
-    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`."""
+def _push_through_the_registry_pusher(
+    tmp_path, monkeypatch, vertex: FakeVertex, candidate: str | None = None
+):
+    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`,
+    for `candidate` (a SavedModel folder; by default one with only a fingerprint)."""
     import shutil
 
     from common.config import load_config
@@ -254,7 +257,9 @@ def _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex: FakeVertex)
     monkeypatch.setattr(model_registry, "vertex_sdk", lambda: vertex)
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "trainer-output")
-    shutil.copytree(saved_model_dir(tmp_path, 2), tmp_path / "trainer-output" / "Format-Serving")
+    shutil.copytree(
+        candidate or saved_model_dir(tmp_path, 2), tmp_path / "trainer-output" / "Format-Serving"
+    )
     blessing = standard_artifacts.ModelBlessing()
     blessing.set_int_custom_property("blessed", 1)
     pushed_model = standard_artifacts.PushedModel()
@@ -318,3 +323,60 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
     )
     assert refusal(models[0]) is None  # in place: registered already, not refused
     assert refusal(saved_model_dir(tmp_path, 3)) is None  # a new model
+
+
+def _servable_candidate(tmp_path, broken: dict[str, str] | None = None) -> str:
+    """A SavedModel with its warmup requests, as the Trainer exports it."""
+    from components.serving.warmup import write_warmup_requests
+    from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+
+    model_dir = save_model(tmp_path / "candidate", broken)
+    write_warmup_requests(model_dir, write_eval_split(tmp_path / "eval"), DIGITS)
+    return model_dir
+
+
+def test_a_model_the_serving_folder_already_held_is_checked_before_its_upload(
+    tmp_path, monkeypatch
+):
+    # Published to the serving folder without a check (by hand, or by a run before the check
+    # existed): the registry Pusher recognises the push as done, but must not upload it unchecked.
+    from components.serving.publish import push_model_version
+    from components.serving.server_check import ServingCheckError
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # the Python model server
+    candidate = _servable_candidate(tmp_path, {"pixels": "wrong_shape"})
+    push_model_version(candidate, str(tmp_path / "serving"))
+    vertex = FakeVertex()
+    with pytest.raises(
+        ServingCheckError,
+        match=r"^signature 'pixels': answered shape \[8, 9\].* \(checked with model_server\.py\)$",
+    ):
+        _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex, candidate)
+    assert vertex.uploads == [] and vertex.endpoints == []
+
+
+def test_the_registry_pusher_checks_a_new_model_once_and_records_which_server(
+    tmp_path, monkeypatch
+):
+    from components import pusher
+    from components.pusher import SERVING_CHECK_PROPERTY, SERVING_CHECK_SERVER_PROPERTY
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    checked: list[str] = []
+    check = pusher.check_model
+    monkeypatch.setattr(
+        pusher,
+        "check_model",
+        lambda model_dir, *args: checked.append(model_dir) or check(model_dir, *args),
+    )
+    vertex = FakeVertex()
+    pushed_model, serving_dir = _push_through_the_registry_pusher(
+        tmp_path, monkeypatch, vertex, _servable_candidate(tmp_path)
+    )
+    assert len(checked) == 1  # the push checked it; the upload of the same model needs no second
+    (upload,) = vertex.uploads
+    assert upload["artifact_uri"].startswith(str(serving_dir))
+    assert pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY).startswith("passed (")
+    assert pushed_model.get_string_custom_property(SERVING_CHECK_SERVER_PROPERTY) == (
+        "model_server.py"
+    )

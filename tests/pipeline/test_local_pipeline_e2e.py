@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import pathlib
+import shutil
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
@@ -101,6 +102,12 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
     assert second.pushed_model == first.pushed_model
     assert second.push_note == "already served; not pushed again"
     assert second.serving_check == "not run: the model is already served"
+    # The first run's check names the server that ran it (not installed here: the Python one).
+    assert first.serving_check.startswith("passed (")
+    assert first.serving_check_server == (
+        "tensorflow_model_server" if shutil.which("tensorflow_model_server") else "model_server.py"
+    )
+    assert second.serving_check_server is None
 
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):

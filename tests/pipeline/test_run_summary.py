@@ -26,3 +26,25 @@ def test_a_run_stopped_before_the_pusher_says_nothing_about_the_check():
     assert summary.serving_check is None
     assert "serving check" not in summary.to_text()
     assert "pushed: nothing (the run stopped before the Pusher)" in summary.to_text()
+
+
+def test_a_failed_serving_check_names_the_server_that_ran_it():
+    error = ServingCheckError("signature 'pixels': answered shape [8, 9]", "model_server.py")
+    summary = RunSummary.without_results(
+        "digits", [ComponentResult("Pusher", "failed", 3.0)], error, None
+    )
+    facts = json.loads(summary.to_json())
+    assert facts["serving_check_server"] == "model_server.py"
+    assert facts["serving_check"].endswith("(checked with model_server.py)")
+
+
+def test_a_passed_serving_check_names_the_server_that_ran_it():
+    properties = {
+        "pushed": 1,
+        "pushed_destination": "/serving/17",
+        "serving_check": "passed (serving_default in 0.1 s; tensorflow_model_server up in 2.0 s)",
+        "serving_check_server": "tensorflow_model_server",
+    }
+    summary = RunSummary.without_results("digits", [], None, None)
+    summary.add_push(properties.get)
+    assert json.loads(summary.to_json())["serving_check_server"] == "tensorflow_model_server"

@@ -6,13 +6,18 @@ import json
 import os
 import pathlib
 import re
+import signal
+import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
+import portpicker
 import pytest
 import tensorflow as tf
 
+from components.serving.model_server import LISTENING, reported_port
 from components.serving.server_check import (
     MODEL_NAME,
     ServingCheckError,
@@ -20,7 +25,12 @@ from components.serving.server_check import (
     check_model,
     rest_body,
 )
-from components.serving.warmup import WARMUP_FILE, build_requests, write_warmup_requests
+from components.serving.warmup import (
+    WARMUP_FILE,
+    build_requests,
+    signature_defs,
+    write_warmup_requests,
+)
 from tests.components.serving.served_models import (
     DIGITS,
     eval_examples,
@@ -28,6 +38,7 @@ from tests.components.serving.served_models import (
     write_eval_split,
 )
 
+MODEL_SERVER_MODULE = "components.serving.model_server"
 TIMEOUT = 120.0  # generous: the machine is shared; the timeout test sets its own
 
 
@@ -69,11 +80,18 @@ def test_an_answer_must_be_class_probabilities_for_every_example(outputs, proble
 
 
 def test_rest_bodies_carry_bytes_as_b64_and_numbers_as_lists(tmp_path):
-    (examples,) = build_requests([b"\x00example-1", b"example-2"], DIGITS, ["serving_default"])
+    published = signature_defs(save_model(tmp_path / "model"))
+    (examples,) = build_requests(
+        [b"\x00example-1", b"example-2"],
+        DIGITS,
+        {"serving_default": published["serving_default"]},
+    )
     body = rest_body(examples)
     assert body["signature_name"] == "serving_default"
     assert body["inputs"] == {"examples": [{"b64": "AGV4YW1wbGUtMQ=="}, {"b64": "ZXhhbXBsZS0y"}]}
-    (pixels,) = build_requests(eval_examples(tmp_path, 2), DIGITS, ["pixels"])
+    (pixels,) = build_requests(
+        eval_examples(tmp_path / "eval", 2), DIGITS, {"pixels": published["pixels"]}
+    )
     sent = rest_body(pixels)["inputs"]["pixels"]
     np.testing.assert_array_equal(sent, tf.make_ndarray(pixels.inputs["pixels"]))
 
@@ -86,6 +104,8 @@ def test_a_signature_that_fails_stops_the_load_and_is_named(tmp_path, monkeypatc
     assert message.startswith("the model server could not load the model (exit 1)")
     assert "warmup request for signature 'images' failed" in message
     assert "images is broken" in message
+    assert message.endswith("(checked with model_server.py)")
+    assert raised.value.server == "model_server.py"
 
 
 def test_a_candidate_without_warmup_requests_fails_before_any_server_starts(tmp_path):
@@ -96,6 +116,9 @@ def test_a_candidate_without_warmup_requests_fails_before_any_server_starts(tmp_
 
 def test_tensorflow_model_server_on_path_serves_the_check(tmp_path, monkeypatch):
     # A stand-in with TF Serving's flags and REST API: the Python server, noting its argv.
+    picked: list[int] = []
+    pick = portpicker.pick_unused_port
+    monkeypatch.setattr(portpicker, "pick_unused_port", lambda: picked.append(pick()) or picked[-1])
     calls = tmp_path / "calls.json"
     _on_path(
         monkeypatch,
@@ -113,6 +136,8 @@ def test_tensorflow_model_server_on_path_serves_the_check(tmp_path, monkeypatch)
     flags = dict(arg.lstrip("-").split("=", 1) for arg in json.loads(calls.read_text()))
     assert set(flags) == {"port", "rest_api_port", "model_name", "model_base_path"}
     assert flags["model_name"] == MODEL_NAME and flags["port"] != flags["rest_api_port"]
+    # It takes its ports as flags: portpicker's, not a port probed and closed.
+    assert sorted([int(flags["port"]), int(flags["rest_api_port"])]) == sorted(picked)
     # A temporary copy in the layout a server reads, removed after the check.
     assert pathlib.Path(flags["model_base_path"]).name == MODEL_NAME
     assert not pathlib.Path(flags["model_base_path"]).exists()
@@ -150,3 +175,76 @@ def test_a_signature_that_does_not_answer_in_time_is_named(tmp_path, monkeypatch
     )
     with pytest.raises(ServingCheckError, match=r"^signature 'pixels': no answer within 3 s"):
         check_model(_candidate(tmp_path), DIGITS.num_classes, timeout_seconds=3)
+
+
+def test_the_python_server_binds_its_own_port_and_the_check_reads_which(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no tensorflow_model_server: the Python server
+    started: list[list[str]] = []
+    popen = subprocess.Popen
+
+    def recording_popen(args, *rest, **kwargs):
+        started.append(list(args))
+        return popen(args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", recording_popen)
+    result = check_model(_candidate(tmp_path), DIGITS.num_classes, TIMEOUT)
+    assert result.server == "model_server.py"
+    (flags,) = [args[3:] for args in started if args[1:3] == ["-m", MODEL_SERVER_MODULE]]
+    # Port 0: the kernel picks a free port as the server binds, so none can be taken first.
+    assert "--rest_api_port=0" in flags and not any(f.startswith("--port=") for f in flags)
+
+
+def test_a_port_is_read_only_from_a_whole_line():
+    assert reported_port("loading\n") is None
+    assert reported_port(f"loading\n{LISTENING}4") is None  # "45123" still being written
+    assert reported_port(f"loading\n{LISTENING}45123\nmore\n") == 45123
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has exited (a zombie waiting for its new parent to reap it counts)."""
+    try:
+        return pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+def test_the_checks_server_dies_with_the_process_that_started_it_even_by_sigkill(tmp_path):
+    # A tensorflow_model_server that notes its pid and never gets ready: the check waits.
+    server_pid = tmp_path / "server.pid"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    binary = bin_dir / "tensorflow_model_server"
+    binary.write_text(
+        f"#!{sys.executable}\nimport os, pathlib, time\n"
+        f"pathlib.Path({str(server_pid)!r}).write_text(str(os.getpid()))\ntime.sleep(600)\n"
+    )
+    binary.chmod(0o755)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from components.serving.server_check import check_model; "
+            "check_model(sys.argv[1], 10, 600)",
+            _candidate(tmp_path),
+        ],
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+    )
+    pid = None
+    try:
+        deadline = time.monotonic() + 120  # the parent imports TensorFlow first
+        while not (server_pid.exists() and server_pid.read_text()) and parent.poll() is None:
+            assert time.monotonic() < deadline, "the check never started its server"
+            time.sleep(0.2)
+        assert parent.poll() is None, "the check exited before it was killed"
+        pid = int(server_pid.read_text())
+        parent.send_signal(signal.SIGKILL)  # no finally, no atexit: only the kernel can act
+        parent.wait()
+        deadline = time.monotonic() + 5
+        while not _gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(pid), "the server outlived the process that started it"
+    finally:
+        parent.kill()
+        if pid is not None and not _gone(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.core.protobuf.meta_graph_pb2 import SignatureDef
 from tensorflow_serving.apis import prediction_log_pb2
 
 from common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
@@ -26,9 +27,17 @@ from tests.components.serving.served_models import (
 PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
 
 
+def _signatures(tmp_path, *names: str) -> dict:
+    """The exported model's SignatureDefs of `names`, in that order."""
+    published = signature_defs(save_model(tmp_path / "model"))
+    return {name: published[name] for name in names}
+
+
 def test_each_signature_gets_the_same_eval_examples_in_its_own_input(tmp_path):
     serialized = eval_examples(tmp_path / "eval", 4)
-    requests = build_requests(serialized, DIGITS, ["images", "pixels", "serving_default"])
+    requests = build_requests(
+        serialized, DIGITS, _signatures(tmp_path, "images", "pixels", "serving_default")
+    )
     by_name = {r.model_spec.signature_name: r for r in requests}
     assert list(by_name) == ["images", "pixels", "serving_default"]
 
@@ -46,7 +55,7 @@ def test_each_signature_gets_the_same_eval_examples_in_its_own_input(tmp_path):
     np.testing.assert_allclose(decoded * 16 / 255, pixels, atol=16 / 255 / 2 + 1e-6)
 
 
-def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels():
+def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels(tmp_path):
     photos = DatasetConfig(**BUILTIN_DATASETS["signs"])
     jpegs = [path.read_bytes() for path in sorted(PHOTOS.glob("validation/*/*.JPG"))[:2]]
     serialized = [
@@ -64,7 +73,7 @@ def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels():
         ).SerializeToString()
         for jpeg in jpegs
     ]
-    images, pixels = build_requests(serialized, photos, ["images", "pixels"])
+    images, pixels = build_requests(serialized, photos, _signatures(tmp_path, "images", "pixels"))
     assert list(tf.make_ndarray(images.inputs["images"])) == jpegs
     np.testing.assert_array_equal(
         tf.make_ndarray(pixels.inputs["pixels"]),
@@ -75,7 +84,11 @@ def test_stored_photos_are_sent_to_images_as_they_are_and_decoded_to_pixels():
 def test_a_signature_without_a_request_builder_is_refused(tmp_path):
     serialized = eval_examples(tmp_path / "eval", 4)
     with pytest.raises(ValueError, match=r"no warmup request for signature\(s\) \['embeddings'\]"):
-        build_requests(serialized, DIGITS, ["serving_default", "embeddings"])
+        build_requests(
+            serialized,
+            DIGITS,
+            {**_signatures(tmp_path, "serving_default"), "embeddings": SignatureDef()},
+        )
 
 
 def test_the_warmup_file_parses_and_runs_as_tf_serving_replays_it(tmp_path):
@@ -104,3 +117,26 @@ def test_the_warmup_file_parses_and_runs_as_tf_serving_replays_it(tmp_path):
         classes[request.model_spec.signature_name] = probabilities.argmax(axis=1)
     # The same examples: examples and pixels give the same classes.
     np.testing.assert_array_equal(classes["serving_default"], classes["pixels"])
+
+
+def test_the_examples_request_is_the_one_tfx_infravalidator_builds_batched(tmp_path):
+    # TFX's request builder names the signature's serialized-examples input; ours carries
+    # the same request with the examples in one batch.
+    from tfx.components.infra_validator import request_builder
+
+    serialized = eval_examples(tmp_path / "eval", 3)
+    signatures = _signatures(tmp_path, "serving_default")
+    tfx = request_builder._TFServingRpcRequestBuilder(model_name="", signatures=signatures)
+    tfx._records = serialized
+    tfx_requests = tfx.BuildRequests()
+    (ours,) = build_requests(serialized, DIGITS, signatures)
+    assert [r.model_spec for r in tfx_requests] == 3 * [ours.model_spec]
+    assert [list(r.inputs) for r in tfx_requests] == 3 * [list(ours.inputs)]
+    assert list(tf.make_ndarray(ours.inputs["examples"])) == serialized
+
+
+def test_a_serving_default_that_takes_no_serialized_examples_is_refused(tmp_path):
+    # TFX's builder checks the signature: one string input of shape [None].
+    pixels_only = {"serving_default": _signatures(tmp_path, "pixels")["pixels"]}
+    with pytest.raises(ValueError, match="accepts serialized record inputs"):
+        build_requests(eval_examples(tmp_path / "eval", 2), DIGITS, pixels_only)
