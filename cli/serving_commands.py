@@ -141,9 +141,9 @@ def _rewrite_report(config: PipelineConfig) -> str:
 
     try:
         stored = open_latest_run(config.run_dir)
+        summary = summarize_stored_run(stored, list(config.dataset.class_names))
     except Exception as error:  # noqa: BLE001 (the blessing stands; the report is a view of it)
-        return f"report: not rewritten ({error})"
-    summary = summarize_stored_run(stored, list(config.dataset.class_names))
+        return f"report: not rewritten ({type(error).__name__}: {error})"
     return write_run_report(config, summary)
 
 

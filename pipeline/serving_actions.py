@@ -339,9 +339,10 @@ def _two_steps(
 
 def _unfinished(intent: Intent) -> str:
     """What a failed ML Metadata step leaves, and who finishes it."""
+    then = "records the blessing" if intent.action == "bless" else "makes ML Metadata follow"
     return (
         f"{intent.describe()} changed the serving folder, and the next `tpu-pipeline serving` "
-        f"command or run makes ML Metadata follow ({INTENT_FILE} stays); ML Metadata failed now"
+        f"command or run {then} ({INTENT_FILE} stays); ML Metadata failed now"
     )
 
 

@@ -222,3 +222,116 @@ def test_restore_runs_the_serving_check_and_refuses_a_version_that_fails_it(tmp_
 
     assert set_aside_versions(str(config.serving_dir)) == ["101"]
     assert not (config.run_dir / INTENT_FILE).exists()
+
+
+def with_a_refused_model(tmp_path, config) -> int:
+    """Adds a third Model, which the Evaluator refused, to `run_folder`'s store; its id."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2
+    from tfx.orchestration import metadata
+
+    from tests.components.serving.test_publish import save_model
+    from tests.pipeline.test_served_baseline import LIVE, PIPELINE, output_event
+
+    store = metadata_store.MetadataStore(
+        metadata.sqlite_metadata_connection_config(str(config.metadata_path))
+    )
+    uri = tmp_path / "Trainer/model/refused"
+    save_model(uri / "Format-Serving", 5.0)
+    model = metadata_store_pb2.Artifact(
+        type_id=store.get_artifact_type("Model").id, uri=str(uri), state=LIVE
+    )
+    blessing = metadata_store_pb2.Artifact(
+        type_id=store.get_artifact_type("ModelBlessing").id, state=LIVE
+    )
+    blessing.custom_properties["blessed"].int_value = 0
+    store.put_artifact_type(metadata_store_pb2.ArtifactType(name="PushedModel"))  # as a Pusher's
+    context = store.get_context_by_type_and_name("pipeline", PIPELINE)
+    execution = metadata_store_pb2.Execution(type_id=store.get_execution_type("Trainer").id)
+    [model_id] = store.put_artifacts([model])
+    model.id = model_id
+    blessing.custom_properties["current_model_id"].int_value = model_id
+    store.put_execution(
+        execution, [(model, output_event("model")), (blessing, output_event("blessing"))], [context]
+    )
+    return model_id
+
+
+def passing_check(monkeypatch) -> None:
+    from tests.cli.test_serving_commands import passing_check as stand_in
+
+    stand_in(monkeypatch)
+
+
+def test_bless_prints_what_it_did_not_the_last_runs_summary(tmp_path, capsys, monkeypatch):
+    config, _, _ = run_folder(tmp_path)
+    refused = with_a_refused_model(tmp_path, config)
+    passing_check(monkeypatch)
+
+    assert cli(config, "bless", "--reason", "accepted for the demo") == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"blessed model {refused} by hand (accepted for the demo)"
+    assert lines[1] == "serving check: passed (serving_default in 0.1 s; stand-in up in 0.2 s)"
+    (version,) = set(pushed_versions(str(config.serving_dir))) - {"100", "101"}
+    assert lines[2] == f"pushed as version {version}: {config.serving_dir / version}"
+    assert lines[3].startswith("ML Metadata: recorded the manual blessing (blessing ")
+    assert lines[4].startswith("report: ")
+    assert len(lines) == 5  # no "blessed: no ... pushed: nothing" of the run before
+    assert baseline(config.metadata_path) == refused
+
+
+def test_bless_refuses_a_model_that_fails_the_serving_check(tmp_path, capsys):
+    config, _, newer = run_folder(tmp_path)
+    with_a_refused_model(tmp_path, config)
+
+    # The test model has no warmup requests: the real check refuses it before any server.
+    assert cli(config, "bless", "--reason", "accepted for the demo") == 1
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("tpu-pipeline: not blessed: the candidate failed the serving check")
+    assert "tf_serving_warmup_requests is missing" in line
+    assert pushed_versions(str(config.serving_dir)) == ["100", "101"]
+    assert baseline(config.metadata_path) == newer
+    assert not (config.run_dir / INTENT_FILE).exists()
+
+
+# Blesses with a stand-in serving check, and is killed where ML Metadata would record it.
+_BLESS_KILLED_BETWEEN_THE_STEPS = """
+import os, signal, sys
+from common.config import load_config
+from components.serving import server_check
+from pipeline import manual_blessing, serving_actions
+
+def killed(*args):
+    os.kill(os.getpid(), signal.SIGKILL)
+
+server_check.check_model = lambda *args: server_check.ServingCheckResult((), 0, 0, "stand-in")
+manual_blessing.record = killed
+serving_actions.bless(load_config(None, {"output_dir": sys.argv[1]}), "accepted for the demo")
+"""
+
+
+@pytest.mark.slow  # the killed child imports TensorFlow
+def test_kill_9_between_publishing_and_recording_a_blessing_is_recorded_next(tmp_path, capsys):
+    config, _, newer = run_folder(tmp_path)
+    refused = with_a_refused_model(tmp_path, config)
+    child = subprocess.run(
+        [sys.executable, "-c", _BLESS_KILLED_BETWEEN_THE_STEPS, str(config.output_dir)],
+        env=CHILD_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    (version,) = set(pushed_versions(str(config.serving_dir))) - {"100", "101"}
+    assert baseline(config.metadata_path) == newer  # published, not yet recorded
+
+    assert cli(config, "list") == 0
+
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(
+        f"tpu-pipeline: finished the interrupted `serving bless` of model {refused} "
+    )
+    assert f"recorded the manual blessing of version {version} (blessing " in line
+    assert baseline(config.metadata_path) == refused
