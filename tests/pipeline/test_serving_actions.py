@@ -50,9 +50,10 @@ serving_actions.rollback(load_config(None, {"output_dir": sys.argv[1]}), "wrong 
 """
 
 
-def rollback_killed_between_the_steps(config) -> None:
+def killed_between_the_steps(script: str, config) -> None:
+    """Runs `script` on the run folder in a child process, which must die by SIGKILL."""
     child = subprocess.run(
-        [sys.executable, "-c", _KILLED_BETWEEN_THE_STEPS, str(config.output_dir)],
+        [sys.executable, "-c", script, str(config.output_dir)],
         env=CHILD_ENV,
         capture_output=True,
         text=True,
@@ -77,7 +78,7 @@ def test_kill_9_between_the_folder_and_ml_metadata_is_finished_by_the_next_comma
     tmp_path, capsys
 ):
     config, older, newer = run_folder(tmp_path)
-    rollback_killed_between_the_steps(config)
+    killed_between_the_steps(_KILLED_BETWEEN_THE_STEPS, config)
     # Half done: the folder moved, the baseline is still the model taken out of service.
     assert set_aside_versions(str(config.serving_dir)) == ["101"]
     assert baseline(config.metadata_path) == newer
@@ -97,7 +98,7 @@ def test_a_run_finishes_a_left_over_action_before_it_resolves_its_baseline(tmp_p
     from pipeline import local_runner
 
     config, older, _ = run_folder(tmp_path)
-    rollback_killed_between_the_steps(config)
+    killed_between_the_steps(_KILLED_BETWEEN_THE_STEPS, config)
     seen = []
 
     class ResolvingRunner:
@@ -316,14 +317,7 @@ serving_actions.bless(load_config(None, {"output_dir": sys.argv[1]}), "accepted 
 def test_kill_9_between_publishing_and_recording_a_blessing_is_recorded_next(tmp_path, capsys):
     config, _, newer = run_folder(tmp_path)
     refused = with_a_refused_model(tmp_path, config)
-    child = subprocess.run(
-        [sys.executable, "-c", _BLESS_KILLED_BETWEEN_THE_STEPS, str(config.output_dir)],
-        env=CHILD_ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert child.returncode == -signal.SIGKILL, child.stderr
+    killed_between_the_steps(_BLESS_KILLED_BETWEEN_THE_STEPS, config)
     (version,) = set(pushed_versions(str(config.serving_dir))) - {"100", "101"}
     assert baseline(config.metadata_path) == newer  # published, not yet recorded
 
