@@ -173,29 +173,3 @@ def _print_versions(config: PipelineConfig) -> None:
     if record:
         print(f"pinned to {record['version']} ({record['reason']}): runs push nothing")
 
-
-def _bless(config: PipelineConfig, args: argparse.Namespace) -> int:
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
-    from cli.report_commands import write_run_report
-    from pipeline.manual_blessing import bless_model
-    from pipeline.report.collect import summarize_stored_run
-    from pipeline.report.run_store import open_latest_run
-
-    blessing = bless_model(
-        config.metadata_path,
-        config.full_pipeline_name,
-        str(config.serving_dir),
-        args.reason,
-        args.model_id,
-    )
-    push = blessing.push
-    how = "pushed as version" if push.newly_pushed else "already served as version"
-    print(f"blessed model {blessing.model_id} by hand ({blessing.reason}); {how} {push.version}")
-    summary = summarize_stored_run(
-        open_latest_run(config.run_dir), list(config.dataset.class_names)
-    )
-    print(write_run_report(config, summary))
-    print(summary.to_text())
-    return 0
