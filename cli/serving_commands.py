@@ -172,4 +172,3 @@ def _print_versions(config: PipelineConfig) -> None:
     record = pinned(base)
     if record:
         print(f"pinned to {record['version']} ({record['reason']}): runs push nothing")
-
