@@ -39,6 +39,7 @@ setup(
         "pyyaml",
         "matplotlib",
         "jinja2",
+        "portalocker",
     ],
     entry_points={"console_scripts": ["tpu-pipeline=cli.main:main"]},
 )

@@ -34,7 +34,11 @@ from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
 from components.example_gen.errors import DataFormatError
 from pipeline.input_fingerprint import new_inputs, record_success
-from pipeline.metadata_check import DamagedMetadataError, check_metadata_store
+from pipeline.metadata_check import (
+    DamagedMetadataError,
+    LockedMetadataError,
+    check_metadata_store,
+)
 from pipeline.run_lock import RunInProgressError, exclusive_run
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
@@ -354,7 +358,7 @@ def _run_command(args: argparse.Namespace) -> int:
     except DataFormatError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_DATA_REJECTED
-    except (RunInProgressError, DamagedMetadataError) as error:
+    except (RunInProgressError, DamagedMetadataError, LockedMetadataError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_FAILED
     except RunInterrupted:

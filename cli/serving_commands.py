@@ -1,19 +1,21 @@
 """`tpu-pipeline serving list | rollback | pin | unpin | restore | bless`.
 
 The serving folder is the run folder's `serving_model/` (from the same
---config/--dataset/--output-dir flags `run` takes). Folder moves live in
-`components/serving/versions.py` (the Pusher honours them too), the manual
-blessing in `pipeline/manual_blessing.py`, the Vertex AI Model Registry variant
-(`--vertex`) in `cli/registry_commands.py`.
+--config/--dataset/--output-dir flags `run` takes). Each action is one call of
+`pipeline/serving_actions.py`, which moves the folder and makes ML Metadata
+follow as one recoverable operation; the Vertex AI Model Registry variant
+(`--vertex`) is `cli/registry_commands.py`.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from cli.config_flags import add_config_flags, config_from_args
 from common.config import BUILTIN_DATASETS, PipelineConfig
+from pipeline.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
 ACTIONS = ("list", "rollback", "pin", "unpin", "restore", "bless")
@@ -63,6 +65,15 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         parsers[name].add_argument(
             "--dry-run", action="store_true", help="with --vertex: print the requests, send none"
         )
+    for name in ACTIONS[1:]:
+        parsers[name].add_argument(
+            "--wait",
+            type=float,
+            default=DEFAULT_WAIT_SECONDS,
+            metavar="SECONDS",
+            help="how long to wait for a run or another serving command using the run folder "
+            f"(default: {DEFAULT_WAIT_SECONDS:g}); then exit 1, nothing changed",
+        )
     for parser in parsers.values():
         add_config_flags(parser)
         parser.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
@@ -74,10 +85,11 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
 def run_serving_command(args: argparse.Namespace) -> int:
     """Runs one `serving` action; returns the exit code (1, with one line, if it cannot)."""
     from components.serving.versions import ServingFolderError
+    from pipeline.serving_actions import ServingActionError
 
     try:
         return _run_action(args)
-    except ServingFolderError as error:
+    except (ServingFolderError, ServingActionError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return 1
 
@@ -88,47 +100,51 @@ def _run_action(args: argparse.Namespace) -> int:
         from cli.registry_commands import run_registry_action
 
         return run_registry_action(config, args)
-    from components.serving import versions
+    _quiet_libraries()
+    # Each action is one library call that keeps the order over the folder and ML Metadata.
+    from pipeline import serving_actions as actions
 
-    base = str(config.serving_dir)
     action = args.serving_action
-    if action in ("rollback", "pin", "unpin", "restore") and not versions.exists(base):
-        raise versions.ServingFolderError(
-            f"{base}: no serving folder (no model was pushed there); check --dataset, "
-            "--output-dir or --config"
-        )
     if action == "list":
+        actions.finish_interrupted_action_if_free(config)
         _print_versions(config)
-    elif action == "rollback":
-        rolled_back, served = versions.rollback(base, args.reason)
-        print(f"rolled back {rolled_back.version} to {rolled_back.path}; serving {served.version}")
+        return 0
+    if action == "rollback":
+        lines = actions.rollback(config, args.reason, args.wait)
     elif action == "pin":
-        moved = versions.pin(base, args.version, args.reason)
-        aside = f"; set aside {', '.join(moved)}" if moved else ""
-        print(f"pinned {args.version}{aside}; runs push nothing until `serving unpin`")
+        lines = actions.pin(config, args.version, args.reason, args.wait)
     elif action == "unpin":
-        record = versions.unpin(base)
-        print(f"unpinned {record['version']}" if record else "nothing was pinned")
+        lines = actions.unpin(config, args.wait)
     elif action == "restore":
-        restored = versions.restore(base, args.version)
-        print(f"restored {restored.version}{' (serving)' if restored.serving else ''}")
+        lines = actions.restore(config, args.version, args.wait)
     else:
-        return _bless(config, args)
-    if action in ("rollback", "pin", "restore"):
-        _follow_serving_folder(config)
+        lines = actions.bless(config, args.reason, args.model_id, args.wait)
+        lines.append(_rewrite_report(config))
+    for line in lines:
+        print(line)
     return 0
 
 
-def _follow_serving_folder(config: PipelineConfig) -> None:
-    """Points the next run's baseline at what serves now (see pipeline/served_baseline.py)."""
-    from pipeline.served_baseline import follow_serving_folder
+def _quiet_libraries() -> None:
+    """TensorFlow's start-up lines and MLMD's own error logs: the command says it in one line."""
+    from cli.console import quiet_library_warnings
 
-    changed = follow_serving_folder(
-        config.metadata_path, config.full_pipeline_name, str(config.serving_dir)
-    )
-    for what, ids in changed.items():
-        if ids:
-            print(f"baseline: {what} {len(ids)} blessing(s) in ML Metadata")
+    quiet_library_warnings()
+    logging.getLogger("absl").setLevel(logging.CRITICAL)
+
+
+def _rewrite_report(config: PipelineConfig) -> str:
+    """The newest run's report, written again so it shows the manual blessing; its line."""
+    from cli.report_commands import write_run_report
+    from pipeline.report.collect import summarize_stored_run
+    from pipeline.report.run_store import open_latest_run
+
+    try:
+        stored = open_latest_run(config.run_dir)
+        summary = summarize_stored_run(stored, list(config.dataset.class_names))
+    except Exception as error:  # noqa: BLE001 (the blessing stands; the report is a view of it)
+        return f"report: not rewritten ({type(error).__name__}: {error})"
+    return write_run_report(config, summary)
 
 
 def _print_versions(config: PipelineConfig) -> None:
@@ -156,30 +172,3 @@ def _print_versions(config: PipelineConfig) -> None:
     record = pinned(base)
     if record:
         print(f"pinned to {record['version']} ({record['reason']}): runs push nothing")
-
-
-def _bless(config: PipelineConfig, args: argparse.Namespace) -> int:
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
-    from cli.report_commands import write_run_report
-    from pipeline.manual_blessing import bless_model
-    from pipeline.report.collect import summarize_stored_run
-    from pipeline.report.run_store import open_latest_run
-
-    blessing = bless_model(
-        config.metadata_path,
-        config.full_pipeline_name,
-        str(config.serving_dir),
-        args.reason,
-        args.model_id,
-    )
-    push = blessing.push
-    how = "pushed as version" if push.newly_pushed else "already served as version"
-    print(f"blessed model {blessing.model_id} by hand ({blessing.reason}); {how} {push.version}")
-    summary = summarize_stored_run(
-        open_latest_run(config.run_dir), list(config.dataset.class_names)
-    )
-    print(write_run_report(config, summary))
-    print(summary.to_text())
-    return 0

@@ -6,10 +6,9 @@ written once and then left alone: a rerun sees the same files and is cached.
 
 from __future__ import annotations
 
-import os
 import pathlib
-import tempfile
 
+from common.atomic_file import replaced_when_done
 from common.config import ConfigError, PipelineConfig
 from components.example_gen.errors import DataFormatError
 from components.example_gen.formats import file_pattern, source_format, split_inputs
@@ -35,9 +34,7 @@ def write_digits_tfrecord(path: pathlib.Path) -> int:
 
     digits = load_digits()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with replaced_when_done(path) as partial:
         with tf.io.TFRecordWriter(partial) as writer:
             for pixels, label in zip(digits.data, digits.target, strict=True):
                 example = tf.train.Example(
@@ -53,10 +50,6 @@ def write_digits_tfrecord(path: pathlib.Path) -> int:
                     )
                 )
                 writer.write(example.SerializeToString())
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
     return len(digits.target)
 
 

@@ -27,8 +27,8 @@ import json
 import os
 import pathlib
 import re
-import tempfile
 
+from common.atomic_file import write_text
 from common.config import DatasetConfig, PipelineConfig
 
 LAST_SUCCESS_FILE = "last_successful_run.json"
@@ -108,14 +108,7 @@ def record_success(run_dir: pathlib.Path, fingerprint: InputFingerprint) -> None
     """Records `fingerprint` as the last successful run's: whole or not at all."""
     finished = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     text = json.dumps({"finished": finished, "inputs": dataclasses.asdict(fingerprint)}, indent=1)
-    fd, partial = tempfile.mkstemp(prefix=f".{LAST_SUCCESS_FILE}.", dir=run_dir)
-    try:
-        with os.fdopen(fd, "w") as file:
-            file.write(text)
-        os.replace(partial, run_dir / LAST_SUCCESS_FILE)
-    finally:
-        if os.path.exists(partial):
-            os.remove(partial)
+    write_text(run_dir / LAST_SUCCESS_FILE, text)
 
 
 def new_inputs(config: PipelineConfig) -> str | None:

@@ -36,6 +36,7 @@ from pipeline.schema_tools import (
     describe_schema,
     schema_to_bootstrap,
 )
+from pipeline.serving_actions import finish_interrupted_action
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.
@@ -144,6 +145,9 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     check_pixel_feature_type(config.dataset)
     bootstrapped: pathlib.Path | None = None
     try:
+        # A serving action a killed process left half-done: settled before the Resolver reads
+        # the baseline from ML Metadata (the CLI holds the run lock for the whole run).
+        finish_interrupted_action(config, lambda line: print(f"tpu-pipeline: {line}", file=out))
         pipeline = create_pipeline(
             config,
             data_root=str(prepare_data_root(config)),

@@ -9,10 +9,11 @@ whose input is the Model, plus the PushedModel it published. The next run's
 Evaluator compares against this model, the one being served, and the run
 summary and report say it was blessed by hand.
 
-The model is published first and recorded second: a blessing recorded for a
-model that never reached the serving folder would move the baseline away from
-what is served. A crash between the two is repaired by blessing again (the
-push then finds the version already served).
+The model is published first (after the serving check the Pusher runs) and
+recorded second: a blessing recorded for a model that never reached the serving
+folder would move the baseline away from what is served. The steps are here;
+their order, under the run lock and with an intent record that lets the next
+command finish a blessing cut short, is `pipeline/serving_actions.py`'s `bless`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import time
+from collections.abc import Callable
 
 from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
@@ -28,6 +30,8 @@ from ml_metadata.proto import metadata_store_pb2
 from common.tfx_api import path_utils
 from components.serving.publish import PushResult, push_model_version
 from components.serving.versions import (
+    UNBOUNDED_WAIT,
+    LockWait,
     ServingFolderError,
     operator_name,
     push_refusal,
@@ -132,21 +136,33 @@ def manual_blessing_of(
     )
 
 
-def bless_model(
-    metadata_path: pathlib.Path,
-    pipeline_name: str,
-    serving_dir: str,
-    reason: str,
-    model_id: int | None = None,
-) -> ManualBlessing:
-    """Blesses (and pushes) the pipeline's newest Model, or the one with `model_id`.
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """The Model a person blesses, with the store and pipeline context that hold it."""
+
+    store: metadata_store.MetadataStore
+    context: metadata_store_pb2.Context
+    model: metadata_store_pb2.Artifact
+
+    @property
+    def model_dir(self) -> str:
+        """The SavedModel folder the Trainer wrote (what is published)."""
+        return path_utils.serving_model_path(self.model.uri)
+
+    def is_blessed(self) -> bool:
+        """Whether some blessing (the Evaluator's or a person's) says `blessed=1` for it."""
+        return bool(blessings_of(self.store, self.context.id, self.model.id))
+
+
+def candidate(
+    metadata_path: pathlib.Path, pipeline_name: str, model_id: int | None = None
+) -> Candidate:
+    """The pipeline's newest Model, or the one with `model_id`.
 
     Raises:
-      ServingFolderError: the model is blessed already, no such model, or the
-        serving folder refuses it (a pin, or it was rolled back: restore it instead).
+      ServingFolderError: no such model.
+      DamagedMetadataError, LockedMetadataError: the store cannot be read now.
     """
-    if not reason.strip():
-        raise ServingFolderError("serving bless: --reason must say why the Evaluator is overruled")
     store = open_store(metadata_path)
     context = store.get_context_by_type_and_name("pipeline", pipeline_name)
     models = artifacts_of_type(store, context.id, "Model") if context else []
@@ -155,20 +171,38 @@ def bless_model(
     if not models:
         which = f"model {model_id}" if model_id is not None else "trained model"
         raise ServingFolderError(f"{metadata_path}: no {which} of pipeline {pipeline_name}")
-    model = max(models, key=lambda m: m.id)
-    if blessings_of(store, context.id, model.id):
-        raise ServingFolderError(
-            f"model {model.id} ({model.uri}) is blessed already; nothing to do"
-        )
-    model_dir = path_utils.serving_model_path(model.uri)
-    with serving_lock(serving_dir):
-        refusal = push_refusal(model_dir, serving_dir)
+    return Candidate(store, context, max(models, key=lambda m: m.id))
+
+
+def publish(
+    chosen: Candidate,
+    serving_dir: str,
+    wait: LockWait = UNBOUNDED_WAIT,
+    before_publish: Callable[[str], None] | None = None,
+) -> PushResult:
+    """Publishes the model in the serving folder, as the Pusher would (its refusals too).
+
+    `before_publish(model_dir)` runs for a model not served yet (the serving check).
+
+    Raises:
+      ServingFolderError: a pin stands or the model was rolled back (restore it instead).
+    """
+    with serving_lock(serving_dir, "serving bless", wait.seconds, wait.on_wait):
+        refusal = push_refusal(chosen.model_dir, serving_dir)
         if refusal:
             raise ServingFolderError(f"not blessed: {refusal}")
-        push = push_model_version(model_dir, serving_dir)
+        return push_model_version(chosen.model_dir, serving_dir, before_publish=before_publish)
+
+
+def record(
+    chosen: Candidate, reason: str, push: PushResult, run_dir: pathlib.Path
+) -> ManualBlessing:
+    """Records the manual blessing of a published model in ML Metadata."""
     blessed_by = operator_name()
-    blessing_id = _record(store, context, model, reason, blessed_by, push, metadata_path.parent)
-    return ManualBlessing(model.id, blessing_id, reason, blessed_by, push)
+    blessing_id = _record(
+        chosen.store, chosen.context, chosen.model, reason, blessed_by, push, run_dir
+    )
+    return ManualBlessing(chosen.model.id, blessing_id, reason, blessed_by, push)
 
 
 def _record(

@@ -20,25 +20,42 @@ class DamagedMetadataError(RuntimeError):
     """The ML Metadata store cannot be read."""
 
 
+class LockedMetadataError(RuntimeError):
+    """Another process holds the ML Metadata store locked: not damaged, but unusable now."""
+
+
 def check_metadata_store(path: pathlib.Path) -> None:
     """Raises `DamagedMetadataError` if the SQLite store at `path` exists but is damaged.
 
     SQLite's own quick_check reads every page (milliseconds for a store of
-    hundreds of runs). A missing store is fine: the run creates it.
+    hundreds of runs). A missing store is fine: the run creates it. A store
+    another process holds locked raises `LockedMetadataError`: "database is
+    locked" is no damage, and moving the store aside would lose its history.
     """
     if not path.exists():
         return
     try:
         with contextlib.closing(sqlite3.connect(path)) as connection:
             problems = [row[0] for row in connection.execute("PRAGMA quick_check")]
+    except sqlite3.OperationalError as error:
+        if "locked" not in str(error):  # SQLite waited its 5 s for the lock first
+            raise DamagedMetadataError(_damaged(path, str(error))) from None
+        raise LockedMetadataError(
+            f"{path} is locked by another process ({error}); it is not damaged: "
+            "try again once that process is done"
+        ) from None
     except sqlite3.DatabaseError as error:
         problems = [str(error)]
     if problems != ["ok"]:
-        raise DamagedMetadataError(
-            f"{path} is damaged ({problems[0]}): move it aside "
-            f"(mv {path} {path}.damaged) and run again; the artifacts and pushed models "
-            "beside it stay, but the next run starts a new history (no cache, no baseline)"
-        )
+        raise DamagedMetadataError(_damaged(path, problems[0]))
+
+
+def _damaged(path: pathlib.Path, problem: str) -> str:
+    return (
+        f"{path} is damaged ({problem}): move it aside "
+        f"(mv {path} {path}.damaged) and run again; the artifacts and pushed models "
+        "beside it stay, but the next run starts a new history (no cache, no baseline)"
+    )
 
 
 def checked_connection(

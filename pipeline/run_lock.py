@@ -1,56 +1,55 @@
-"""One run at a time per run folder.
+"""One run, or one serving action, at a time per run folder.
 
 Two runs in the same folder would train twice and race on one metadata store
-and one serving folder. The lock is an OS file lock (flock): the kernel drops
-it when its holder exits, however it exits (kill -9 too), so a lock left by a
-dead run never blocks the next one. The lock file says who holds it.
+and one serving folder; a rollback during a run would change the baseline the
+run already resolved. The lock is an OS file lock (`common/file_lock.py`): the
+kernel drops it when its holder exits, however it exits (kill -9 too), so a
+lock left by a dead run never blocks the next one. The lock file says who holds it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
-import fcntl
-import json
-import os
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+
+from common.file_lock import LockBusyError, held_lock
 
 LOCK_FILE = ".run.lock"
+# How long a serving action waits for a run or another action to release the folder.
+DEFAULT_WAIT_SECONDS = 120.0
 
 
 class RunInProgressError(RuntimeError):
-    """Another process is running the pipeline in this run folder."""
+    """Another process is running the pipeline, or a serving action, in this run folder."""
 
 
 @contextlib.contextmanager
-def exclusive_run(run_dir: pathlib.Path) -> Iterator[None]:
-    """Holds `run_dir`'s lock for the block; refuses at once while another run holds it.
+def exclusive_run(
+    run_dir: pathlib.Path,
+    what: str = "run",
+    wait_seconds: float | None = 0,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Holds `run_dir`'s lock for the block, as `what`; by default refuses at once if it is taken.
+
+    Args:
+      run_dir: the run folder (created if missing).
+      what: what holds it, for the message of whoever finds it taken ("run", "serving rollback").
+      wait_seconds: how long to wait for the holder (None: for ever).
+      on_wait: told who holds the lock when the first try finds it taken.
 
     Raises:
-      RunInProgressError: naming the other run's process id and start time.
+      RunInProgressError: naming the holder, its process id and start time.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    with contextlib.ExitStack() as stack:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+            stack.enter_context(held_lock(run_dir / LOCK_FILE, what, wait_seconds, on_wait))
+        except LockBusyError as error:
+            waited = f", still after {wait_seconds:g} s" if wait_seconds else ""
             raise RunInProgressError(
-                f"{run_dir} is in use by another run ({_holder(fd)}): "
+                f"{run_dir} is in use by another {error.holder}{waited}: "
                 "let it finish or stop it, or use another --output-dir"
             ) from None
-        started = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "started": started}).encode(), 0)
         yield
-    finally:
-        os.close(fd)  # releases the lock; the file stays, for the next run to lock
-
-
-def _holder(fd: int) -> str:
-    try:
-        holder = json.loads(os.pread(fd, 4096, 0))
-        return f"pid {holder['pid']}, started {holder['started']}"
-    except (ValueError, KeyError, TypeError):  # it has locked the file but not written it yet
-        return "it is just starting"

@@ -3,8 +3,8 @@
 A model already served is recognised by its SavedModel fingerprint (which
 covers the graph and the variables) and its TFLite files. A new one is
 published so that a model server never loads part of it: on a local disk it is
-copied into a hidden staging folder and renamed into place; on an object store
-(gs://, s3://), where renaming a folder copies it object by object,
+copied into a hidden folder, synced and renamed into place (`common/atomic_folder.py`);
+on an object store (gs://, s3://), where renaming a folder copies it object by object,
 everything else is copied first and saved_model.pb last, since servers load a version
 once that file is there. The TFLite variants (`tflite/`) are part of the model
 folder, so they are published by the same copy, under the same version number.
@@ -15,18 +15,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import pathlib
 import re
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 from tensorflow.core.protobuf import fingerprint_pb2
 
+from common.atomic_file import is_remote
+from common.atomic_folder import new_folder
 from common.tfx_api import fileio, io_utils
 from components.serving.tflite_variants import TFLITE_DIR
 
-_STAGING_PREFIX = ".staging-"
 _SAVED_MODEL_FILE = "saved_model.pb"
 _FINGERPRINT_FILE = "fingerprint.pb"
 
@@ -112,7 +113,7 @@ def push_model_version(
     names = _version_names(base_directory)
     version = str(max(int(clock()), int(names[-1]) + 1 if names else 0))
     version_dir = os.path.join(base_directory, version)
-    if "://" in base_directory:
+    if is_remote(base_directory):
         _copy_saved_model_last(model_dir, version_dir)
     else:
         _copy_and_rename(model_dir, version_dir)
@@ -120,15 +121,9 @@ def push_model_version(
 
 
 def _copy_and_rename(model_dir: str, version_dir: str) -> None:
-    """On a local disk: copy into a staging folder servers ignore, then rename it into place."""
-    base_directory, version = os.path.split(version_dir)
-    staging_dir = os.path.join(base_directory, f"{_STAGING_PREFIX}{version}-{uuid.uuid4().hex}")
-    try:
-        io_utils.copy_dir(model_dir, staging_dir)
-        fileio.rename(staging_dir, version_dir)
-    finally:
-        if fileio.exists(staging_dir):
-            fileio.rmtree(staging_dir)
+    """On a local disk: copy into a hidden folder servers ignore, then rename it into place."""
+    with new_folder(pathlib.Path(version_dir)) as staging_dir:
+        io_utils.copy_dir(model_dir, str(staging_dir))
 
 
 def _copy_saved_model_last(model_dir: str, version_dir: str) -> None:

@@ -21,14 +21,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import fcntl
 import getpass
 import json
 import os
+import pathlib
 import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from common.atomic_file import is_remote, write_text
+from common.file_lock import LockBusyError, held_lock
 from common.tfx_api import fileio
 from components.serving.publish import model_fingerprint, pushed_versions
 
@@ -58,12 +60,25 @@ class Version:
     note: dict[str, Any] | None = None
 
 
-def _is_remote(base_directory: str) -> bool:
-    return "://" in base_directory
+@dataclasses.dataclass(frozen=True)
+class LockWait:
+    """How long a move waits for the serving folder's lock, and whom it tells it waits.
+
+    Attributes:
+      seconds: the bound (None: for as long as the holder holds it).
+      on_wait: told who holds the lock (what, pid, since when) when the move starts waiting.
+    """
+
+    seconds: float | None = None
+    on_wait: Callable[[str], None] | None = None
+
+
+# The Pusher waits for as long as it must; a serving action gives up sooner (serving_actions.py).
+UNBOUNDED_WAIT = LockWait()
 
 
 def _require_local(base_directory: str) -> None:
-    if _is_remote(base_directory):
+    if is_remote(base_directory):
         raise ServingFolderError(
             f"{base_directory}: moving versions needs a local serving folder (on Cloud "
             "Storage a rename copies object by object); on Vertex AI use --vertex"
@@ -76,22 +91,40 @@ def exists(base_directory: str) -> bool:
 
 
 @contextlib.contextmanager
-def serving_lock(base_directory: str) -> Iterator[None]:
-    """Holds the serving folder's lock (waiting for it); a no-op on an object store.
+def serving_lock(
+    base_directory: str,
+    what: str = "a push",
+    wait_seconds: float | None = None,
+    on_wait: Callable[[str], None] | None = None,
+) -> Iterator[None]:
+    """Holds the serving folder's lock as `what`; a no-op on an object store.
 
-    An OS file lock (flock): the kernel drops it when its holder dies, so a
-    killed operation never blocks the next one.
+    An OS file lock (`common/file_lock.py`): the kernel drops it when its holder
+    dies, so a killed operation never blocks the next one. The lock file says
+    who holds it (what, pid, since when), for whoever waits.
+
+    Args:
+      base_directory: the serving folder.
+      what: what the holder does, for the message of whoever waits.
+      wait_seconds: how long to wait for another holder (None: for as long as it holds it).
+      on_wait: told who holds the lock, once, when the first try finds it taken.
+
+    Raises:
+      ServingFolderError: another holder kept it longer than `wait_seconds`.
     """
-    if _is_remote(base_directory):
+    if is_remote(base_directory):
         yield
         return
     os.makedirs(base_directory, exist_ok=True)
-    fd = os.open(os.path.join(base_directory, LOCK_FILE), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    lock_path = pathlib.Path(base_directory) / LOCK_FILE
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(held_lock(lock_path, what, wait_seconds, on_wait))
+        except LockBusyError as error:
+            raise ServingFolderError(
+                f"{base_directory}: the serving folder's lock is {error}"
+            ) from None
         yield
-    finally:
-        os.close(fd)
 
 
 def _rolled_back_dir(base_directory: str) -> str:
@@ -110,13 +143,7 @@ def _read_json(path: str) -> dict[str, Any] | None:
 
 
 def _write_json(path: str, content: dict[str, Any]) -> None:
-    """Writes a whole file or none: a temporary file, then one rename over the old one."""
-    partial = f"{path}.{os.getpid()}.partial"
-    with open(partial, "w") as file:
-        json.dump(content, file, indent=2)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(partial, path)
+    write_text(path, json.dumps(content, indent=2))
 
 
 def set_aside_versions(base_directory: str) -> list[str]:
@@ -175,14 +202,16 @@ def rollback(
     base_directory: str,
     reason: str,
     clock: Callable[[], datetime.datetime] = datetime.datetime.now,
+    wait: LockWait = UNBOUNDED_WAIT,
 ) -> tuple[Version, Version]:
     """Sets the served version aside so the one before it serves; returns (rolled back, now served).
 
     Raises:
-      ServingFolderError: fewer than two versions in place (nothing to go back to).
+      ServingFolderError: fewer than two versions in place (nothing to go back to),
+        or the lock stayed taken longer than `wait.seconds`.
     """
     _require_local(base_directory)
-    with serving_lock(base_directory):
+    with serving_lock(base_directory, "serving rollback", wait.seconds, wait.on_wait):
         record = pinned(base_directory)
         if record:
             raise ServingFolderError(
@@ -205,17 +234,23 @@ def pin(
     version: str,
     reason: str,
     clock: Callable[[], datetime.datetime] = datetime.datetime.now,
+    wait: LockWait = UNBOUNDED_WAIT,
+    before_serving: Callable[[str], None] | None = None,
 ) -> list[str]:
     """Makes `version` the served one: newer versions go aside, and the Pusher stops.
 
-    A version set aside earlier is restored first. Returns the versions moved aside.
+    A version set aside earlier is restored first, after `before_serving(its folder)`
+    (what that raises stops the pin, nothing moved). Pinning again is safe: it moves
+    only what is not where the pin wants it. Returns the versions moved aside.
 
     Raises:
-      ServingFolderError: there is no such version.
+      ServingFolderError: there is no such version, or the lock stayed taken too long.
     """
     _require_local(base_directory)
-    with serving_lock(base_directory):
+    with serving_lock(base_directory, "serving pin", wait.seconds, wait.on_wait):
         if version in set_aside_versions(base_directory):
+            if before_serving is not None:
+                before_serving(os.path.join(_rolled_back_dir(base_directory), version))
             _move_back(base_directory, version)
         in_place = pushed_versions(base_directory)
         if version not in in_place:
@@ -232,24 +267,32 @@ def pin(
     return newer
 
 
-def unpin(base_directory: str) -> dict[str, Any] | None:
+def unpin(base_directory: str, wait: LockWait = UNBOUNDED_WAIT) -> dict[str, Any] | None:
     """Removes the pin (the versions it set aside stay aside); returns the pin it removed."""
     _require_local(base_directory)
-    with serving_lock(base_directory):
+    with serving_lock(base_directory, "serving unpin", wait.seconds, wait.on_wait):
         record = pinned(base_directory)
         if record:
             os.remove(os.path.join(base_directory, PIN_FILE))
     return record
 
 
-def restore(base_directory: str, version: str) -> Version:
+def restore(
+    base_directory: str,
+    version: str,
+    wait: LockWait = UNBOUNDED_WAIT,
+    before_serving: Callable[[str], None] | None = None,
+) -> Version:
     """Moves a version set aside back in place (it serves again if it is the newest).
 
+    `before_serving(its folder)` runs first; what it raises stops the restore, nothing moved.
+
     Raises:
-      ServingFolderError: no such version set aside, or a pin to an older version stands.
+      ServingFolderError: no such version set aside, a pin to an older version
+        stands, or the lock stayed taken longer than `wait.seconds`.
     """
     _require_local(base_directory)
-    with serving_lock(base_directory):
+    with serving_lock(base_directory, "serving restore", wait.seconds, wait.on_wait):
         if version not in set_aside_versions(base_directory):
             raise ServingFolderError(
                 f"{base_directory}: no version {version} in {ROLLED_BACK_DIR}/; "
@@ -261,6 +304,8 @@ def restore(base_directory: str, version: str) -> Version:
                 f"{base_directory}: serving is pinned to {record['version']}; "
                 "`tpu-pipeline serving unpin` first"
             )
+        if before_serving is not None:
+            before_serving(os.path.join(_rolled_back_dir(base_directory), version))
         _move_back(base_directory, version)
     return _find(base_directory, version)
 

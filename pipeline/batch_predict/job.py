@@ -34,6 +34,7 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 from apache_beam.transforms.window import GlobalWindows
 from apache_beam.utils import shared
 
+from common.atomic_file import replaced_when_done
 from common.config import ConfigError, DatasetConfig
 from common.tfx_api import fileio
 from components.example_gen.errors import DataFormatError, data_format_error_in
@@ -47,7 +48,7 @@ from components.example_gen.formats import (
 )
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
-from pipeline.batch_predict.outputs import output_extension, replaced_when_done, write_predictions
+from pipeline.batch_predict.outputs import output_extension, write_predictions
 from pipeline.batch_predict.predictions import Predictions, RowFormat
 from pipeline.progress import LiveStatus
 

@@ -1,23 +1,20 @@
 """The predictions file: its format follows its extension, and it appears whole or not at all.
 
-Beam writes one file (one shard) under a hidden temporary name beside the
-output, and only a finished job renames it onto `--output`: on a local disk
-the rename replaces an existing file atomically, so a reader sees the old
-predictions or the new ones, never half of them; on an object store the file is
-one object, which appears whole. A failed or interrupted job leaves the old file.
+Beam writes one file (one shard) in a hidden folder beside the output, and only
+a finished job renames it onto `--output` (`common.atomic_file.replaced_when_done`):
+on a local disk the rename replaces an
+existing file atomically, so a reader sees the old predictions or the new ones,
+never half of them; on an object store the file is one object, which appears
+whole. A failed or interrupted job leaves the old file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
-from collections.abc import Iterator
 
 import apache_beam as beam
 
 from common.config import ConfigError
-from common.tfx_api import fileio
 from pipeline.batch_predict.predictions import RowFormat
 
 OUTPUT_EXTENSIONS = (".csv", ".jsonl", ".tfrecord")
@@ -58,21 +55,3 @@ def write_predictions(path: str, rows: RowFormat) -> beam.PTransform:
         return blocks | "Write" >> beam.io.WriteToText(path, **header, **one_file)
 
     return _write()
-
-
-@contextlib.contextmanager
-def replaced_when_done(output: str) -> Iterator[str]:
-    """Yields a path in a hidden folder beside `output`, renamed onto it if the block succeeds.
-
-    The folder also holds Beam's own temporary files, and goes however the block ends.
-    The file keeps its name, so Beam picks no compression by its extension.
-    """
-    folder, name = os.path.split(output)
-    scratch = os.path.join(folder, f".{name}.partial-{uuid.uuid4().hex[:12]}")
-    fileio.makedirs(scratch)
-    try:
-        partial = os.path.join(scratch, name)
-        yield partial
-        fileio.rename(partial, output, overwrite=True)
-    finally:
-        fileio.rmtree(scratch)

@@ -8,7 +8,16 @@ from components.serving.publish import push_model_version
 from tests.components.serving.test_publish import Clock, save_model
 
 
-def test_rollback_list_pin_and_restore_through_the_cli(tmp_path, capsys):
+def passing_check(monkeypatch) -> None:
+    """The serving check passes at once (it has its own tests: test_server_check.py)."""
+    from components.serving import server_check
+
+    result = server_check.ServingCheckResult(("serving_default",), 0.1, 0.2, "stand-in")
+    monkeypatch.setattr(server_check, "check_model", lambda *args: result)
+
+
+def test_rollback_list_pin_and_restore_through_the_cli(tmp_path, capsys, monkeypatch):
+    passing_check(monkeypatch)
     flags = ["--output-dir", str(tmp_path / "output")]
     serving_dir = str(load_config(None, {"output_dir": str(tmp_path / "output")}).serving_dir)
     for i in range(3):

@@ -28,9 +28,15 @@ def output_event(key: str) -> metadata_store_pb2.Event:
     return event
 
 
-def store_with_two_blessed_models(tmp_path):
-    """An MLMD store as two blessed, pushed runs leave it; returns it and the model ids."""
-    path = tmp_path / "metadata.sqlite"
+def store_with_two_blessed_models(tmp_path, path=None, serving=None):
+    """An MLMD store as two blessed, pushed runs leave it; returns it and the model ids.
+
+    The store is `path` (default: tmp_path/metadata.sqlite), the versions 100 and 101 are
+    pushed to `serving` (default: tmp_path/serving).
+    """
+    path = path or tmp_path / "metadata.sqlite"
+    serving = serving or tmp_path / "serving"
+    path.parent.mkdir(parents=True, exist_ok=True)
     store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(str(path)))
     model_type = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Model"))
     blessing_type = store.put_artifact_type(metadata_store_pb2.ArtifactType(name="ModelBlessing"))
@@ -41,7 +47,7 @@ def store_with_two_blessed_models(tmp_path):
     for i in range(2):
         uri = tmp_path / f"Trainer/model/{i}"
         shutil.copytree(save_model(tmp_path / f"saved-{i}", float(i)), uri / "Format-Serving")
-        push_model_version(str(uri / "Format-Serving"), str(tmp_path / "serving"), Clock(100 + i))
+        push_model_version(str(uri / "Format-Serving"), str(serving), Clock(100 + i))
         [model_id] = store.put_artifacts(
             [metadata_store_pb2.Artifact(type_id=model_type, uri=str(uri), state=LIVE)]
         )

@@ -1,0 +1,426 @@
+"""Rollback, pin, restore and bless: each one operation over the serving folder and ML Metadata.
+
+Each action changes two stores: the serving folder (what a model server
+serves, `components/serving/versions.py`) and the blessings in ML Metadata
+(what the next run takes as its baseline, `pipeline/served_baseline.py` and
+`pipeline/manual_blessing.py`). No transaction covers both, so every action
+here keeps one order, whoever calls it (the command line calls only these):
+
+1. the run lock (`pipeline/run_lock.py`), waited for at most `wait_seconds`,
+   saying whom it waits for: a run (whose baseline and Pusher the change would
+   race) or another serving action;
+2. an action a dead process left half-done is settled first;
+3. the intent record (`pipeline/serving_intent.py`) is written;
+4. the serving folder changes (under its own lock, which the Pusher takes too);
+   restore, bless and a pin that brings a version back run the Pusher's serving
+   check first, and publish nothing that fails it;
+5. ML Metadata follows;
+6. the intent record goes.
+
+The folder step is the commit point. A record left by a process that died
+(kill -9), was stopped, or met a locked or damaged store after step 4 is
+finished by the next serving command or run: the folder step is completed
+where it was partly done (a pin), and ML Metadata made to follow. A record
+whose folder step never happened is dropped: the action is undone, having
+changed nothing. Either way one line says which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+from common.config import PipelineConfig
+from components.serving import versions
+from components.serving.publish import PushResult, model_fingerprint, pushed_versions
+from components.serving.versions import LockWait, ServingFolderError
+from pipeline import manual_blessing
+from pipeline.run_lock import DEFAULT_WAIT_SECONDS, RunInProgressError, exclusive_run
+from pipeline.served_baseline import follow_serving_folder
+from pipeline.serving_intent import (
+    INTENT_FILE,
+    Intent,
+    UnreadableIntentError,
+    clear_intent,
+    intent_path,
+    read_intent,
+    write_intent,
+)
+
+Tell = Callable[[str], None]
+
+
+class ServingActionError(RuntimeError):
+    """The action was refused or could not finish; one line saying what changed and what to do."""
+
+
+def _to_stderr(line: str) -> None:
+    print(f"tpu-pipeline: {line}", file=sys.stderr, flush=True)
+
+
+def rollback(
+    config: PipelineConfig,
+    reason: str,
+    wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
+    tell: Tell = _to_stderr,
+) -> list[str]:
+    """Sets the served version aside, and the next run's baseline follows; one line per change.
+
+    Raises:
+      ServingActionError: refused (nothing changed), or ML Metadata could not follow
+        (the intent stays for the next command or run to finish).
+    """
+    base = _existing_serving_dir(config)
+    with _serving_action(config, "rollback", wait_seconds, tell) as wait:
+        in_place = pushed_versions(base)  # under the run lock: nothing moves them meanwhile
+        newest = in_place[-1:]
+        intent = Intent("rollback", newest[0] if newest else None, set_aside=tuple(newest))
+
+        def move() -> list[str]:
+            rolled_back, served = versions.rollback(base, reason, wait=wait)
+            return [
+                f"rolled back {rolled_back.version} to {rolled_back.path}; serving {served.version}"
+            ]
+
+        return _two_steps(config, intent, move, lambda: _follow(config))
+
+
+def pin(
+    config: PipelineConfig,
+    version: str,
+    reason: str,
+    wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
+    tell: Tell = _to_stderr,
+) -> list[str]:
+    """Serves `version` (newer ones go aside, runs push nothing) and the baseline follows.
+
+    A set-aside `version` is brought back only after it passes the serving check.
+
+    Raises:
+      ServingActionError: as `rollback`.
+    """
+    base = _existing_serving_dir(config)
+    with _serving_action(config, "pin", wait_seconds, tell) as wait:
+        newer = tuple(v for v in pushed_versions(base) if int(v) > _int(version))
+        back = (version,) if version in versions.set_aside_versions(base) else ()
+        intent = Intent("pin", version, set_aside=newer, brought_back=back, reason=reason)
+        check = _ServingCheck(config, "not pinned")
+
+        def move() -> list[str]:
+            moved = versions.pin(base, version, reason, wait=wait, before_serving=check)
+            aside = f"; set aside {', '.join(moved)}" if moved else ""
+            return [
+                *check.passed,
+                f"pinned {version}{aside}; runs push nothing until `serving unpin`",
+            ]
+
+        return _two_steps(config, intent, move, lambda: _follow(config))
+
+
+def restore(
+    config: PipelineConfig,
+    version: str,
+    wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
+    tell: Tell = _to_stderr,
+) -> list[str]:
+    """Moves a set-aside version back, once it passes the serving check; the baseline follows.
+
+    Raises:
+      ServingActionError: as `rollback`; also a version that fails the serving check.
+    """
+    base = _existing_serving_dir(config)
+    with _serving_action(config, "restore", wait_seconds, tell) as wait:
+        intent = Intent("restore", version, brought_back=(version,))
+        check = _ServingCheck(config, "not restored")
+
+        def move() -> list[str]:
+            restored = versions.restore(base, version, wait=wait, before_serving=check)
+            serving = " (serving)" if restored.serving else ""
+            return [*check.passed, f"restored {restored.version}{serving}"]
+
+        return _two_steps(config, intent, move, lambda: _follow(config))
+
+
+def unpin(
+    config: PipelineConfig,
+    wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
+    tell: Tell = _to_stderr,
+) -> list[str]:
+    """Removes the pin (one store: the folder); the versions it set aside stay aside."""
+    base = _existing_serving_dir(config)
+    with _serving_action(config, "unpin", wait_seconds, tell) as wait:
+        try:
+            record = versions.unpin(base, wait=wait)
+        except ServingFolderError as error:
+            raise ServingActionError(str(error)) from None
+    return [f"unpinned {record['version']}" if record else "nothing was pinned"]
+
+
+def bless(
+    config: PipelineConfig,
+    reason: str,
+    model_id: int | None = None,
+    wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
+    tell: Tell = _to_stderr,
+) -> list[str]:
+    """Publishes a model the Evaluator refused, once it passes the serving check, and records
+    a manual blessing of it in ML Metadata, so the next run takes it as its baseline.
+
+    Raises:
+      ServingActionError: refused (no reason, no such model, blessed already, a pin,
+        rolled back, the serving check), or ML Metadata could not record it (the
+        intent stays: the next command or run records it).
+    """
+    if not reason.strip():
+        raise ServingActionError("serving bless: --reason must say why the Evaluator is overruled")
+    if not config.metadata_path.exists():  # taking the run lock would create the run folder
+        raise ServingActionError(
+            f"{config.metadata_path}: no metadata store; bless a model of a run folder that has run"
+        )
+    with _serving_action(config, "bless", wait_seconds, tell) as wait:
+        chosen = _metadata_step(
+            lambda: manual_blessing.candidate(
+                config.metadata_path, config.full_pipeline_name, model_id
+            ),
+            "serving bless: nothing changed: ML Metadata cannot be read",
+        )
+        if chosen.is_blessed():
+            raise ServingActionError(
+                f"model {chosen.model.id} ({chosen.model.uri}) is blessed already; nothing to do"
+            )
+        intent = Intent("bless", None, reason=reason, model_id=chosen.model.id)
+        check = _ServingCheck(config, "not blessed")
+        pushed: list[PushResult] = []
+
+        def publish() -> list[str]:
+            push = manual_blessing.publish(chosen, str(config.serving_dir), wait, check)
+            pushed.append(push)
+            how = "pushed as version" if push.newly_pushed else "already served as version"
+            return [
+                f"blessed model {chosen.model.id} by hand ({reason})",
+                *check.passed,
+                f"{how} {push.version}: {push.version_dir}",
+            ]
+
+        def record() -> list[str]:
+            recorded = manual_blessing.record(chosen, reason, pushed[0], config.run_dir)
+            return [f"ML Metadata: recorded the manual blessing (blessing {recorded.blessing_id})"]
+
+        return _two_steps(config, intent, publish, record)
+
+
+def finish_interrupted_action(config: PipelineConfig, tell: Tell = _to_stderr) -> None:
+    """Finishes or undoes the action a dead process left half-done, saying which in one line.
+
+    The caller holds the run lock: a run before it resolves its baseline, or a serving action.
+
+    Raises:
+      ServingActionError: ML Metadata still cannot follow (the intent stays).
+    """
+    try:
+        intent = read_intent(config.run_dir)
+    except UnreadableIntentError as error:
+        raise ServingActionError(str(error)) from None
+    if intent is None:
+        return
+    try:
+        tell(_settle(config, intent))
+    except ServingFolderError as error:  # e.g. a pin cut short meets a folder changed by hand
+        raise ServingActionError(
+            f"the interrupted {intent.describe()} cannot be finished: {error}"
+        ) from None
+    clear_intent(config.run_dir)
+
+
+def finish_interrupted_action_if_free(config: PipelineConfig, tell: Tell = _to_stderr) -> None:
+    """For a command that only reads (`serving list`): finishes a half-done action now unless a
+    run or an action holds the run folder, which then finishes it itself."""
+    if not intent_path(config.run_dir).exists():
+        return
+    try:
+        with exclusive_run(config.run_dir, "serving list"):
+            finish_interrupted_action(config, tell)
+    except RunInProgressError as error:
+        tell(f"an interrupted serving action is left for whoever holds the run folder: {error}")
+
+
+class _ServingCheck:
+    """The Pusher's serving check (same budget, same refusal), as a step's `before_*` hook."""
+
+    def __init__(self, config: PipelineConfig, refusal: str):
+        self._num_classes = config.dataset.num_classes
+        self._timeout = config.serving.check_timeout_seconds
+        self._refusal = refusal
+        self.passed: list[str] = []
+
+    def __call__(self, model_dir: str) -> None:
+        # TensorFlow and the model server's client: only when a version is to be published.
+        from components.serving.server_check import ServingCheckError, check_model
+
+        try:
+            result = check_model(model_dir, self._num_classes, self._timeout)
+        except ServingCheckError as error:
+            raise ServingFolderError(
+                f"{self._refusal}: the candidate failed the serving check, nothing was "
+                f"published: {error}"
+            ) from None
+        self.passed.append(f"serving check: {result.to_text()}")
+
+
+def _int(version: str) -> int:
+    if not version.isdigit():
+        raise ServingActionError(
+            f"{version}: a version is a folder name, all digits; `tpu-pipeline serving list` "
+            "shows them"
+        )
+    return int(version)
+
+
+def _existing_serving_dir(config: PipelineConfig) -> str:
+    base = str(config.serving_dir)
+    if not versions.exists(base):
+        raise ServingActionError(
+            f"{base}: no serving folder (no model was pushed there); check --dataset, "
+            "--output-dir or --config"
+        )
+    return base
+
+
+@contextlib.contextmanager
+def _serving_action(
+    config: PipelineConfig, action: str, wait_seconds: float | None, tell: Tell
+) -> Iterator[LockWait]:
+    """Holds the run lock (steps 1-2); yields how long the folder step may wait for its lock."""
+    bound = "with no bound" if wait_seconds is None else f"up to {wait_seconds:g} s"
+
+    def waiting(holder: str) -> None:
+        tell(f"serving {action}: waiting {bound} for {holder} to finish")
+
+    deadline = None if wait_seconds is None else time.monotonic() + wait_seconds
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(
+                exclusive_run(config.run_dir, f"serving {action}", wait_seconds, waiting)
+            )
+        except RunInProgressError as error:
+            raise ServingActionError(f"serving {action}: nothing changed: {error}") from None
+        try:
+            finish_interrupted_action(config, tell)
+        except ServingActionError as error:
+            raise ServingActionError(f"serving {action}: not started: {error}") from None
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        yield LockWait(remaining, waiting)
+
+
+def _two_steps(
+    config: PipelineConfig,
+    intent: Intent,
+    folder_step: Callable[[], list[str]],
+    metadata_step: Callable[[], list[str]],
+) -> list[str]:
+    """Steps 3-6: the intent, the folder, ML Metadata, the intent removed; one line per change."""
+    write_intent(config.run_dir, intent)
+    try:
+        lines = folder_step()
+    except ServingFolderError as refused:  # a refusal: settle it now (a pin may have moved some)
+        try:
+            _settle(config, intent)
+        except (ServingActionError, ServingFolderError) as unsettled:
+            raise ServingActionError(f"{refused}; and {unsettled}") from None
+        clear_intent(config.run_dir)
+        raise ServingActionError(str(refused)) from None
+    lines += _metadata_step(metadata_step, _unfinished(intent))
+    clear_intent(config.run_dir)
+    return lines
+
+
+def _unfinished(intent: Intent) -> str:
+    """What a failed ML Metadata step leaves, and who finishes it."""
+    then = "records the blessing" if intent.action == "bless" else "makes ML Metadata follow"
+    return (
+        f"{intent.describe()} changed the serving folder, and the next `tpu-pipeline serving` "
+        f"command or run {then} ({INTENT_FILE} stays); ML Metadata failed now"
+    )
+
+
+def _metadata_step(step: Callable, situation: str):
+    """Runs an ML Metadata step; what stops it becomes one line: `situation` and why."""
+    try:
+        return step()
+    except ServingFolderError as error:  # a refusal (no such model), before anything changed
+        raise ServingActionError(str(error)) from None
+    # Whatever the store raised: LockedMetadataError or DamagedMetadataError from the
+    # check, MLMD's AbortedError when the store stays locked, RuntimeError when it cannot
+    # open it. Never a traceback; the intent, if any, stays.
+    except Exception as error:  # noqa: BLE001
+        why = str(error).splitlines()[0] if str(error) else ""
+        raise ServingActionError(f"{situation} ({type(error).__name__}: {why})") from None
+
+
+def _follow(config: PipelineConfig) -> list[str]:
+    """Step 5 of rollback, pin and restore: ML Metadata's blessings follow the serving folder."""
+    changed = follow_serving_folder(
+        config.metadata_path, config.full_pipeline_name, str(config.serving_dir)
+    )
+    return [
+        f"baseline: {what} {len(ids)} blessing(s) in ML Metadata"
+        for what, ids in changed.items()
+        if ids
+    ]
+
+
+def _settle(config: PipelineConfig, intent: Intent) -> str:
+    """Finishes `intent` if its folder step had begun, else drops it; the line saying which."""
+    interrupted = f"the interrupted {intent.describe()}"
+    if intent.action == "bless":
+        return _settle_bless(config, intent, interrupted)
+    base = str(config.serving_dir)
+    aside, in_place = set(versions.set_aside_versions(base)), set(pushed_versions(base))
+    record = versions.pinned(base)
+    pinned = record is not None and record["version"] == intent.version
+    begun = (
+        any(v in aside for v in intent.set_aside)
+        or any(v in in_place for v in intent.brought_back)
+        or (intent.action == "pin" and pinned)
+    )
+    if not begun:
+        return f"undid {interrupted}: it had moved no version, so nothing changed"
+    completed = ""
+    if intent.action == "pin" and not pinned:  # cut short between its moves: pin is repeatable
+        check = _ServingCheck(config, "the pin stays unfinished")
+        versions.pin(base, intent.version, intent.reason, before_serving=check)
+        completed = "finished its moves; "
+    changes = _metadata_step(lambda: _follow(config), _unfinished(intent))
+    followed = "; ".join(changes) if changes else "ML Metadata agreed already"
+    return f"finished {interrupted}: {completed}{followed}"
+
+
+def _settle_bless(config: PipelineConfig, intent: Intent, interrupted: str) -> str:
+    """A blessing cut short: recorded if its model was published, else dropped."""
+    chosen = _metadata_step(
+        lambda: manual_blessing.candidate(
+            config.metadata_path, config.full_pipeline_name, intent.model_id
+        ),
+        _unfinished(intent),
+    )
+    if chosen.is_blessed():
+        return f"finished {interrupted}: ML Metadata had recorded it already"
+    base = str(config.serving_dir)
+    fingerprint = model_fingerprint(chosen.model_dir)
+    served = [
+        v for v in pushed_versions(base) if model_fingerprint(os.path.join(base, v)) == fingerprint
+    ]
+    if not served:
+        return f"undid {interrupted}: nothing was published, so nothing changed"
+    push = PushResult(os.path.join(base, served[-1]), served[-1], newly_pushed=False)
+    recorded = _metadata_step(
+        lambda: manual_blessing.record(chosen, intent.reason, push, config.run_dir),
+        _unfinished(intent),
+    )
+    return (
+        f"finished {interrupted}: recorded the manual blessing of version {push.version} "
+        f"(blessing {recorded.blessing_id})"
+    )
