@@ -86,8 +86,8 @@ def host_records(paths: list[str], shard: tuple[int, int], seed: int | None) -> 
     share = host_share(paths, shards, index)
     if share.shared:
         logging.warning(
-            "%d training files for %d input pipelines: every host reads the last %d whole and "
-            "keeps every %d-th record of them; write a multiple of %d files to read less",
+            "%d training files for %d input pipelines: every host reads the last %d files and "
+            "keeps every %d-th record of each; write a multiple of %d files to read less",
             len(paths),
             shards,
             len(share.shared),
