@@ -168,9 +168,9 @@ def fit(
         )
         if is_backbone(config.model):
             # Only backbones record it: other models' training_info stays as it was.
-            training_info["pretrained_weights"] = load_pretrained_weights(
-                model, config, dataset.image_shape
-            )
+            loaded = load_pretrained_weights(model, config, dataset.image_shape)
+            training_info["pretrained_weights"] = loaded.path if loaded else None
+            training_info["pretrained_weights_sha256"] = loaded.sha256 if loaded else None
         # The last blessed model trained on this data already: its weights win over pretrained ones.
         # Before pruning wraps the layers: the base model is a plain (stripped) one.
         training_info["warm_started"] = bool(base_model) and warm_start(model, base_model)

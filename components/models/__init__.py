@@ -131,15 +131,16 @@ weights_fingerprint = _pretrained.weights_fingerprint
 
 def load_pretrained_weights(
     model: tf_keras.Model, trainer: TrainerConfig, image_shape: tuple[int, int, int]
-) -> str | None:
+) -> _pretrained.LoadedWeights | None:
     """Loads `trainer.pretrained_weights` into the backbone of `model` (built by `build_model`).
 
     Returns:
-      The weights file read, or None (`none`, or not a backbone).
+      The weights file read and its sha256, or None (`none`, or not a backbone).
 
     Raises:
       ConfigError: the file is missing, unreadable or another backbone's, or
-        `imagenet` can neither be found in Keras's cache nor downloaded.
+        `imagenet` can neither be found in Keras's cache nor downloaded, or its cached
+        file fails tf_keras's hash.
     """
     if not is_backbone(trainer.model):
         return None

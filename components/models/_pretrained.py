@@ -2,17 +2,21 @@
 
 Weights load into the backbone only; the head always starts new. `imagenet` is
 the file tf_keras itself would fetch (the application without its top), taken
-from Keras's cache (~/.keras/models/) when it is there, else downloaded. A
-machine that cannot download it is told, before any component runs, in one line
+from Keras's cache (~/.keras/models/) when it is there, else downloaded. A cached
+file must match the hash tf_keras publishes for it, as a download must: a damaged
+or substituted file in the cache is refused, in one line, rather than trained on.
+A machine that cannot download it is told, before any component runs, in one line
 which file to fetch and how to point `trainer.pretrained_weights` at it. PATH is a
 Keras weights file (.h5) of the same backbone, local or on any filesystem
 tf.io.gfile reads (gs://): the Keras ImageNet file fetched by hand, or weights
-saved from a backbone trained before.
+saved from a backbone trained before. The sha256 of the file read goes into the
+model's training_info, so a model says which bytes it started from.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import socket
 import tempfile
@@ -21,6 +25,7 @@ from collections.abc import Iterator
 import h5py
 import tensorflow as tf
 import tf_keras
+from tf_keras.src.utils import data_utils
 
 from common.config import ConfigError
 from common.timeouts import call_with_timeout
@@ -70,14 +75,39 @@ def fetch_instructions(weights: WeightsFile) -> str:
     )
 
 
+def verified_cache_file(weights: WeightsFile) -> str | None:
+    """The cached copy of `weights` if there is one, checked against tf_keras's hash for it.
+
+    tf_keras's own `get_file` would silently download again over a file that fails its
+    hash; offline that fails, and a file someone put there on purpose deserves a word.
+    tf_keras publishes no hash for some files (MobileNetV2's): those are taken as found,
+    and only their sha256 in training_info tells them apart.
+
+    Raises:
+      ConfigError: one line naming the cached file and how to replace it.
+    """
+    cached = keras_cache_file(weights)
+    if not os.path.exists(cached):
+        return None
+    if weights.file_hash and not data_utils.validate_file(cached, weights.file_hash):
+        raise ConfigError(
+            f"trainer.pretrained_weights: imagenet: {cached} does not match the hash tf_keras "
+            f"publishes for {weights.name} ({weights.file_hash}), so it is damaged or not "
+            f"Keras's file: delete it to download it again, or replace it with "
+            f"curl -o {cached} {weights.url}"
+        )
+    return cached
+
+
 def require_imagenet_weights(backbone: Backbone, image_shape: tuple[int, int, int]) -> None:
-    """Fails fast when the ImageNet file is neither cached nor downloadable from here.
+    """Fails fast when the ImageNet file is neither cached nor downloadable from here, or the
+    cached one fails its hash.
 
     Raises:
       ConfigError: one line naming the file's URL and how to set PATH instead.
     """
     weights = backbone.imagenet_weights(image_shape)
-    if not os.path.exists(keras_cache_file(weights)) and not can_reach(IMAGENET_HOST):
+    if verified_cache_file(weights) is None and not can_reach(IMAGENET_HOST):
         raise ConfigError(fetch_instructions(weights))
 
 
@@ -131,8 +161,8 @@ def _local_copy(path: str) -> Iterator[str]:
 
 def _imagenet_file(backbone: Backbone, image_shape: tuple[int, int, int]) -> str:
     weights = backbone.imagenet_weights(image_shape)
-    cached = keras_cache_file(weights)
-    if os.path.exists(cached):
+    cached = verified_cache_file(weights)
+    if cached is not None:
         return cached
     if not can_reach(IMAGENET_HOST):
         raise ConfigError(fetch_instructions(weights))
@@ -141,9 +171,22 @@ def _imagenet_file(backbone: Backbone, image_shape: tuple[int, int, int]) -> str
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class LoadedWeights:
+    """The weights file a backbone started from, as training_info records it.
+
+    Attributes:
+      path: the file read (the Keras cache's for `imagenet`).
+      sha256: of its bytes as read (a gs:// file's local copy).
+    """
+
+    path: str
+    sha256: str
+
+
 def load_pretrained_weights(
     model: tf_keras.Model, backbone: Backbone, source: str, image_shape: tuple[int, int, int]
-) -> str | None:
+) -> LoadedWeights | None:
     """Loads `source`'s weights into the backbone of `model`; returns the file read, or None.
 
     Raises:
@@ -154,6 +197,7 @@ def load_pretrained_weights(
     path = _imagenet_file(backbone, image_shape) if source == IMAGENET else source
     check_weights_source(path)
     with _local_copy(path) as local:
+        sha256 = data_utils._hash_file(local, "sha256")  # tf_keras's chunked file hash
         try:
             backbone_of(model).load_weights(local)
         except (ValueError, OSError) as error:
@@ -164,4 +208,4 @@ def load_pretrained_weights(
             ) from error
     if backbone.after_loading is not None:
         backbone.after_loading(model)
-    return path
+    return LoadedWeights(path, sha256)

@@ -10,14 +10,15 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 import tf_keras
+from tf_keras.src.applications import efficientnet as keras_efficientnet
 
 from components.models._backbone import Backbone, WeightsFile, backbone_of, logits_for
 
-# tf_keras/src/applications/efficientnet.py: BASE_WEIGHTS_PATH, WEIGHTS_HASHES["b0"][1].
+# The file and hash tf_keras's EfficientNetB0(include_top=False, weights="imagenet") fetches.
 WEIGHTS = WeightsFile(
     "efficientnetb0_notop.h5",
-    "https://storage.googleapis.com/keras-applications/efficientnetb0_notop.h5",
-    "50bc09e76180e00e4465e1a485ddc09d",
+    keras_efficientnet.BASE_WEIGHTS_PATH + "efficientnetb0_notop.h5",
+    keras_efficientnet.WEIGHTS_HASHES["b0"][1],
 )
 IMAGENET_STDDEV_RGB = (0.229, 0.224, 0.225)
 

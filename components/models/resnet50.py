@@ -10,15 +10,14 @@ scaling layer maps our RGB [0, 1] pixels to that.
 from __future__ import annotations
 
 import tf_keras
+from tf_keras.src.applications import resnet as keras_resnet
 
 from components.models._backbone import Backbone, WeightsFile, logits_for
 
-# tf_keras/src/applications/resnet.py: BASE_WEIGHTS_PATH, WEIGHTS_HASHES["resnet50"][1].
+# The file and hash tf_keras's ResNet50(include_top=False, weights="imagenet") fetches.
+_NAME = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
 WEIGHTS = WeightsFile(
-    "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5",
-    "https://storage.googleapis.com/tensorflow/keras-applications/resnet/"
-    "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5",
-    "4d473c1dd8becc155b73f8504c6f6626",
+    _NAME, keras_resnet.BASE_WEIGHTS_PATH + _NAME, keras_resnet.WEIGHTS_HASHES["resnet50"][1]
 )
 # imagenet_utils.preprocess_input, mode "caffe": the ImageNet mean of B, G, R on 0-255.
 IMAGENET_MEAN_BGR = (103.939, 116.779, 123.68)

@@ -38,22 +38,44 @@ def _files(file_patterns: list[str]) -> list[str]:
     return [path for pattern in file_patterns for path in tf.io.gfile.glob(pattern)]
 
 
-def host_files(paths: list[str], num_input_pipelines: int, input_pipeline_id: int) -> list[str]:
-    """The training files one input pipeline (one host) reads: every n-th of the sorted list.
+@dataclasses.dataclass(frozen=True)
+class HostShare:
+    """What one input pipeline (one host) reads of the training files.
 
-    Sorting makes every host agree on the split without talking to the others, so
-    the hosts' files are disjoint and together are all of them. With fewer files
-    than pipelines every host gets all files, and `host_records` splits records.
+    Attributes:
+      whole: files only this host reads, every record of them.
+      shared: the files left over when the count is not a multiple of the hosts: every
+        host reads them and keeps every n-th record, starting at its own index.
+    """
+
+    whole: list[str]
+    shared: list[str]
+
+
+def host_share(paths: list[str], num_input_pipelines: int, input_pipeline_id: int) -> HostShare:
+    """This host's share of the sorted training files: every n-th of the first whole multiple
+    of n files, and its n-th of the records of the rest.
+
+    Sorting makes every host agree on the split without talking to the others. Whole files
+    cost each host only its own reads; the remainder split by record keeps every host at the
+    same number of files' worth of records, so with 5 files on 4 hosts no host holds twice
+    the others' and wraps around into a second pass while another is still in its first.
     """
     if not paths:
         raise ValueError("no training files to read")
-    if len(paths) < num_input_pipelines:
-        return sorted(paths)
-    return sorted(paths)[input_pipeline_id::num_input_pipelines]
+    ordered = sorted(paths)
+    split = len(ordered) - len(ordered) % num_input_pipelines
+    return HostShare(ordered[input_pipeline_id:split:num_input_pipelines], ordered[split:])
 
 
 def host_records(paths: list[str], shard: tuple[int, int], seed: int | None) -> tf.data.Dataset:
-    """Serialized training examples of one input pipeline: its own files, in a shuffled order.
+    """Serialized training examples of one input pipeline: its share, in a shuffled file order.
+
+    A shared file is split by record as it is read, before its records meet any other
+    file's: one file reads in one order on every host, whereas a parallel interleave with
+    `deterministic=False` (needed for throughput) returns records in the order they arrive,
+    a different one on each host, so splitting after it let hosts read the same record
+    twice and skip others.
 
     Args:
       paths: every training file.
@@ -61,21 +83,29 @@ def host_records(paths: list[str], shard: tuple[int, int], seed: int | None) -> 
       seed: the file order's shuffle (reshuffled every pass).
     """
     shards, index = shard
-    own = host_files(paths, shards, index)
-    files = tf.data.Dataset.from_tensor_slices(own).shuffle(
-        len(own), seed=seed, reshuffle_each_iteration=True
-    )
-    records = _interleave(files, False)
-    if shards > len(paths):
+    share = host_share(paths, shards, index)
+    if share.shared:
         logging.warning(
-            "%d training files for %d input pipelines: each host reads every file and keeps "
-            "every %d-th record; write at least one file per host to read less",
+            "%d training files for %d input pipelines: every host reads the last %d files and "
+            "keeps every %d-th record of each; write a multiple of %d files to read less",
             len(paths),
+            shards,
+            len(share.shared),
             shards,
             shards,
         )
-        records = records.shard(shards, index)
-    return records
+    files = share.whole + share.shared
+    # Per file: keep every `num`-th record from `first`; (1, 0) keeps a whole file.
+    num = [1] * len(share.whole) + [shards] * len(share.shared)
+    first = [0] * len(share.whole) + [index] * len(share.shared)
+    order = tf.data.Dataset.from_tensor_slices(
+        (files, tf.constant(num, tf.int64), tf.constant(first, tf.int64))
+    ).shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    return order.interleave(
+        lambda path, num, first: _read(path).shard(num, first),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=False,
+    )
 
 
 def count_examples(file_patterns: list[str]) -> int:
@@ -117,8 +147,8 @@ def make_dataset(
       shuffle_buffer: examples held for shuffling.
       seed: makes shuffling repeatable.
       shard: (num_input_pipelines, input_pipeline_id): this host reads only its
-        shard (`host_records`): whole files when there are enough of them, else
-        every `shards`-th record.
+        share (`host_records`): whole files, and every `shards`-th record of the files
+        left over when their count is not a multiple of the hosts.
       augmentation: applied after the cache, so every pass draws new crops, shifts
         and flips.
       class_weights: the loss weight of each class's examples; None weighs all 1.
@@ -210,12 +240,13 @@ def make_eval_dataset(
     return EvalInput(batches.with_options(options), examples)
 
 
+def _read(path: tf.Tensor) -> tf.data.Dataset:
+    """One gzipped TFRecord file's records, in file order."""
+    return tf.data.TFRecordDataset(path, compression_type="GZIP")
+
+
 def _interleave(files: tf.data.Dataset, deterministic: bool) -> tf.data.Dataset:
-    return files.interleave(
-        lambda path: tf.data.TFRecordDataset(path, compression_type="GZIP"),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=deterministic,
-    )
+    return files.interleave(_read, num_parallel_calls=tf.data.AUTOTUNE, deterministic=deterministic)
 
 
 def _parse_and_transform(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import subprocess
 
 import pytest
 
@@ -48,20 +49,96 @@ def _arg_default(text: str, name: str) -> str:
     return re.search(rf"^ARG {name}=(\S+)$", text, re.MULTILINE).group(1)
 
 
-def test_tpu_image_versions_come_from_tpu_image_and_follow_the_lock():
-    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
-    assert _arg_default(text, "BASE_IMAGE") == tpu_image.TPU_POD_BASE_IMAGE
-    assert _instructions(KUBEFLOW / "tpu.Dockerfile", "FROM") == ["${BASE_IMAGE}"]
+TPU_DOCKERFILE = KUBEFLOW / "tpu.Dockerfile"
+
+
+def test_tpu_image_pins_come_from_tpu_image_and_its_tensorflow_is_the_locked_one():
+    text = TPU_DOCKERFILE.read_text()
+    assert _arg_default(text, "BASE_IMAGE") == tpu_image.base_image()
+    assert _instructions(TPU_DOCKERFILE, "FROM") == ["${BASE_IMAGE}"]
+    assert "@sha256:" in tpu_image.base_image()  # by digest, never a moving tag
     assert _arg_default(text, "TF_VERSION") == tpu_image.TENSORFLOW_VERSION
+    assert tpu_image.TENSORFLOW_VERSION == _locked_version("tensorflow")
+    assert _arg_default(text, "TF_TPU_WHEEL_SHA256") == tpu_image.TENSORFLOW_TPU_WHEEL_SHA256
     assert _arg_default(text, "LIBTPU_VERSION") == tpu_image.LIBTPU_VERSION
-    locked = _locked_version("tensorflow").split(".")[:2]
-    assert tpu_image.TENSORFLOW_VERSION.split(".")[:2] == locked
-    assert "-cp310-cp310-" in text and "cp310" in tpu_image.TPU_POD_BASE_IMAGE  # python3.10
+    assert _arg_default(text, "LIBTPU_SHA256") == tpu_image.LIBTPU_SHA256
+    assert "cp310" in tpu_image.TPU_POD_BASE_IMAGE  # python3.10, as the lock
     assert tpu_image.LIBTPU_PATH in text
 
 
+def _expanded(text: str, value: str) -> str:
+    """`value` with the Dockerfile's `${ARG}` references replaced by their defaults."""
+    return re.sub(r"\$\{(\w+)\}", lambda ref: _arg_default(text, ref.group(1)), value)
+
+
+def test_every_file_the_tpu_image_downloads_is_checked_by_sha256():
+    text = TPU_DOCKERFILE.read_text()
+    urls = [_expanded(text, url) for url in re.findall(r'"(https://[^"]+)"', text)]
+    assert urls == [tpu_image.LIBTPU_URL]  # libtpu, the one file fetched by URL...
+    assert 'echo "${LIBTPU_SHA256}  /lib/libtpu.so" | sha256sum -c -' in text  # ...checked
+    # TensorFlow's TPU wheel, from PyPI only with its hash.
+    assert '"tensorflow-tpu==${TF_VERSION} --hash=sha256:${TF_TPU_WHEEL_SHA256}"' in text
+    assert "pip install --no-deps --only-binary=:all: --require-hashes -r" in text
+    assert "pip uninstall -y tensorflow" in text  # the CPU build leaves no files behind
+    # Besides: the repository itself, and the lock's packages, pinned by version (the lock
+    # holds no hashes yet).
+    for line in re.findall(r"pip install (.+?)(?: \\|$)", text, re.MULTILINE):
+        assert line in ("-r requirements.lock", "--no-deps -e .") or "--require-hashes" in line
+
+
+@pytest.mark.parametrize(
+    "pin", ["TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256"]
+)
+def test_tpu_image_pins_are_a_sha256_or_unset_which_no_build_accepts(pin):
+    value = getattr(tpu_image, pin)
+    assert value == tpu_image.UNSET or re.fullmatch("[0-9a-f]{64}", value)
+    assert not re.fullmatch("[0-9a-f]{64}", tpu_image.UNSET)  # docker and sha256sum refuse it
+
+
+def _pin_guard() -> str:
+    """The shell of the Dockerfile's RUN that refuses UNSET hashes, as `sh -c` runs it."""
+    text = TPU_DOCKERFILE.read_text()
+    (guard,) = re.findall(r"^RUN (for pin in .+?done)$", text, re.MULTILINE | re.DOTALL)
+    return guard.replace("\\\n", "\n")
+
+
+@pytest.mark.parametrize("unset", ["TF_TPU_WHEEL_SHA256", "LIBTPU_SHA256"])
+def test_the_tpu_image_build_stops_on_an_unset_hash_naming_it(unset):
+    pins = {"TF_TPU_WHEEL_SHA256": "a" * 64, "LIBTPU_SHA256": "b" * 64, unset: tpu_image.UNSET}
+    run = subprocess.run(["sh", "-c", _pin_guard()], env=pins, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.strip() == (
+        f"kubeflow/tpu.Dockerfile: {unset} is not set; "
+        "python -m kubeflow.tpu_image says how to set it"
+    )
+    pins[unset] = "c" * 64
+    assert subprocess.run(["sh", "-c", _pin_guard()], env=pins).returncode == 0
+
+
+def test_tpu_image_check_names_every_unset_pin_and_how_to_fill_it_in(monkeypatch, capsys):
+    unset = [
+        name
+        for name in ("TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256")
+        if getattr(tpu_image, name) == tpu_image.UNSET
+    ]
+    assert tpu_image.main() == (1 if unset else 0)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(" is not set")[0] for line in lines] == [
+        f"kubeflow/tpu_image.py: {name}" for name in unset
+    ]
+    for name in ("TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256"):
+        monkeypatch.setattr(tpu_image, name, "d" * 64)
+    assert tpu_image.unset_pins() == [] and tpu_image.main() == 0
+    monkeypatch.setattr(tpu_image, "LIBTPU_SHA256", tpu_image.UNSET)
+    (line,) = tpu_image.unset_pins()
+    assert line == (
+        f"kubeflow/tpu_image.py: LIBTPU_SHA256 is not set: sha256sum of {tpu_image.LIBTPU_URL}, "
+        "fetched where you trust; then give kubeflow/tpu.Dockerfile the same value"
+    )
+
+
 def test_tpu_image_sets_the_pjrt_variables_tpu_image_names():
-    text = (KUBEFLOW / "tpu.Dockerfile").read_text()
+    text = TPU_DOCKERFILE.read_text()
     for name, value in tpu_image.PJRT_ENV.items():
         assert re.search(rf"^\s*(ENV )?{name}={re.escape(value)}\b", text, re.MULTILINE), name
 

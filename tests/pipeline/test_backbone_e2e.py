@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import pathlib
@@ -63,6 +64,8 @@ def test_mobilenet_fine_tuned_from_a_weights_file_is_trained_exported_and_served
     pushed = pathlib.Path(summary.pushed_model)
     info = json.loads((pushed / "assets.extra" / "training_info.json").read_text())
     assert info["pretrained_weights"] == str(weights)
+    assert info["pretrained_weights_sha256"] == hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert summary.trainer["pretrained_weights_sha256"] == info["pretrained_weights_sha256"]
     assert [phase["phase"] for phase in info["fine_tuning"]] == ["frozen_backbone", "fine_tune"]
     served = tf_keras.models.load_model(pushed, compile=False)
     backbone = served.get_layer(BACKBONE_LAYER)

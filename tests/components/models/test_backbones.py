@@ -7,6 +7,9 @@ built with `weights=None`, saved as .h5), and what tf_keras would download for
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -22,7 +25,7 @@ from components.models import (
     load_pretrained_weights,
     require_downloadable_weights,
 )
-from components.models._backbone import BACKBONE_LAYER, INPUT_SCALING_LAYER
+from components.models._backbone import BACKBONE_LAYER, INPUT_SCALING_LAYER, WeightsFile
 from components.models.efficientnet_b0 import IMAGENET_STDDEV_RGB
 
 SHAPE = (32, 32, 3)
@@ -104,7 +107,7 @@ def test_weights_from_a_file_load_into_the_backbone_and_the_head_starts_new(name
 
     loaded = load_pretrained_weights(model, config, SHAPE)
 
-    assert loaded == str(tmp_path / "backbone.h5")
+    assert loaded.path == str(tmp_path / "backbone.h5")
     for actual, expected in zip(backbone.get_weights(), saved, strict=True):
         np.testing.assert_array_equal(actual, expected)
     for actual, expected in zip(model.get_layer("logits").get_weights(), head, strict=True):
@@ -192,7 +195,7 @@ def test_imagenet_file_is_the_one_tf_keras_downloads(name, shape, monkeypatch):
         pass
 
     def get_file(fname, origin, **kwargs):
-        requested.append((fname, origin))
+        requested.append((fname, origin, kwargs.get("file_hash")))
         raise Requested
 
     monkeypatch.setattr(data_utils, "get_file", get_file)
@@ -200,7 +203,7 @@ def test_imagenet_file_is_the_one_tf_keras_downloads(name, shape, monkeypatch):
         BACKBONES[name].application(include_top=False, weights="imagenet", input_shape=shape)
 
     weights = BACKBONES[name].imagenet_weights(shape)
-    assert requested == [(weights.name, weights.url)]
+    assert requested == [(weights.name, weights.url, weights.file_hash)]
 
 
 @pytest.fixture
@@ -236,7 +239,73 @@ def test_imagenet_in_the_keras_cache_needs_no_network(offline, tmp_path):
     require_downloadable_weights(config, SHAPE)
     loaded = load_pretrained_weights(model, config, SHAPE)
 
-    assert loaded == str(offline / weights.name)
+    assert loaded.path == str(offline / weights.name)
+
+
+def _cached_imagenet_file(offline, tmp_path, published_hash) -> tuple[object, str]:
+    """MobileNetV2 as if tf_keras published `published_hash` (it publishes none for it), with
+    a file of ours in the Keras cache under its name; returns the backbone and the file."""
+    name = "mobilenet_v2_test_notop.h5"
+    offline.mkdir()
+    _weights_file("mobilenet_v2", offline / name)
+    url = f"https://storage.googleapis.com/tensorflow/keras-applications/{name}"
+    backbone = dataclasses.replace(
+        BACKBONES["mobilenet_v2"],
+        imagenet_weights=lambda shape: WeightsFile(name, url, published_hash(offline / name)),
+    )
+    return backbone, str(offline / name)
+
+
+@pytest.mark.parametrize(
+    "digest", [hashlib.md5, hashlib.sha256], ids=["md5-as-tf-keras-publishes", "sha256"]
+)
+def test_cached_imagenet_file_matching_its_published_hash_loads(offline, tmp_path, digest):
+    backbone, cached = _cached_imagenet_file(
+        offline, tmp_path, lambda path: digest(path.read_bytes()).hexdigest()
+    )
+    model = build_model("mobilenet_v2", SHAPE, 5)
+
+    _pretrained.require_imagenet_weights(backbone, SHAPE)
+    loaded = _pretrained.load_pretrained_weights(model, backbone, "imagenet", SHAPE)
+
+    assert loaded.path == cached
+
+
+def test_cached_imagenet_file_failing_its_published_hash_is_refused_in_one_line(offline, tmp_path):
+    other = hashlib.md5(b"the bytes Keras published").hexdigest()
+    backbone, cached = _cached_imagenet_file(offline, tmp_path, lambda path: other)
+    model = build_model("mobilenet_v2", SHAPE, 5)
+    before = [w.copy() for w in model.get_layer(BACKBONE_LAYER).get_weights()]
+
+    for check in (
+        lambda: _pretrained.require_imagenet_weights(backbone, SHAPE),  # before any component
+        lambda: _pretrained.load_pretrained_weights(model, backbone, "imagenet", SHAPE),
+    ):
+        with pytest.raises(ConfigError) as error:
+            check()
+        message = str(error.value)
+        assert "\n" not in message
+        assert f"{cached} does not match the hash tf_keras publishes" in message
+        assert f"delete it to download it again, or replace it with curl -o {cached}" in message
+    after = model.get_layer(BACKBONE_LAYER).get_weights()
+    assert all(np.array_equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_a_weights_file_read_is_recorded_by_its_sha256(tmp_path, where):
+    _weights_file("mobilenet_v2", tmp_path / "backbone.h5")
+    path = str(tmp_path / "backbone.h5")
+    if where == "remote":  # TensorFlow's in-memory filesystem stands in for gs://
+        tf.io.gfile.copy(path, "ram://weights/sha/backbone.h5", overwrite=True)
+        path = "ram://weights/sha/backbone.h5"
+    model = build_model("mobilenet_v2", SHAPE, 5)
+
+    loaded = load_pretrained_weights(
+        model, TrainerConfig(model="mobilenet_v2", pretrained_weights=path), SHAPE
+    )
+
+    expected = hashlib.sha256((tmp_path / "backbone.h5").read_bytes()).hexdigest()
+    assert (loaded.path, loaded.sha256) == (path, expected)
 
 
 def test_reaching_a_host_is_bounded():
