@@ -40,11 +40,10 @@ from google.protobuf import field_mask_pb2
 
 from common.config import ConfigError, PipelineConfig
 from components.serving.versions import operator_name
-from kubeflow.model_registry import PINNED_ALIAS, ROLLED_BACK_LABEL, is_rolled_back
+from kubeflow.model_registry import DEFAULT_ALIAS, PINNED_ALIAS, ROLLED_BACK_LABEL, is_rolled_back
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent
 
-DEFAULT_ALIAS = "default"
 ACTIONS = ("rollback", "pin", "unpin", "restore")
 # Stand-ins, in a dry run, for what only the lookups find.
 FOUND_MODEL = "<name of the registry entry the lookup finds>"

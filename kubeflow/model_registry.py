@@ -15,7 +15,11 @@ Before anything is pushed, the registry is asked too, as the local Pusher asks
 the serving folder (`components/serving/versions.push_refusal`): while a
 version has the `pinned` alias (`tpu-pipeline serving pin --vertex`), or when
 the candidate is a version rolled back before, nothing is pushed, uploaded or
-deployed, and the run's push says why (`push_refused`).
+deployed, and the run's push says why (`push_refused`). A pin that lands between
+that check and the upload (the registry has no compare-and-set on aliases) is
+found by reading the aliases again after the upload: `default` goes back to the
+pinned version, the new one is labelled set aside by the pin, nothing is deployed,
+and `push_refused` says so.
 """
 
 from __future__ import annotations
@@ -23,13 +27,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from typing import Any
 
 from absl import logging
 
 from common.config import ModelRegistryConfig, VertexConfig
 from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from components.pusher import AtomicPusher, AtomicPusherExecutor
+from components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusher, AtomicPusherExecutor
 from components.serving.publish import model_fingerprint
 
 REGISTRY_KEY = "vertex_model_registry"
@@ -39,6 +44,7 @@ FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"
 ROLLED_BACK_LABEL = "tpu_pipeline_rolled_back"
 # Set by `tpu-pipeline serving pin --vertex`: an alias names one version of an entry.
 PINNED_ALIAS = "pinned"
+DEFAULT_ALIAS = "default"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +53,8 @@ class Registration:
 
     model: Any  # an aiplatform.Model pinned to its version
     newly_registered: bool
+    # Why the version does not serve although it was uploaded (a pin landed meanwhile).
+    refusal: str | None = None
 
 
 def registry_custom_config(vertex: VertexConfig) -> dict[str, Any]:
@@ -94,9 +102,47 @@ def register_model_version(
             labels={FINGERPRINT_LABEL: label},
             **location,
         )
+        refusal = yield_to_pin(aiplatform, model, location)
+        if refusal is not None:
+            return Registration(model, newly_registered, refusal)
     if registry.endpoint_display_name and not is_rolled_back(model.labels):
         _deploy_unless_deployed(aiplatform, model, registry, location)
     return Registration(model, newly_registered)
+
+
+def yield_to_pin(aiplatform: Any, model: Any, location: dict) -> str | None:
+    """After an upload as `default`: when another version has the `pinned` alias, gives
+    `default` back to it and labels the new version set aside; says what it did, else None.
+
+    `serving pin --vertex` may land between `registry_refusal` and the upload, and the
+    upload's `is_default_version` would then take `default` from the pinned version.
+    """
+    versions = aiplatform.ModelRegistry(model.resource_name, **location).list_versions()
+    pinned = next(
+        (
+            v
+            for v in versions
+            if PINNED_ALIAS in (v.version_aliases or ()) and v.version_id != model.version_id
+        ),
+        None,
+    )
+    if pinned is None:
+        return None
+    registry = aiplatform.ModelRegistry(model.resource_name, **location)
+    registry.add_version_aliases([DEFAULT_ALIAS], version=pinned.version_id)
+    if not is_rolled_back(model.labels):
+        model = model.update(labels={**dict(model.labels or {}), ROLLED_BACK_LABEL: _now()})
+    return (
+        f"serving was pinned to version {pinned.version_id} while this push uploaded version "
+        f"{model.version_id}: `default` is back on {pinned.version_id} and {model.version_id} "
+        "is set aside (rolled back); `tpu-pipeline serving unpin --vertex`, then "
+        f"`tpu-pipeline serving restore {model.version_id} --vertex` to serve it"
+    )
+
+
+def _now() -> str:
+    """The time as a label value (seconds since the epoch), as `serving rollback` stamps it."""
+    return str(int(time.time()))
 
 
 def registry_refusal(
@@ -195,6 +241,11 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             vertex_sdk(),
         )
         model = registration.model
+        if registration.refusal is not None:
+            logging.warning("Uploaded model does not serve: %s", registration.refusal)
+            self._MarkNotPushed(pushed_model)
+            pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, registration.refusal)
+            return
         logging.info(
             "%s %s version %s",
             "Registered" if registration.newly_registered else "Already registered:",

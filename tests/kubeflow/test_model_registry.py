@@ -22,7 +22,8 @@ class FakeVertex:
     """The part of `google.cloud.aiplatform` the registry uses, backed by lists.
 
     `fail_once` names operations ("upload", "deploy") whose next call raises,
-    as a network error or a quota would.
+    as a network error or a quota would. `before_upload` runs inside the next
+    upload, before it lands: what another person does meanwhile.
     """
 
     def __init__(self):
@@ -30,6 +31,7 @@ class FakeVertex:
         self.endpoints: list[types.SimpleNamespace] = []
         self.fail_once: set[str] = set()
         self.uploads: list[dict] = []
+        self.before_upload = lambda: None
         vertex = self
 
         class Model:
@@ -48,6 +50,7 @@ class FakeVertex:
             @staticmethod
             def upload(**kwargs):
                 vertex._maybe_fail("upload")
+                vertex.before_upload()
                 vertex.uploads.append(kwargs)
                 parent = kwargs["parent_model"] or f"models/{len(vertex.entries) + 1}"
                 entry = vertex.entries.setdefault(
@@ -79,6 +82,15 @@ class FakeVertex:
                     for version in vertex.entries[self.parent]["versions"]
                     if filter is None or version.labels.get(key) == value
                 ]
+
+            def add_version_aliases(self, new_aliases, version):
+                """An alias names one version: giving it to one takes it from the others."""
+                for other in vertex.entries[self.parent]["versions"]:
+                    other.version_aliases = [
+                        a for a in other.version_aliases if a not in new_aliases
+                    ]
+                    if other.version_id == version:
+                        other.version_aliases.extend(new_aliases)
 
         class Endpoint:
             @staticmethod
@@ -116,6 +128,10 @@ class FakeVersion:
         self.artifact_uri, self.labels = upload["artifact_uri"], upload.get("labels", {})
         self.version_aliases: list[str] = []
         self.version_description = ""
+
+    def update(self, labels):
+        self.labels = dict(labels)
+        return self
 
     def deploy(self, endpoint, machine_type, traffic_percentage):
         self._vertex._maybe_fail("deploy")
@@ -318,3 +334,36 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
     )
     assert refusal(models[0]) is None  # in place: registered already, not refused
     assert refusal(saved_model_dir(tmp_path, 3)) is None  # a new model
+
+
+def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pinned_version(
+    tmp_path, monkeypatch
+):
+    from components import pusher
+    from components.pusher import PUSH_REFUSED_PROPERTY
+    from components.serving.server_check import ServingCheckResult
+    from kubeflow.model_registry import PINNED_ALIAS, ROLLED_BACK_LABEL
+
+    vertex = FakeVertex()
+    register(saved_model_dir(tmp_path, 1), vertex, model_display_name="tpu-pipeline-digits")
+    (first,) = vertex.versions("tpu-pipeline-digits")
+
+    def pin_version_1():  # `serving pin 1 --vertex`, after the Pusher checked for a pin
+        vertex.ModelRegistry(first.resource_name, None, None).add_version_aliases(
+            ["default", PINNED_ALIAS], version="1"
+        )
+
+    vertex.before_upload = pin_version_1
+    passed = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
+    monkeypatch.setattr(pusher, "check_model", lambda *args: passed)  # a fingerprint only
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    first, uploaded = vertex.versions("tpu-pipeline-digits")
+    assert first.version_aliases == [PINNED_ALIAS, "default"]
+    assert uploaded.version_aliases == [] and ROLLED_BACK_LABEL in uploaded.labels
+    assert vertex.endpoints == []  # the set-aside version is not deployed
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY).startswith(
+        "serving was pinned to version 1 while this push uploaded version 2: "
+        "`default` is back on 1 and 2 is set aside (rolled back); "
+    )
