@@ -4,8 +4,13 @@ The registry Pusher deploys each new version to `vertex.model_registry.endpoint_
 with all the traffic. When a person moves the `default` alias (kubeflow/model_aliases.py,
 kubeflow/registry_blessing.py), the endpoint moves too: all its traffic goes to the
 version that now serves, deployed first (with `traffic_split {"0": 100}`, so the switch
-happens when the deploy is done) if it is not deployed. Nothing is undeployed, so the
-move back is one more traffic change.
+happens when the deploy is done) if it is not deployed.
+
+An endpoint bills for every deployed model, so a move keeps only what a fast rollback
+needs deployed: the version that now serves, the one that served before it (moving
+back is one more traffic change) and a pinned version; this entry's older deployments
+are undeployed (`model_registry.deployments_to_retire`, which the Pusher uses too).
+Another model's deployments on the same endpoint are left alone.
 """
 
 from __future__ import annotations
@@ -14,13 +19,14 @@ from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import ModelRegistryConfig, PipelineConfig
-from kubeflow.model_registry import is_deployment_of
+from kubeflow.model_registry import deployments_to_retire, is_deployment_of
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent
 
 # Stand-in, in a dry run, for what only the lookup finds.
 FOUND_ENDPOINT = "<name of the endpoint the lookup finds>"
 FOUND_DEPLOYED = "<id of its deployed model of that version>"
+FOUND_OLDER = "<id of each older deployed model of this entry>"
 # DeployModel's name for the model it is deploying, in `traffic_split`.
 BEING_DEPLOYED = "0"
 
@@ -82,6 +88,26 @@ def split_call(endpoint: gca.Endpoint, deployed_model_id: str) -> ApiCall:
     return ApiCall("EndpointService.UpdateEndpoint", request)
 
 
+def undeploy_call(endpoint_name: str, deployed_model_id: str) -> ApiCall:
+    """UndeployModel of one deployed model (one that has no traffic)."""
+    request = gca.UndeployModelRequest(endpoint=endpoint_name, deployed_model_id=deployed_model_id)
+    return ApiCall("EndpointService.UndeployModel", request)
+
+
+def retire_calls(
+    endpoint: gca.Endpoint, model_name: str, version: str, keep: set[str]
+) -> dict[str, ApiCall]:
+    """UndeployModel of each deployment of `model_name` that a move to `version` leaves idle,
+    by the version it serves; `keep` holds other version ids to keep (a pinned one)."""
+    retired = deployments_to_retire(
+        endpoint.deployed_models,
+        dict(endpoint.traffic_split),
+        model_name,
+        keep={version, *keep},
+    )
+    return {d.model_version_id: undeploy_call(endpoint.name, d.id) for d in retired}
+
+
 def planned_traffic_calls(
     config: PipelineConfig, model_name: str, version: str
 ) -> dict[str, ApiCall]:
@@ -94,4 +120,5 @@ def planned_traffic_calls(
         "endpoint_lookup": find_endpoint_call(config, registry),
         "if_deployed": split_call(found, FOUND_DEPLOYED),
         "if_not_deployed": deploy_call(FOUND_ENDPOINT, model_name, version, registry),
+        "undeploy_older": undeploy_call(FOUND_ENDPOINT, FOUND_OLDER),
     }

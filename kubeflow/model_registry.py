@@ -45,6 +45,8 @@ ROLLED_BACK_LABEL = "tpu_pipeline_rolled_back"
 # Set by `tpu-pipeline serving pin --vertex`: an alias names one version of an entry.
 PINNED_ALIAS = "pinned"
 DEFAULT_ALIAS = "default"
+# The registry versions a push undeployed from the endpoint (comma-separated ids).
+UNDEPLOYED_PROPERTY = "undeployed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +57,8 @@ class Registration:
     newly_registered: bool
     # Why the version does not serve although it was uploaded (a pin landed meanwhile).
     refusal: str | None = None
+    # The versions its deploy undeployed from the endpoint (older than the one before it).
+    undeployed: tuple[str, ...] = ()
 
 
 def registry_custom_config(vertex: VertexConfig) -> dict[str, Any]:
@@ -105,9 +109,10 @@ def register_model_version(
         refusal = yield_to_pin(aiplatform, model, location)
         if refusal is not None:
             return Registration(model, newly_registered, refusal)
+    undeployed: tuple[str, ...] = ()
     if registry.endpoint_display_name and not is_rolled_back(model.labels):
-        _deploy_unless_deployed(aiplatform, model, registry, location)
-    return Registration(model, newly_registered)
+        undeployed = _deploy_unless_deployed(aiplatform, model, registry, location)
+    return Registration(model, newly_registered, undeployed=undeployed)
 
 
 def yield_to_pin(aiplatform: Any, model: Any, location: dict) -> str | None:
@@ -182,6 +187,29 @@ def is_deployment_of(deployed: Any, model_name: str, version_id: str) -> bool:
     return (deployed.model.split("@")[0], deployed.model_version_id) == (model_name, version_id)
 
 
+def deployments_to_retire(
+    deployed: Any, traffic_split: dict[str, int], model_name: str, keep: set[str]
+) -> list[Any]:
+    """The deployments of `model_name` to undeploy once the versions in `keep` serve.
+
+    Kept as well: the one that had the most traffic before the move (the fast rollback),
+    or, when that is a kept version, the newest other. Other models' deployments are not
+    this entry's to undeploy.
+
+    Args:
+      deployed: the endpoint's DeployedModels, as listed before the move.
+      traffic_split: its traffic split before the move (deployed model id -> percent).
+      model_name: the registry entry's resource name.
+      keep: version ids that stay deployed (the one that serves now, a pinned one).
+    """
+    ours = [d for d in deployed if d.model.split("@")[0] == model_name]
+    others = [d for d in ours if d.model_version_id not in keep]
+    busiest = max(others, key=lambda d: traffic_split.get(d.id, 0), default=None)
+    if busiest is not None and traffic_split.get(busiest.id, 0) == 0:
+        busiest = max(others, key=lambda d: int(d.model_version_id))
+    return [d for d in others if d is not busiest]
+
+
 def is_rolled_back(labels: Any) -> bool:
     """Whether a version's labels say it was rolled back: never deployed again by a run."""
     return ROLLED_BACK_LABEL in dict(labels or {})
@@ -199,8 +227,12 @@ def _version_labelled(aiplatform: Any, parent: str, label: str, location: dict) 
 
 def _deploy_unless_deployed(
     aiplatform: Any, model: Any, registry: ModelRegistryConfig, location: dict
-) -> None:
-    """Deploys the version to the named endpoint (created once), unless it serves it already."""
+) -> tuple[str, ...]:
+    """Deploys the version to the named endpoint (created once), unless it serves it already,
+    then undeploys this entry's versions older than the one that served before it.
+
+    Returns the version ids undeployed.
+    """
     endpoints = aiplatform.Endpoint.list(
         filter=f'display_name="{registry.endpoint_display_name}"', **location
     )
@@ -209,14 +241,23 @@ def _deploy_unless_deployed(
         if endpoints
         else aiplatform.Endpoint.create(display_name=registry.endpoint_display_name, **location)
     )
+    before = endpoint.list_models()
     if any(
-        is_deployment_of(deployed, model.resource_name, model.version_id)
-        for deployed in endpoint.list_models()
+        is_deployment_of(deployed, model.resource_name, model.version_id) for deployed in before
     ):
-        return
+        return ()
+    traffic = dict(endpoint.traffic_split or {})
     model.deploy(
         endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
     )
+    versions = aiplatform.ModelRegistry(model.resource_name, **location).list_versions()
+    pinned = {v.version_id for v in versions if PINNED_ALIAS in (v.version_aliases or ())}
+    retired = deployments_to_retire(
+        before, traffic, model.resource_name, keep={model.version_id, *pinned}
+    )
+    for deployed in retired:
+        endpoint.undeploy(deployed_model_id=deployed.id)
+    return tuple(d.model_version_id for d in retired)
 
 
 class RegistryPusherExecutor(AtomicPusherExecutor):
@@ -252,6 +293,12 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             model.resource_name,
             model.version_id,
         )
+        for version_id in registration.undeployed:
+            logging.info("Undeployed %s@%s from the endpoint", model.resource_name, version_id)
+        if registration.undeployed:
+            pushed_model.set_string_custom_property(
+                UNDEPLOYED_PROPERTY, ",".join(registration.undeployed)
+            )
 
     def _push_refusal(
         self, model_dir: str, base_directory: str, custom_config: dict[str, Any]

@@ -15,7 +15,11 @@ import pytest
 from tensorflow.core.protobuf import fingerprint_pb2
 
 from common.config import ModelRegistryConfig
+from components import pusher
+from components.serving.server_check import ServingCheckResult
 from kubeflow.model_registry import FINGERPRINT_LABEL, register_model_version
+
+PASSED = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
 
 
 class FakeVertex:
@@ -59,7 +63,7 @@ class FakeVertex:
                 version = FakeVersion(vertex, parent, str(len(entry["versions"]) + 1), kwargs)
                 if kwargs["is_default_version"] or not entry["versions"]:
                     for other in entry["versions"]:  # an alias names one version
-                        other.version_aliases.remove("default")
+                        other.version_aliases = [a for a in other.version_aliases if a != "default"]
                     version.version_aliases.append("default")
                 entry["versions"].append(version)
                 return version
@@ -100,8 +104,17 @@ class FakeVertex:
 
             @staticmethod
             def create(display_name, project, location):
-                endpoint = types.SimpleNamespace(display_name=display_name, deployed=[])
+                endpoint = types.SimpleNamespace(
+                    display_name=display_name, deployed=[], traffic_split={}, undeployed=[]
+                )
                 endpoint.list_models = lambda: list(endpoint.deployed)
+
+                def undeploy(deployed_model_id):
+                    assert endpoint.traffic_split.get(deployed_model_id, 0) == 0  # as Vertex
+                    endpoint.undeployed.append(deployed_model_id)
+                    endpoint.deployed = [d for d in endpoint.deployed if d.id != deployed_model_id]
+
+                endpoint.undeploy = undeploy
                 vertex.endpoints.append(endpoint)
                 return endpoint
 
@@ -135,8 +148,11 @@ class FakeVersion:
 
     def deploy(self, endpoint, machine_type, traffic_percentage):
         self._vertex._maybe_fail("deploy")
-        deployed = types.SimpleNamespace(model=self.resource_name, model_version_id=self.version_id)
+        deployed = types.SimpleNamespace(
+            id=f"d{self.version_id}", model=self.resource_name, model_version_id=self.version_id
+        )
         endpoint.deployed.append(deployed)
+        endpoint.traffic_split = {deployed.id: traffic_percentage}  # 100: the others get 0
 
 
 def saved_model_dir(tmp_path, checksum: int) -> str:
@@ -339,9 +355,7 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
 def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pinned_version(
     tmp_path, monkeypatch
 ):
-    from components import pusher
     from components.pusher import PUSH_REFUSED_PROPERTY
-    from components.serving.server_check import ServingCheckResult
     from kubeflow.model_registry import PINNED_ALIAS, ROLLED_BACK_LABEL
 
     vertex = FakeVertex()
@@ -354,8 +368,7 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
         )
 
     vertex.before_upload = pin_version_1
-    passed = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
-    monkeypatch.setattr(pusher, "check_model", lambda *args: passed)  # a fingerprint only
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
     pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
 
     first, uploaded = vertex.versions("tpu-pipeline-digits")
@@ -367,3 +380,52 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
         "serving was pinned to version 1 while this push uploaded version 2: "
         "`default` is back on 1 and 2 is set aside (rolled back); "
     )
+
+
+def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older_ones(
+    tmp_path, monkeypatch
+):
+    from kubeflow.model_registry import UNDEPLOYED_PROPERTY
+
+    vertex = FakeVertex()
+    models = [saved_model_dir(tmp_path, checksum) for checksum in (1, 3, 4, 5)]
+    for model_dir in models:  # versions 1 to 4, each deployed in turn
+        register(model_dir, vertex, model_display_name="tpu-pipeline-digits")
+    (endpoint,) = vertex.endpoints = [vertex.Endpoint.create("tpu-pipeline-digits", None, None)]
+    for deployed in vertex.versions("tpu-pipeline-digits"):
+        deployed.deploy(endpoint, "n1-standard-2", traffic_percentage=100)
+    endpoint.deployed.append(  # another entry's model on the same endpoint: not ours
+        types.SimpleNamespace(id="x1", model="models/other", model_version_id="1")
+    )
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    assert [(d.model, d.model_version_id) for d in endpoint.deployed] == [
+        ("models/1", "4"),  # the one that served before: a rollback is a traffic change
+        ("models/other", "1"),
+        ("models/1", "5"),
+    ]
+    assert endpoint.undeployed == ["d1", "d2", "d3"]
+    assert pushed_model.get_string_custom_property(UNDEPLOYED_PROPERTY) == "1,2,3"
+
+
+def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_alone():
+    from kubeflow.model_registry import deployments_to_retire
+
+    def deployed(deployed_id, model, version_id):
+        return types.SimpleNamespace(id=deployed_id, model=model, model_version_id=version_id)
+
+    on_endpoint = [
+        deployed("d1", "models/1", "1"),
+        deployed("d2", "models/1@2", "2"),  # a name may end in "@<id>"
+        deployed("d3", "models/1", "3"),
+        deployed("d4", "models/1", "4"),
+        deployed("x1", "models/9", "1"),
+    ]
+    traffic = {"d4": 100}
+
+    retired = deployments_to_retire(on_endpoint, traffic, "models/1", keep={"2", "1"})
+    assert [d.id for d in retired] == ["d3"]  # 4 had the traffic: kept for a fast rollback
+    moved_to_serving = deployments_to_retire(on_endpoint, traffic, "models/1", keep={"4"})
+    assert [d.id for d in moved_to_serving] == ["d1", "d2"]  # the newest other, 3, is kept
