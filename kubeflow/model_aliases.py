@@ -305,6 +305,53 @@ def _without_rolled_back(labels: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in labels.items() if key != ROLLED_BACK_LABEL}
 
 
+def finishing_change(
+    action: str, model_name: str, versions: Sequence[gca.Model], version: str, serving: str | None
+) -> RegistryChange:
+    """The registry steps of `action` on `version` still to send, once it was left half done.
+
+    Each step is sent only when the registry does not show it yet, so finishing twice
+    changes nothing. `serving` is the version the action gives `default` (None: none).
+
+    Raises:
+      RegistryActionError: a pin to another version stands (a pin cannot be finished).
+    """
+    note = Note(None)
+    target = _find(model_name, versions, version)
+    if action == "pin":
+        change = _pin(model_name, versions, target, "finishing an interrupted pin", note)
+        if PINNED_ALIAS in target.version_aliases:
+            del change.calls["describe_pin"]  # its note is there already
+        return change
+    calls = {}
+    labels = dict(target.labels)
+    if action == "rollback" and not is_rolled_back(labels):
+        reason = "finishing an interrupted rollback"
+        calls["label_rolled_back"] = note.set_aside(model_name, version, labels, reason)
+    if action == "restore" and is_rolled_back(labels):
+        calls["remove_rolled_back_label"] = note.describe(
+            model_name, version, "restored", labels=_without_rolled_back(labels)
+        )
+    if (
+        serving is not None
+        and DEFAULT_ALIAS not in _find(model_name, versions, serving).version_aliases
+    ):
+        calls["move_default_alias"] = aliases_call(model_name, serving, [DEFAULT_ALIAS])
+    summary = f"finished the {action} of {model_name}@{version}" + (
+        f"; serving {serving} ({DEFAULT_ALIAS})" if serving else ""
+    )
+    return RegistryChange(calls, serving, summary)
+
+
+def labels_call(model_name: str, version: str, labels: dict[str, str]) -> ApiCall:
+    """UpdateModel of one version's labels only (they replace all its labels)."""
+    request = gca.UpdateModelRequest(
+        model=gca.Model(name=f"{model_name}@{version}", labels=labels),
+        update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+    )
+    return ApiCall("ModelService.UpdateModel", request)
+
+
 def aliases_call(model_name: str, version: str, aliases: list[str]) -> ApiCall:
     request = gca.MergeVersionAliasesRequest(
         name=f"{model_name}@{version}", version_aliases=aliases
