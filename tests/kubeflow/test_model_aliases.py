@@ -352,3 +352,26 @@ def test_serving_pin_and_restore_vertex_dry_run_print_every_request_they_may_sen
     ]
     assert list(no_endpoint)[-1] == "clear_intent"
     assert list(dry_run("unpin"))[2:] == ["remove_pinned_alias"]
+
+
+def test_a_traffic_move_keeps_the_served_and_the_previous_version_and_undeploys_older_ones(
+    monkeypatch, capsys
+):
+    versions = [version("1"), version("2"), version("3"), version("4", "default")]
+    on_endpoint = endpoint(("11", "1"), ("12", "2"), ("13", "3"), ("14", "4"))  # 14 serves
+    api = FakeVertexApi(versions, [on_endpoint])
+
+    assert serving_vertex(monkeypatch, api, "pin", "2", "--reason", "known good") == 0
+
+    undeploys = [c.request for c in api.sent if c.method == "EndpointService.UndeployModel"]
+    assert [(u.endpoint, u.deployed_model_id) for u in undeploys] == [
+        (on_endpoint.name, "11"),
+        (on_endpoint.name, "13"),
+    ]  # 2 serves (and is pinned); 4 served before it: a rollback is one traffic change
+    methods = [c.method for c in api.sent]
+    assert methods.index("EndpointService.UpdateEndpoint") < methods.index(
+        "EndpointService.UndeployModel"
+    )  # the traffic leaves a version before it is undeployed
+    printed = capsys.readouterr().out.splitlines()
+    assert f"undeployed {MODEL}@1 from {on_endpoint.name}" in printed
+    assert f"undeployed {MODEL}@3 from {on_endpoint.name}" in printed

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import types
 
 import pytest
@@ -252,3 +253,32 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_b
         request_type = getattr(gca, f"{step['method'].split('.')[1]}Request")
         request_type.from_json(json.dumps(step["request"]))
     assert printed["if_not_registered"]["request"]["model"]["artifactUri"] == URI
+
+
+def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads_nothing_refused(
+    monkeypatch, capsys, tmp_path
+):
+    from components.serving.warmup import write_warmup_requests
+    from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+
+    refused = save_model(tmp_path / "model", {"images": "raises"})  # stands in for gs://
+    write_warmup_requests(refused, write_eval_split(tmp_path / "eval"), DIGITS)
+    copied_from = []
+
+    def copy_dir(source, destination):  # what tf.io.gfile reads from Cloud Storage
+        copied_from.append(source)
+        shutil.copytree(refused, destination, dirs_exist_ok=True)
+
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions.io_utils, "copy_dir", copy_dir)
+    api = FakeBlessingVertexApi([version("1", "default")], [])
+
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"tpu-pipeline: {URI}: the candidate failed the serving check (")
+    assert err.endswith("; nothing was uploaded\n") and err.count("\n") == 1
+    assert "images" in err  # the signature that failed
+    assert copied_from[0] == URI  # the check then serves the local copy
+    sent = [c.method for c in api.sent]
+    assert "ModelService.UploadModel" not in sent and "ModelService.UpdateModel" not in sent
