@@ -22,9 +22,10 @@ deleted:
 
 When `vertex.model_registry.endpoint_display_name` is set, the endpoint's
 traffic follows the version that now serves (`kubeflow/endpoint_traffic.py`).
-Before any of it, the CLI makes Vertex ML Metadata's blessings agree with what
-the registry will set aside (`kubeflow/registry_baseline.py`), so the next
-run's baseline is what serves.
+`kubeflow/registry_actions.py` sends these requests, then makes Vertex ML
+Metadata's blessings agree with what the registry set aside
+(`kubeflow/registry_baseline.py`), so the next run's baseline is what serves;
+`finishing_change` is what is left to send of an action a stop left half done.
 The manual blessing (`kubeflow/registry_blessing.py`) builds on the same notes.
 The requests are built here, offline, so `--dry-run` prints exactly what is sent.
 """
