@@ -37,10 +37,10 @@ def registry_endpoint(config: PipelineConfig) -> ModelRegistryConfig | None:
     return registry if registry and registry.endpoint_display_name else None
 
 
-def find_endpoint_call(config: PipelineConfig, registry: ModelRegistryConfig) -> ApiCall:
-    """EndpointService.ListEndpoints for the endpoint the Pusher deploys to."""
+def find_endpoint_call(location: str, registry: ModelRegistryConfig) -> ApiCall:
+    """EndpointService.ListEndpoints for the endpoint the Pusher deploys to, in `location`."""
     request = gca.ListEndpointsRequest(
-        parent=parent(config), filter=f'display_name="{registry.endpoint_display_name}"'
+        parent=location, filter=f'display_name="{registry.endpoint_display_name}"'
     )
     return ApiCall("EndpointService.ListEndpoints", request)
 
@@ -117,7 +117,7 @@ def planned_traffic_calls(
         return {}
     found = gca.Endpoint(name=FOUND_ENDPOINT, display_name=registry.endpoint_display_name)
     return {
-        "endpoint_lookup": find_endpoint_call(config, registry),
+        "endpoint_lookup": find_endpoint_call(parent(config), registry),
         "if_deployed": split_call(found, FOUND_DEPLOYED),
         "if_not_deployed": deploy_call(FOUND_ENDPOINT, model_name, version, registry),
         "undeploy_older": undeploy_call(FOUND_ENDPOINT, FOUND_OLDER),

@@ -81,8 +81,12 @@ def find_model_call(config: PipelineConfig) -> ApiCall:
         raise ConfigError(
             "vertex.model_registry: not set; name the registry entry to act on (model_display_name)"
         )
-    name = registry.model_display_name
-    request = gca.ListModelsRequest(parent=parent(config), filter=f'display_name="{name}"')
+    return model_lookup_call(parent(config), registry.model_display_name)
+
+
+def model_lookup_call(location: str, display_name: str) -> ApiCall:
+    """ModelService.ListModels for the entry named `display_name` in `location`."""
+    request = gca.ListModelsRequest(parent=location, filter=f'display_name="{display_name}"')
     return ApiCall("ModelService.ListModels", request)
 
 

@@ -303,7 +303,12 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
     def _push_refusal(
         self, model_dir: str, base_directory: str, custom_config: dict[str, Any]
     ) -> str | None:
-        """The registry's reasons first (what serves on Vertex), then the serving folder's."""
+        """The registry's reasons first (what serves on Vertex), then the serving folder's.
+
+        An action a person left half done on the registry is finished first, so the
+        push is decided from what they meant (`kubeflow/registry_actions.py`).
+        """
+        finish_left_over(*_registry_settings(custom_config))
         return registry_refusal(
             model_dir, *_registry_settings(custom_config), vertex_sdk()
         ) or super()._push_refusal(model_dir, base_directory, custom_config)
@@ -314,6 +319,20 @@ def _registry_settings(custom_config: dict[str, Any]) -> tuple[ModelRegistryConf
     settings = dict(custom_config[REGISTRY_KEY])
     project, region = settings.pop("project"), settings.pop("region")
     return ModelRegistryConfig.model_validate(settings), project, region
+
+
+def finish_left_over(registry: ModelRegistryConfig, project: str, region: str) -> None:
+    """Finishes a rollback, pin or restore a person left half done (one log line each)."""
+    from kubeflow import registry_actions, vertex_api
+
+    credentials = vertex_api.connect(region)
+    registry_actions.finish_before_push(
+        registry,
+        project,
+        region,
+        lambda call: vertex_api.send(call, region, credentials),
+        lambda line: logging.warning("%s", line),
+    )
 
 
 def vertex_sdk() -> Any:

@@ -41,7 +41,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as gca
 
-from common.config import PipelineConfig
+from common.config import ModelRegistryConfig, PipelineConfig
 from common.tfx_api import io_utils
 from components.serving.server_check import ServingCheckError, check_model
 from kubeflow import (
@@ -103,9 +103,16 @@ class Intent:
 
 @dataclasses.dataclass
 class Registry:
-    """The registry entry an action works on, with its versions as last read."""
+    """The registry entry an action works on, with its versions as last read.
 
-    config: PipelineConfig
+    `config` is None in the registry Pusher, which knows only the registry's settings
+    and location: it finishes what needs no more (not a bless, which needs the
+    pipeline's name to find its context).
+    """
+
+    config: PipelineConfig | None
+    location: str  # projects/P/locations/R
+    settings: ModelRegistryConfig
     send: Send
     say: Say
     model_name: str | None
@@ -129,11 +136,29 @@ def open_registry(config: PipelineConfig, send: Send, say: Say, may_be_new: bool
     found = list(send(lookup))
     if not found and not may_be_new:
         raise RegistryActionError(f"no registry entry matches {lookup.request.filter}")
-    registry = Registry(config, send, say, found[0].name if found else None, [])
-    if registry.model_name:
+    settings = require_vertex(config).model_registry
+    registry = Registry(config, parent(config), settings, send, say, None, [])
+    if found:
+        registry.model_name = found[0].name
         registry.reread()
         finish_left_over(registry)
     return registry
+
+
+def finish_before_push(
+    settings: ModelRegistryConfig, project: str, region: str, send: Send, say: Say
+) -> None:
+    """The registry Pusher's turn: finishes what an action left half done before it pushes.
+
+    Raises:
+      RegistryActionError: a step failed again (the push waits for it).
+    """
+    location = f"projects/{project}/locations/{region}"
+    found = list(send(model_aliases.model_lookup_call(location, settings.model_display_name)))
+    if found:
+        registry = Registry(None, location, settings, send, say, found[0].name, [])
+        registry.reread()
+        finish_left_over(registry)
 
 
 def left_over(versions: Sequence[gca.Model]) -> Iterator[tuple[gca.Model, Intent]]:
@@ -157,6 +182,9 @@ def finish_left_over(registry: Registry) -> None:
             intent.action, registry.model_name, registry.versions, version_id, serving
         )
         metadata = _follow
+        if intent.action == "bless" and registry.config is None:
+            registry.say("a bless needs its pipeline's name: the next registry command finishes it")
+            continue
         if intent.action == "bless":  # a version bless uploaded serves from the model's folder
             uri = version.artifact_uri
             try:
@@ -318,7 +346,7 @@ def _complete(
 def _follow(registry: Registry, change: RegistryChange) -> None:
     """The blessings of Vertex ML Metadata follow the registry's labels, as they are now."""
     changed = registry_baseline.follow_registry(
-        registry_baseline.metadata_store(registry.config),
+        registry_baseline.store_in(registry.location),
         registry.model_name,
         registry.versions,
         registry.send,
@@ -344,11 +372,10 @@ def _record(
 
 def _move_traffic(registry: Registry, version: str) -> None:
     """All the endpoint's traffic to `version`; this entry's idle older versions undeployed."""
-    config, name = registry.config, registry.model_name
-    settings = endpoint_traffic.registry_endpoint(config)
-    if settings is None:
+    name, settings = registry.model_name, registry.settings
+    if not settings.endpoint_display_name:
         return
-    lookup = endpoint_traffic.find_endpoint_call(config, settings)
+    lookup = endpoint_traffic.find_endpoint_call(registry.location, settings)
     endpoints = list(registry.send(lookup))
     if not endpoints:
         registry.say(f"no endpoint matches {lookup.request.filter}: only the alias moved")

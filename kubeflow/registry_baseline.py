@@ -72,7 +72,12 @@ def metadata_call(method: str, request: Any) -> ApiCall:
 
 def metadata_store(config: PipelineConfig) -> str:
     """The project's metadata store in the region, the one Vertex AI Pipelines writes."""
-    return f"{parent(config)}/metadataStores/default"
+    return store_in(parent(config))
+
+
+def store_in(location: str) -> str:
+    """The metadata store of `projects/P/locations/R`."""
+    return f"{location}/metadataStores/default"
 
 
 def pushed_models_call(store: str, destination: str) -> ApiCall:

@@ -272,18 +272,26 @@ def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_bef
     assert _run_executor(monkeypatch, pushed=False, already_pushed=False) == []  # not blessed
 
 
-def _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex: FakeVertex):
-    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`."""
+def _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex: FakeVertex, api=None):
+    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`.
+
+    `api` stands in for `vertex_api.send` (the requests that finish a half-done action);
+    None: one that finds no registry entry, so nothing is left to finish.
+    """
     import shutil
 
     from common.config import load_config
     from common.tfx_api import standard_artifacts
     from components.contract import pusher_sections
-    from kubeflow import model_registry
+    from kubeflow import model_registry, vertex_api
     from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     monkeypatch.setattr(model_registry, "vertex_sdk", lambda: vertex)
+    monkeypatch.setattr(vertex_api, "connect", lambda region: "credentials")
+    monkeypatch.setattr(
+        vertex_api, "send", api.send if api else lambda call, region, credentials: []
+    )
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "trainer-output")
     shutil.copytree(saved_model_dir(tmp_path, 2), tmp_path / "trainer-output" / "Format-Serving")
@@ -429,3 +437,28 @@ def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_
     assert [d.id for d in retired] == ["d3"]  # 4 had the traffic: kept for a fast rollback
     moved_to_serving = deployments_to_retire(on_endpoint, traffic, "models/1", keep={"4"})
     assert [d.id for d in moved_to_serving] == ["d1", "d2"]  # the newest other, 3, is kept
+
+
+def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes(
+    tmp_path, monkeypatch, caplog
+):
+    from kubeflow.model_registry import ROLLED_BACK_LABEL
+    from kubeflow.registry_actions import INTENT_LABEL
+    from tests.kubeflow.test_model_aliases import MODEL
+    from tests.kubeflow.test_registry_baseline import (
+        WITHDRAWN_BY_KEY,
+        FakeMetadataVertexApi,
+        registry,
+    )
+
+    # `serving rollback --vertex` moved the registry, then stopped before the metadata.
+    half_done = {ROLLED_BACK_LABEL: "1", INTENT_LABEL: "rollback-1-1796133600"}
+    api = FakeMetadataVertexApi(registry(("default",), (), v2=half_done))
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)
+
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, FakeVertex(), api)
+
+    assert api.blessing("2")[WITHDRAWN_BY_KEY] == f"{MODEL}@2"  # the baseline followed
+    assert INTENT_LABEL not in api.versions["2"].labels
+    assert f"{MODEL}@2: the rollback of 2026-12-01T14:00:00+00:00 was left half done" in caplog.text
+    assert pushed_model.get_int_custom_property("pushed") == 1  # then the push went on
