@@ -196,6 +196,13 @@ def finish_left_over(registry: Registry) -> None:
                 )
                 continue
             metadata = _record(place, uri, uri, "finishing an interrupted blessing")
+            if registry_blessing.BLESSED_LABEL not in version.labels:  # stopped before its note
+                note = model_aliases.Note(None)
+                marked = {**version.labels, registry_blessing.BLESSED_LABEL: note.stamp()}
+                describe = note.describe(
+                    registry.model_name, version_id, registry_blessing.BLESSED, labels=marked
+                )
+                change.calls["describe_blessing"] = describe
         _complete(registry, version_id, intent, change, metadata)
         registry.say(change.summary)
 

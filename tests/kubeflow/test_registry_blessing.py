@@ -282,3 +282,36 @@ def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads
     assert copied_from[0] == URI  # the check then serves the local copy
     sent = [c.method for c in api.sent]
     assert "ModelService.UploadModel" not in sent and "ModelService.UpdateModel" not in sent
+
+
+def test_a_bless_stopped_after_the_upload_is_finished_by_the_next_command(monkeypatch, capsys):
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions, "serving_check", lambda config, uri: "passed (stub)")
+    api = FakeBlessingVertexApi([version("1", "default")], [])
+    api.answers["ModelService.UploadModel"] = uploads_version_2(api)
+    send = api.send
+
+    def metadata_down(call, region, credentials):
+        if call.method == "MetadataService.CreateArtifact":
+            raise exceptions.ServiceUnavailable("metadata store unavailable")
+        return send(call, region, credentials)
+
+    api.send = metadata_down
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+    capsys.readouterr()
+    (uploaded,) = [v for v in api.answers["ModelService.ListModelVersions"] if v.version_id == "2"]
+    assert uploaded.labels[registry_actions.INTENT_LABEL].startswith("bless-self-")
+
+    api.send = send
+    before = len(api.sent)
+    assert serving_vertex(monkeypatch, api, "list") == 0
+
+    out = capsys.readouterr().out
+    assert f"{MODEL}@2: the bless of " in out and "was left half done; finishing it" in out
+    finishing = api.sent[before:]
+    assert "ModelService.UploadModel" not in [c.method for c in finishing]  # not uploaded twice
+    created = [c.request.artifact for c in finishing if c.method.endswith("CreateArtifact")]
+    assert [a.schema_title for a in created] == ["tfx.ModelBlessing", "tfx.PushedModel"]
+    assert created[1].metadata["pushed_destination"] == URI
+    (cleared,) = [c.request.model for c in finishing if c.method.endswith("UpdateModel")]
+    assert cleared.name == f"{MODEL}@2" and registry_actions.INTENT_LABEL not in cleared.labels
