@@ -9,17 +9,19 @@ happens when the deploy is done) if it is not deployed.
 An endpoint bills for every deployed model, so a move keeps only what a fast rollback
 needs deployed: the version that now serves, the one that served before it (moving
 back is one more traffic change) and a pinned version; this entry's older deployments
-are undeployed (`model_registry.deployments_to_retire`, which the Pusher uses too).
+are undeployed (`deployments_to_retire`, which the registry Pusher uses too).
 Another model's deployments on the same endpoint are left alone.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import ModelRegistryConfig, PipelineConfig
-from kubeflow.model_registry import deployments_to_retire, is_deployment_of
+from kubeflow.model_registry import is_deployment_of
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent
 
@@ -86,6 +88,29 @@ def split_call(endpoint: gca.Endpoint, deployed_model_id: str) -> ApiCall:
         endpoint=changed, update_mask=field_mask_pb2.FieldMask(paths=["traffic_split"])
     )
     return ApiCall("EndpointService.UpdateEndpoint", request)
+
+
+def deployments_to_retire(
+    deployed: Any, traffic_split: dict[str, int], model_name: str, keep: set[str]
+) -> list[Any]:
+    """The deployments of `model_name` to undeploy once the versions in `keep` serve.
+
+    Kept as well: the one that had the most traffic before the move (the fast rollback),
+    or, when that is a kept version, the newest other. Other models' deployments are not
+    this entry's to undeploy.
+
+    Args:
+      deployed: the endpoint's DeployedModels, as listed before the move.
+      traffic_split: its traffic split before the move (deployed model id -> percent).
+      model_name: the registry entry's resource name.
+      keep: version ids that stay deployed (the one that serves now, a pinned one).
+    """
+    ours = [d for d in deployed if d.model.split("@")[0] == model_name]
+    others = [d for d in ours if d.model_version_id not in keep]
+    busiest = max(others, key=lambda d: traffic_split.get(d.id, 0), default=None)
+    if busiest is not None and traffic_split.get(busiest.id, 0) == 0:
+        busiest = max(others, key=lambda d: int(d.model_version_id))
+    return [d for d in others if d is not busiest]
 
 
 def undeploy_call(endpoint_name: str, deployed_model_id: str) -> ApiCall:

@@ -187,29 +187,6 @@ def is_deployment_of(deployed: Any, model_name: str, version_id: str) -> bool:
     return (deployed.model.split("@")[0], deployed.model_version_id) == (model_name, version_id)
 
 
-def deployments_to_retire(
-    deployed: Any, traffic_split: dict[str, int], model_name: str, keep: set[str]
-) -> list[Any]:
-    """The deployments of `model_name` to undeploy once the versions in `keep` serve.
-
-    Kept as well: the one that had the most traffic before the move (the fast rollback),
-    or, when that is a kept version, the newest other. Other models' deployments are not
-    this entry's to undeploy.
-
-    Args:
-      deployed: the endpoint's DeployedModels, as listed before the move.
-      traffic_split: its traffic split before the move (deployed model id -> percent).
-      model_name: the registry entry's resource name.
-      keep: version ids that stay deployed (the one that serves now, a pinned one).
-    """
-    ours = [d for d in deployed if d.model.split("@")[0] == model_name]
-    others = [d for d in ours if d.model_version_id not in keep]
-    busiest = max(others, key=lambda d: traffic_split.get(d.id, 0), default=None)
-    if busiest is not None and traffic_split.get(busiest.id, 0) == 0:
-        busiest = max(others, key=lambda d: int(d.model_version_id))
-    return [d for d in others if d is not busiest]
-
-
 def is_rolled_back(labels: Any) -> bool:
     """Whether a version's labels say it was rolled back: never deployed again by a run."""
     return ROLLED_BACK_LABEL in dict(labels or {})
@@ -250,6 +227,8 @@ def _deploy_unless_deployed(
     model.deploy(
         endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
     )
+    from kubeflow.endpoint_traffic import deployments_to_retire  # it imports this module
+
     versions = aiplatform.ModelRegistry(model.resource_name, **location).list_versions()
     pinned = {v.version_id for v in versions if PINNED_ALIAS in (v.version_aliases or ())}
     retired = deployments_to_retire(

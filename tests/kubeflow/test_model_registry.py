@@ -419,7 +419,7 @@ def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older
 
 
 def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_alone():
-    from kubeflow.model_registry import deployments_to_retire
+    from kubeflow.endpoint_traffic import deployments_to_retire
 
     def deployed(deployed_id, model, version_id):
         return types.SimpleNamespace(id=deployed_id, model=model, model_version_id=version_id)
