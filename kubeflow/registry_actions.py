@@ -173,38 +173,51 @@ def finish_left_over(registry: Registry) -> None:
     """Finishes every action the registry shows left half done, one line each."""
     for version, intent in list(left_over(registry.versions)):
         version_id = version.version_id
-        registry.say(
+        head = (
             f"{registry.model_name}@{version_id}: the {intent.action} of {intent.when()} "
-            "was left half done; finishing it"
+            "was left half done"
         )
-        serving = intent.serving(version_id)
         change = model_aliases.finishing_change(
-            intent.action, registry.model_name, registry.versions, version_id, serving
+            intent.action,
+            registry.model_name,
+            registry.versions,
+            version_id,
+            intent.serving(version_id),
         )
         metadata = _follow
-        if intent.action == "bless" and registry.config is None:
-            registry.say("a bless needs its pipeline's name: the next registry command finishes it")
-            continue
-        if intent.action == "bless":  # a version bless uploaded serves from the model's folder
-            uri = version.artifact_uri
-            try:
-                place = metadata_blessing.find_place(registry.config, uri, registry.send)
-            except RegistryActionError as error:
-                registry.say(
-                    f"cannot finish it here ({error}); `tpu-pipeline serving bless --vertex "
-                    "--model-uri` of the Trainer's folder again finishes it"
-                )
+        if intent.action == "bless":
+            metadata = _finishing_bless(registry, version, change, head)
+            if metadata is None:
                 continue
-            metadata = _record(place, uri, uri, "finishing an interrupted blessing")
-            if registry_blessing.BLESSED_LABEL not in version.labels:  # stopped before its note
-                note = model_aliases.Note(None)
-                marked = {**version.labels, registry_blessing.BLESSED_LABEL: note.stamp()}
-                describe = note.describe(
-                    registry.model_name, version_id, registry_blessing.BLESSED, labels=marked
-                )
-                change.calls["describe_blessing"] = describe
+        registry.say(f"{head}; finishing it")
         _complete(registry, version_id, intent, change, metadata)
         registry.say(change.summary)
+
+
+def _finishing_bless(
+    registry: Registry, version: gca.Model, change: RegistryChange, head: str
+) -> Metadata | None:
+    """The metadata step that finishes a bless (its note added to `change` if missing), or
+    None, said in one line, when it cannot be finished here."""
+    if registry.config is None:
+        registry.say(f"{head}; the next registry command finishes it (it needs the config)")
+        return None
+    uri = version.artifact_uri  # a version bless uploaded serves from the model's folder
+    try:
+        place = metadata_blessing.find_place(registry.config, uri, registry.send)
+    except RegistryActionError as error:
+        registry.say(
+            f"{head}; cannot finish it here ({error}): `tpu-pipeline serving bless --vertex "
+            "--model-uri` of the Trainer's folder again finishes it"
+        )
+        return None
+    if registry_blessing.BLESSED_LABEL not in version.labels:  # stopped before its note
+        note = model_aliases.Note(None)
+        marked = {**version.labels, registry_blessing.BLESSED_LABEL: note.stamp()}
+        change.calls["describe_blessing"] = note.describe(
+            registry.model_name, version.version_id, registry_blessing.BLESSED, labels=marked
+        )
+    return _record(place, uri, uri, "finishing an interrupted blessing")
 
 
 def move(registry: Registry, action: str, version: str | None, reason: str) -> None:
