@@ -122,21 +122,20 @@ def yield_to_pin(aiplatform: Any, model: Any, location: dict) -> str | None:
     `serving pin --vertex` may land between `registry_refusal` and the upload, and the
     upload's `is_default_version` would then take `default` from the pinned version.
     """
-    versions = aiplatform.ModelRegistry(model.resource_name, **location).list_versions()
+    registry = aiplatform.ModelRegistry(model.resource_name, **location)
     pinned = next(
         (
             v
-            for v in versions
+            for v in registry.list_versions()
             if PINNED_ALIAS in (v.version_aliases or ()) and v.version_id != model.version_id
         ),
         None,
     )
     if pinned is None:
         return None
-    registry = aiplatform.ModelRegistry(model.resource_name, **location)
     registry.add_version_aliases([DEFAULT_ALIAS], version=pinned.version_id)
     if not is_rolled_back(model.labels):
-        model = model.update(labels={**dict(model.labels or {}), ROLLED_BACK_LABEL: _now()})
+        _set_aside(model)
     return (
         f"serving was pinned to version {pinned.version_id} while this push uploaded version "
         f"{model.version_id}: `default` is back on {pinned.version_id} and {model.version_id} "
@@ -145,9 +144,20 @@ def yield_to_pin(aiplatform: Any, model: Any, location: dict) -> str | None:
     )
 
 
-def _now() -> str:
-    """The time as a label value (seconds since the epoch), as `serving rollback` stamps it."""
-    return str(int(time.time()))
+def _set_aside(model: Any) -> None:
+    """Labels the uploaded version rolled back, stamped as `serving rollback` stamps it.
+
+    Through UpdateModel of `<entry>@<version>`: the SDK's `Model.update` writes the
+    entry's default version, which is the pinned one again by now.
+    """
+    from google.cloud.aiplatform_v1 import types as gca
+    from google.protobuf import field_mask_pb2
+
+    labels = {**dict(model.labels or {}), ROLLED_BACK_LABEL: str(int(time.time()))}
+    model.api_client.update_model(
+        model=gca.Model(name=f"{model.resource_name}@{model.version_id}", labels=labels),
+        update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+    )
 
 
 def registry_refusal(

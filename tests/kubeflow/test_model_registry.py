@@ -142,9 +142,18 @@ class FakeVersion:
         self.version_aliases: list[str] = []
         self.version_description = ""
 
-    def update(self, labels):
-        self.labels = dict(labels)
-        return self
+    @property
+    def api_client(self):
+        """ModelService's update_model, as the SDK's client takes it."""
+        return types.SimpleNamespace(update_model=self._update_model)
+
+    def _update_model(self, model, update_mask):
+        entry, version_id = model.name.split("@")  # a version of the entry, by its id
+        assert list(update_mask.paths) == ["labels"]
+        (version,) = [
+            v for v in self._vertex.entries[entry]["versions"] if v.version_id == version_id
+        ]
+        version.labels = dict(model.labels)
 
     def deploy(self, endpoint, machine_type, traffic_percentage):
         self._vertex._maybe_fail("deploy")
