@@ -122,7 +122,13 @@ class Registry:
         self.versions = list(self.send(model_aliases.list_versions_call(self.model_name)))
 
     def version(self, version_id: str) -> gca.Model:
-        return next(v for v in self.versions if v.version_id == version_id)
+        """The version as last read; RegistryActionError when the registry lists none such."""
+        found = next((v for v in self.versions if v.version_id == version_id), None)
+        if found is None:
+            raise RegistryActionError(
+                f"{self.model_name}: no version {version_id} in the registry's list"
+            )
+        return found
 
 
 def open_registry(config: PipelineConfig, send: Send, say: Say, may_be_new: bool) -> Registry:
@@ -286,7 +292,9 @@ def bless(registry: Registry, model_uri: str, reason: str) -> None:
         _write_intent(registry, target, intent)
         change = change_now()
     registry.say(f"{change.summary} as {registry.model_name}@{target}")
-    served_uri = registry.version(target).artifact_uri or model_uri
+    served_uri = next(
+        (v.artifact_uri for v in registry.versions if v.version_id == target), model_uri
+    )  # a version uploaded now serves from the model's folder
     _complete(registry, target, intent, change, _record(place, model_uri, served_uri, reason))
 
 
@@ -358,8 +366,13 @@ def _complete(
     _step(f"{name}@{target}", "Vertex ML Metadata", lambda: metadata(registry, change))
     if change.serving is not None:
         _step(f"{name}@{target}", "the endpoint", lambda: _move_traffic(registry, change.serving))
-    labels = {k: v for k, v in registry.version(target).labels.items() if k != INTENT_LABEL}
-    registry.send(model_aliases.labels_call(name, target, labels))
+
+    def clear_intent() -> None:
+        labels = registry.version(target).labels
+        kept = {key: value for key, value in labels.items() if key != INTENT_LABEL}
+        registry.send(model_aliases.labels_call(name, target, kept))
+
+    _step(f"{name}@{target}", "removing the intent label", clear_intent)
     registry.reread()
 
 
