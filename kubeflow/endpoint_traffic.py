@@ -4,11 +4,18 @@ The registry Pusher deploys each new version to `vertex.model_registry.endpoint_
 with all the traffic. When a person moves the `default` alias (kubeflow/model_aliases.py,
 kubeflow/registry_blessing.py), the endpoint moves too: all its traffic goes to the
 version that now serves, deployed first (with `traffic_split {"0": 100}`, so the switch
-happens when the deploy is done) if it is not deployed. Nothing is undeployed, so the
-move back is one more traffic change.
+happens when the deploy is done) if it is not deployed.
+
+An endpoint bills for every deployed model, so a move keeps only what a fast rollback
+needs deployed: the version that now serves, the one that served before it (moving
+back is one more traffic change) and a pinned version; this entry's older deployments
+are undeployed (`deployments_to_retire`, which the registry Pusher uses too).
+Another model's deployments on the same endpoint are left alone.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
@@ -21,6 +28,7 @@ from kubeflow.vertex_requests import ApiCall, parent
 # Stand-in, in a dry run, for what only the lookup finds.
 FOUND_ENDPOINT = "<name of the endpoint the lookup finds>"
 FOUND_DEPLOYED = "<id of its deployed model of that version>"
+FOUND_OLDER = "<id of each older deployed model of this entry>"
 # DeployModel's name for the model it is deploying, in `traffic_split`.
 BEING_DEPLOYED = "0"
 
@@ -31,10 +39,10 @@ def registry_endpoint(config: PipelineConfig) -> ModelRegistryConfig | None:
     return registry if registry and registry.endpoint_display_name else None
 
 
-def find_endpoint_call(config: PipelineConfig, registry: ModelRegistryConfig) -> ApiCall:
-    """EndpointService.ListEndpoints for the endpoint the Pusher deploys to."""
+def find_endpoint_call(location: str, registry: ModelRegistryConfig) -> ApiCall:
+    """EndpointService.ListEndpoints for the endpoint the Pusher deploys to, in `location`."""
     request = gca.ListEndpointsRequest(
-        parent=parent(config), filter=f'display_name="{registry.endpoint_display_name}"'
+        parent=location, filter=f'display_name="{registry.endpoint_display_name}"'
     )
     return ApiCall("EndpointService.ListEndpoints", request)
 
@@ -82,6 +90,49 @@ def split_call(endpoint: gca.Endpoint, deployed_model_id: str) -> ApiCall:
     return ApiCall("EndpointService.UpdateEndpoint", request)
 
 
+def deployments_to_retire(
+    deployed: Any, traffic_split: dict[str, int], model_name: str, keep: set[str]
+) -> list[Any]:
+    """The deployments of `model_name` to undeploy once the versions in `keep` serve.
+
+    Kept as well: the one that had the most traffic before the move (the fast rollback),
+    or, when that is a kept version, the newest other. Other models' deployments are not
+    this entry's to undeploy.
+
+    Args:
+      deployed: the endpoint's DeployedModels, as listed before the move.
+      traffic_split: its traffic split before the move (deployed model id -> percent).
+      model_name: the registry entry's resource name.
+      keep: version ids that stay deployed (the one that serves now, a pinned one).
+    """
+    ours = [d for d in deployed if d.model.split("@")[0] == model_name]
+    others = [d for d in ours if d.model_version_id not in keep]
+    busiest = max(others, key=lambda d: traffic_split.get(d.id, 0), default=None)
+    if busiest is not None and traffic_split.get(busiest.id, 0) == 0:
+        busiest = max(others, key=lambda d: int(d.model_version_id))
+    return [d for d in others if d is not busiest]
+
+
+def undeploy_call(endpoint_name: str, deployed_model_id: str) -> ApiCall:
+    """UndeployModel of one deployed model (one that has no traffic)."""
+    request = gca.UndeployModelRequest(endpoint=endpoint_name, deployed_model_id=deployed_model_id)
+    return ApiCall("EndpointService.UndeployModel", request)
+
+
+def retire_calls(
+    endpoint: gca.Endpoint, model_name: str, version: str, keep: set[str]
+) -> dict[str, ApiCall]:
+    """UndeployModel of each deployment of `model_name` that a move to `version` leaves idle,
+    by the version it serves; `keep` holds other version ids to keep (a pinned one)."""
+    retired = deployments_to_retire(
+        endpoint.deployed_models,
+        dict(endpoint.traffic_split),
+        model_name,
+        keep={version, *keep},
+    )
+    return {d.model_version_id: undeploy_call(endpoint.name, d.id) for d in retired}
+
+
 def planned_traffic_calls(
     config: PipelineConfig, model_name: str, version: str
 ) -> dict[str, ApiCall]:
@@ -91,7 +142,8 @@ def planned_traffic_calls(
         return {}
     found = gca.Endpoint(name=FOUND_ENDPOINT, display_name=registry.endpoint_display_name)
     return {
-        "endpoint_lookup": find_endpoint_call(config, registry),
+        "endpoint_lookup": find_endpoint_call(parent(config), registry),
         "if_deployed": split_call(found, FOUND_DEPLOYED),
         "if_not_deployed": deploy_call(FOUND_ENDPOINT, model_name, version, registry),
+        "undeploy_older": undeploy_call(FOUND_ENDPOINT, FOUND_OLDER),
     }

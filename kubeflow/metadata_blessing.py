@@ -12,9 +12,10 @@ is read from the newest run's `job_detail.pipeline_context` rather than derived.
 The Model artifact and the context are looked up before the registry moves (a
 model Vertex ML Metadata does not know is refused with nothing changed); the
 records are written after it, as locally: a blessing recorded for a model that
-does not serve would move the baseline away from what serves. Blessing again
-after a failure there is safe (the upload is not repeated; a second blessing of
-the same model changes no baseline).
+does not serve would move the baseline away from what serves. A failure there
+leaves the bless's intent label on the version (kubeflow/registry_actions.py),
+and the next registry command records the blessing (the upload is not repeated;
+a second blessing of the same model changes no baseline).
 
 Assumed from the API reference, not observed: ListPipelineJobs' `pipeline_name`
 filter (the compiled pipeline's name, `config.full_pipeline_name`), that the
@@ -194,7 +195,7 @@ def record_blessing(
     """
     with _one_line(
         f"{model_uri}: serves, but Vertex ML Metadata did not record the blessing",
-        "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)",
+        "nothing is uploaded twice",
     ):
         calls = record_calls(place.store, place.model, model_uri, served_uri, reason, Note(None))
         blessing, pushed, execution = (send(call).name for call in calls.values())

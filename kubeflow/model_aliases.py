@@ -22,9 +22,10 @@ deleted:
 
 When `vertex.model_registry.endpoint_display_name` is set, the endpoint's
 traffic follows the version that now serves (`kubeflow/endpoint_traffic.py`).
-Before any of it, the CLI makes Vertex ML Metadata's blessings agree with what
-the registry will set aside (`kubeflow/registry_baseline.py`), so the next
-run's baseline is what serves.
+`kubeflow/registry_actions.py` sends these requests, then makes Vertex ML
+Metadata's blessings agree with what the registry set aside
+(`kubeflow/registry_baseline.py`), so the next run's baseline is what serves;
+`finishing_change` is what is left to send of an action a stop left half done.
 The manual blessing (`kubeflow/registry_blessing.py`) builds on the same notes.
 The requests are built here, offline, so `--dry-run` prints exactly what is sent.
 """
@@ -40,11 +41,10 @@ from google.protobuf import field_mask_pb2
 
 from common.config import ConfigError, PipelineConfig
 from components.serving.versions import operator_name
-from kubeflow.model_registry import PINNED_ALIAS, ROLLED_BACK_LABEL, is_rolled_back
+from kubeflow.model_registry import DEFAULT_ALIAS, PINNED_ALIAS, ROLLED_BACK_LABEL, is_rolled_back
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent
 
-DEFAULT_ALIAS = "default"
 ACTIONS = ("rollback", "pin", "unpin", "restore")
 # Stand-ins, in a dry run, for what only the lookups find.
 FOUND_MODEL = "<name of the registry entry the lookup finds>"
@@ -81,8 +81,12 @@ def find_model_call(config: PipelineConfig) -> ApiCall:
         raise ConfigError(
             "vertex.model_registry: not set; name the registry entry to act on (model_display_name)"
         )
-    name = registry.model_display_name
-    request = gca.ListModelsRequest(parent=parent(config), filter=f'display_name="{name}"')
+    return model_lookup_call(parent(config), registry.model_display_name)
+
+
+def model_lookup_call(location: str, display_name: str) -> ApiCall:
+    """ModelService.ListModels for the entry named `display_name` in `location`."""
+    request = gca.ListModelsRequest(parent=location, filter=f'display_name="{display_name}"')
     return ApiCall("ModelService.ListModels", request)
 
 
@@ -304,6 +308,53 @@ def _restore_calls(
 
 def _without_rolled_back(labels: dict[str, str]) -> dict[str, str]:
     return {key: value for key, value in labels.items() if key != ROLLED_BACK_LABEL}
+
+
+def finishing_change(
+    action: str, model_name: str, versions: Sequence[gca.Model], version: str, serving: str | None
+) -> RegistryChange:
+    """The registry steps of `action` on `version` still to send, once it was left half done.
+
+    Each step is sent only when the registry does not show it yet, so finishing twice
+    changes nothing. `serving` is the version the action gives `default` (None: none).
+
+    Raises:
+      RegistryActionError: a pin to another version stands (a pin cannot be finished).
+    """
+    note = Note(None)
+    target = _find(model_name, versions, version)
+    if action == "pin":
+        change = _pin(model_name, versions, target, "finishing an interrupted pin", note)
+        if PINNED_ALIAS in target.version_aliases:
+            del change.calls["describe_pin"]  # its note is there already
+        return change
+    calls = {}
+    labels = dict(target.labels)
+    if action == "rollback" and not is_rolled_back(labels):
+        reason = "finishing an interrupted rollback"
+        calls["label_rolled_back"] = note.set_aside(model_name, version, labels, reason)
+    if action == "restore" and is_rolled_back(labels):
+        calls["remove_rolled_back_label"] = note.describe(
+            model_name, version, "restored", labels=_without_rolled_back(labels)
+        )
+    if (
+        serving is not None
+        and DEFAULT_ALIAS not in _find(model_name, versions, serving).version_aliases
+    ):
+        calls["move_default_alias"] = aliases_call(model_name, serving, [DEFAULT_ALIAS])
+    summary = f"finished the {action} of {model_name}@{version}" + (
+        f"; serving {serving} ({DEFAULT_ALIAS})" if serving else ""
+    )
+    return RegistryChange(calls, serving, summary)
+
+
+def labels_call(model_name: str, version: str, labels: dict[str, str]) -> ApiCall:
+    """UpdateModel of one version's labels only (they replace all its labels)."""
+    request = gca.UpdateModelRequest(
+        model=gca.Model(name=f"{model_name}@{version}", labels=labels),
+        update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+    )
+    return ApiCall("ModelService.UpdateModel", request)
 
 
 def aliases_call(model_name: str, version: str, aliases: list[str]) -> ApiCall:

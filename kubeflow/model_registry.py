@@ -18,7 +18,11 @@ Before anything is pushed, the registry is asked too, as the local Pusher asks
 the serving folder (`components/serving/versions.push_refusal`): while a
 version has the `pinned` alias (`tpu-pipeline serving pin --vertex`), or when
 the candidate is a version rolled back before, nothing is pushed, uploaded or
-deployed, and the run's push says why (`push_refused`).
+deployed, and the run's push says why (`push_refused`). A pin that lands between
+that check and the upload (the registry has no compare-and-set on aliases) is
+found by reading the aliases again after the upload: `default` goes back to the
+pinned version, the new one is labelled set aside by the pin, nothing is deployed,
+and `push_refused` says so.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +38,7 @@ from absl import logging
 
 from common.config import ModelRegistryConfig, VertexConfig
 from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from components.pusher import AtomicPusher, AtomicPusherExecutor
+from components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusher, AtomicPusherExecutor
 from components.serving.publish import model_fingerprint
 
 REGISTRY_KEY = "vertex_model_registry"
@@ -43,6 +48,9 @@ FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"
 ROLLED_BACK_LABEL = "tpu_pipeline_rolled_back"
 # Set by `tpu-pipeline serving pin --vertex`: an alias names one version of an entry.
 PINNED_ALIAS = "pinned"
+DEFAULT_ALIAS = "default"
+# The registry versions a push undeployed from the endpoint (comma-separated ids).
+UNDEPLOYED_PROPERTY = "undeployed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +59,10 @@ class Registration:
 
     model: Any  # an aiplatform.Model pinned to its version
     newly_registered: bool
+    # Why the version does not serve although it was uploaded (a pin landed meanwhile).
+    refusal: str | None = None
+    # The versions its deploy undeployed from the endpoint (older than the one before it).
+    undeployed: tuple[str, ...] = ()
 
 
 def registry_custom_config(vertex: VertexConfig) -> dict[str, Any]:
@@ -107,9 +119,58 @@ def register_model_version(
             labels={FINGERPRINT_LABEL: label},
             **location,
         )
+        refusal = yield_to_pin(aiplatform, model, location)
+        if refusal is not None:
+            return Registration(model, newly_registered, refusal)
+    undeployed: tuple[str, ...] = ()
     if registry.endpoint_display_name and not is_rolled_back(model.labels):
-        _deploy_unless_deployed(aiplatform, model, registry, location)
-    return Registration(model, newly_registered)
+        undeployed = _deploy_unless_deployed(aiplatform, model, registry, location)
+    return Registration(model, newly_registered, undeployed=undeployed)
+
+
+def yield_to_pin(aiplatform: Any, model: Any, location: dict) -> str | None:
+    """After an upload as `default`: when another version has the `pinned` alias, gives
+    `default` back to it and labels the new version set aside; says what it did, else None.
+
+    `serving pin --vertex` may land between `registry_refusal` and the upload, and the
+    upload's `is_default_version` would then take `default` from the pinned version.
+    """
+    registry = aiplatform.ModelRegistry(model.resource_name, **location)
+    pinned = next(
+        (
+            v
+            for v in registry.list_versions()
+            if PINNED_ALIAS in (v.version_aliases or ()) and v.version_id != model.version_id
+        ),
+        None,
+    )
+    if pinned is None:
+        return None
+    registry.add_version_aliases([DEFAULT_ALIAS], version=pinned.version_id)
+    if not is_rolled_back(model.labels):
+        _set_aside(model)
+    return (
+        f"serving was pinned to version {pinned.version_id} while this push uploaded version "
+        f"{model.version_id}: `default` is back on {pinned.version_id} and {model.version_id} "
+        "is set aside (rolled back); `tpu-pipeline serving unpin --vertex`, then "
+        f"`tpu-pipeline serving restore {model.version_id} --vertex` to serve it"
+    )
+
+
+def _set_aside(model: Any) -> None:
+    """Labels the uploaded version rolled back, stamped as `serving rollback` stamps it.
+
+    Through UpdateModel of `<entry>@<version>`: the SDK's `Model.update` writes the
+    entry's default version, which is the pinned one again by now.
+    """
+    from google.cloud.aiplatform_v1 import types as gca
+    from google.protobuf import field_mask_pb2
+
+    labels = {**dict(model.labels or {}), ROLLED_BACK_LABEL: str(int(time.time()))}
+    model.api_client.update_model(
+        model=gca.Model(name=f"{model.resource_name}@{model.version_id}", labels=labels),
+        update_mask=field_mask_pb2.FieldMask(paths=["labels"]),
+    )
 
 
 def registry_refusal(
@@ -166,8 +227,12 @@ def _version_labelled(aiplatform: Any, parent: str, label: str, location: dict) 
 
 def _deploy_unless_deployed(
     aiplatform: Any, model: Any, registry: ModelRegistryConfig, location: dict
-) -> None:
-    """Deploys the version to the named endpoint (created once), unless it serves it already."""
+) -> tuple[str, ...]:
+    """Deploys the version to the named endpoint (created once), unless it serves it already,
+    then undeploys this entry's versions older than the one that served before it.
+
+    Returns the version ids undeployed.
+    """
     endpoints = aiplatform.Endpoint.list(
         filter=f'display_name="{registry.endpoint_display_name}"', **location
     )
@@ -176,14 +241,25 @@ def _deploy_unless_deployed(
         if endpoints
         else aiplatform.Endpoint.create(display_name=registry.endpoint_display_name, **location)
     )
+    before = endpoint.list_models()
     if any(
-        is_deployment_of(deployed, model.resource_name, model.version_id)
-        for deployed in endpoint.list_models()
+        is_deployment_of(deployed, model.resource_name, model.version_id) for deployed in before
     ):
-        return
+        return ()
+    traffic = dict(endpoint.traffic_split or {})
     model.deploy(
         endpoint=endpoint, machine_type=registry.endpoint_machine_type, traffic_percentage=100
     )
+    from kubeflow.endpoint_traffic import deployments_to_retire  # it imports this module
+
+    versions = aiplatform.ModelRegistry(model.resource_name, **location).list_versions()
+    pinned = {v.version_id for v in versions if PINNED_ALIAS in (v.version_aliases or ())}
+    retired = deployments_to_retire(
+        before, traffic, model.resource_name, keep={model.version_id, *pinned}
+    )
+    for deployed in retired:
+        endpoint.undeploy(deployed_model_id=deployed.id)
+    return tuple(d.model_version_id for d in retired)
 
 
 class RegistryPusherExecutor(AtomicPusherExecutor):
@@ -212,17 +288,33 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             ),
         )
         model = registration.model
+        if registration.refusal is not None:
+            logging.warning("Uploaded but not served: %s", registration.refusal)
+            self._MarkNotPushed(pushed_model)
+            pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, registration.refusal)
+            return
         logging.info(
             "%s %s version %s",
             "Registered" if registration.newly_registered else "Already registered:",
             model.resource_name,
             model.version_id,
         )
+        for version_id in registration.undeployed:
+            logging.info("Undeployed %s@%s from the endpoint", model.resource_name, version_id)
+        if registration.undeployed:
+            pushed_model.set_string_custom_property(
+                UNDEPLOYED_PROPERTY, ",".join(registration.undeployed)
+            )
 
     def _push_refusal(
         self, model_dir: str, base_directory: str, custom_config: dict[str, Any]
     ) -> str | None:
-        """The registry's reasons first (what serves on Vertex), then the serving folder's."""
+        """The registry's reasons first (what serves on Vertex), then the serving folder's.
+
+        An action a person left half done on the registry is finished first, so the
+        push is decided from what they meant (`kubeflow/registry_actions.py`).
+        """
+        finish_left_over(*_registry_settings(custom_config))
         return registry_refusal(
             model_dir, *_registry_settings(custom_config), vertex_sdk()
         ) or super()._push_refusal(model_dir, base_directory, custom_config)
@@ -233,6 +325,20 @@ def _registry_settings(custom_config: dict[str, Any]) -> tuple[ModelRegistryConf
     settings = dict(custom_config[REGISTRY_KEY])
     project, region = settings.pop("project"), settings.pop("region")
     return ModelRegistryConfig.model_validate(settings), project, region
+
+
+def finish_left_over(registry: ModelRegistryConfig, project: str, region: str) -> None:
+    """Finishes a rollback, pin or restore a person left half done (one log line each)."""
+    from kubeflow import registry_actions, vertex_api
+
+    credentials = vertex_api.connect(region)
+    registry_actions.finish_before_push(
+        registry,
+        project,
+        region,
+        lambda call: vertex_api.send(call, region, credentials),
+        lambda line: logging.warning("%s", line),
+    )
 
 
 def vertex_sdk() -> Any:

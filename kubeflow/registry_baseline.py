@@ -22,10 +22,11 @@ read by its events, so how far a hop reaches does not matter). A manual
 blessing (kubeflow/metadata_blessing.py) records its PushedModel the same way,
 its ModelBlessing an output of the same execution.
 
-The CLI calls this with the versions as they will be once the action is done
-(`versions_after`), before it moves any alias: when the metadata cannot be
-written the registry is untouched and running the same command again is safe
-(what is written already agrees, and is not written twice).
+`kubeflow/registry_actions.py` calls this with the versions as they are once the
+registry step is sent (`versions_after`), after it and before the action's intent
+label is cleared: when the metadata cannot be written, the next registry command
+or registry Pusher finds the intent and calls this again (what is written already
+agrees, and is not written twice).
 
 Assumed from the API reference, not observed (no network here): the filter
 `metadata.<key>.string_value`, that a TFX artifact's custom properties are its
@@ -71,7 +72,12 @@ def metadata_call(method: str, request: Any) -> ApiCall:
 
 def metadata_store(config: PipelineConfig) -> str:
     """The project's metadata store in the region, the one Vertex AI Pipelines writes."""
-    return f"{parent(config)}/metadataStores/default"
+    return store_in(parent(config))
+
+
+def store_in(location: str) -> str:
+    """The metadata store of `projects/P/locations/R`."""
+    return f"{location}/metadataStores/default"
 
 
 def pushed_models_call(store: str, destination: str) -> ApiCall:
@@ -178,10 +184,7 @@ def follow_registry(
                     send(call)
                     changed["withdrawn" if set_aside_as else "reinstated"].append(blessing.name)
         except exceptions.GoogleAPIError as error:
-            raise BaselineError(
-                f"{name}: Vertex ML Metadata did not follow ({error}); nothing in the registry "
-                "was changed, so running the command again is safe"
-            ) from None
+            raise BaselineError(f"{name}: Vertex ML Metadata did not follow ({error})") from None
     return changed
 
 

@@ -9,7 +9,8 @@ Pusher recognises (a later run does not upload it again), the label
 `tpu_pipeline_blessed_by_hand`, and who blessed it and why in its version
 description. As locally, a pin is honoured and a rolled-back model is refused
 (restore it instead); a model the registry holds already gets the note and
-`default`. The CLI then records the blessing in Vertex ML Metadata
+`default`. `kubeflow/registry_actions.py` runs the serving check first, sends
+these requests, then records the blessing in Vertex ML Metadata
 (kubeflow/metadata_blessing.py), so the next Vertex run's baseline follows it.
 """
 

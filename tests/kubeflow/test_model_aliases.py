@@ -71,15 +71,18 @@ def test_serving_rollback_vertex_dry_run_prints_the_lookup_and_both_requests(cap
     assert list(printed) == [
         "lookup",
         "versions",
-        "baseline_pushed_lookup",  # the next run's baseline follows, before anything moves
+        "write_intent",  # first: what a later command finishes if this one stops
+        "label_rolled_back",
+        "move_default_alias",
+        "baseline_pushed_lookup",  # the next run's baseline follows the registry
         "baseline_lineage",
         "if_rolled_back_withdraw_blessing",
         "if_back_reinstate_blessing",
-        "label_rolled_back",
-        "move_default_alias",
         "endpoint_lookup",  # vertex-tpu.yaml names an endpoint: its traffic follows
         "if_deployed",
         "if_not_deployed",
+        "undeploy_older",
+        "clear_intent",
     ]
     assert printed["lookup"]["method"] == "ModelService.ListModels"
     assert printed["lookup"]["request"]["filter"] == 'display_name="tpu-pipeline-digits"'
@@ -243,15 +246,19 @@ def test_serving_pin_vertex_moves_the_aliases_then_all_traffic_to_the_pinned_ver
     assert [call.method.split(".")[1] for call in api.sent] == [
         "ListModels",
         "ListModelVersions",
-        "ListArtifacts",  # the baseline first: PushedModels of version 1
-        "ListArtifacts",  # and of version 2
+        "UpdateModel",  # the intent label on version 1
         "UpdateModel",  # version 2 set aside
         "UpdateModel",  # the pin's note on version 1
         "MergeVersionAliases",
+        "ListModelVersions",
+        "ListArtifacts",  # the baseline follows: PushedModels of version 1
+        "ListArtifacts",  # and of version 2
         "ListEndpoints",
-        "UpdateEndpoint",
+        "UpdateEndpoint",  # 2 had the traffic: kept deployed, nothing undeployed
+        "UpdateModel",  # the intent label removed
+        "ListModelVersions",
     ]
-    split = api.sent[-1].request
+    split = next(c for c in api.sent if c.method == "EndpointService.UpdateEndpoint").request
     assert dict(split.endpoint.traffic_split) == {"11": 100}  # 0 to the others, still deployed
     assert list(split.update_mask.paths) == ["traffic_split"]
     printed = capsys.readouterr().out
@@ -266,8 +273,7 @@ def test_serving_rollback_vertex_deploys_the_previous_version_when_the_endpoint_
 
     assert serving_vertex(monkeypatch, api, "rollback", "--reason", "bad") == 0
 
-    deploy = api.sent[-1]
-    assert deploy.method == "EndpointService.DeployModel"
+    deploy = next(c for c in api.sent if c.method.startswith("EndpointService.Deploy"))
     assert deploy.request.deployed_model.model == f"{MODEL}@1"
     assert deploy.request.deployed_model.dedicated_resources.machine_spec.machine_type == (
         "n1-standard-2"
@@ -316,14 +322,21 @@ def test_serving_pin_and_restore_vertex_dry_run_print_every_request_they_may_sen
         return json.loads(capsys.readouterr().out)
 
     pin = dry_run("pin", "3", "--reason", "good")
-    assert list(pin)[6:] == [
+    assert list(pin)[2:] == [
+        "write_intent",
         f"set_aside_{model_aliases.FOUND_NEWER}",
         "if_3_is_rolled_back",
         "describe_pin",
         "move_default_and_pinned_aliases",
+        "baseline_pushed_lookup",
+        "baseline_lineage",
+        "if_rolled_back_withdraw_blessing",
+        "if_back_reinstate_blessing",
         "endpoint_lookup",
         "if_deployed",
         "if_not_deployed",
+        "undeploy_older",
+        "clear_intent",
     ]
     assert pin["move_default_and_pinned_aliases"]["request"]["versionAliases"] == [
         "default",
@@ -332,8 +345,33 @@ def test_serving_pin_and_restore_vertex_dry_run_print_every_request_they_may_sen
     assert pin["if_not_deployed"]["request"]["deployedModel"]["model"] == f"{FOUND_MODEL}@3"
 
     no_endpoint = dry_run("restore", "3", config="kubeflow/vertex-gpu.yaml")
-    assert list(no_endpoint)[6:] == [
+    assert list(no_endpoint)[2:5] == [
+        "write_intent",
         "remove_rolled_back_label",
         f"if_newer_than_{model_aliases.FOUND_DEFAULT}",
     ]
+    assert list(no_endpoint)[-1] == "clear_intent"
     assert list(dry_run("unpin"))[2:] == ["remove_pinned_alias"]
+
+
+def test_a_traffic_move_keeps_the_served_and_the_previous_version_and_undeploys_older_ones(
+    monkeypatch, capsys
+):
+    versions = [version("1"), version("2"), version("3"), version("4", "default")]
+    on_endpoint = endpoint(("11", "1"), ("12", "2"), ("13", "3"), ("14", "4"))  # 14 serves
+    api = FakeVertexApi(versions, [on_endpoint])
+
+    assert serving_vertex(monkeypatch, api, "pin", "2", "--reason", "known good") == 0
+
+    undeploys = [c.request for c in api.sent if c.method == "EndpointService.UndeployModel"]
+    assert [(u.endpoint, u.deployed_model_id) for u in undeploys] == [
+        (on_endpoint.name, "11"),
+        (on_endpoint.name, "13"),
+    ]  # 2 serves (and is pinned); 4 served before it: a rollback is one traffic change
+    methods = [c.method for c in api.sent]
+    assert methods.index("EndpointService.UpdateEndpoint") < methods.index(
+        "EndpointService.UndeployModel"
+    )  # the traffic leaves a version before it is undeployed
+    printed = capsys.readouterr().out.splitlines()
+    assert f"undeployed {MODEL}@1 from {on_endpoint.name}" in printed
+    assert f"undeployed {MODEL}@3 from {on_endpoint.name}" in printed

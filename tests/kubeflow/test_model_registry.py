@@ -15,14 +15,19 @@ import pytest
 from tensorflow.core.protobuf import fingerprint_pb2
 
 from common.config import ModelRegistryConfig
+from components import pusher
+from components.serving.server_check import ServingCheckResult
 from kubeflow.model_registry import FINGERPRINT_LABEL, register_model_version
+
+PASSED = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
 
 
 class FakeVertex:
     """The part of `google.cloud.aiplatform` the registry uses, backed by lists.
 
     `fail_once` names operations ("upload", "deploy") whose next call raises,
-    as a network error or a quota would.
+    as a network error or a quota would. `before_upload` runs inside the next
+    upload, before it lands: what another person does meanwhile.
     """
 
     def __init__(self):
@@ -30,6 +35,7 @@ class FakeVertex:
         self.endpoints: list[types.SimpleNamespace] = []
         self.fail_once: set[str] = set()
         self.uploads: list[dict] = []
+        self.before_upload = lambda: None
         vertex = self
 
         class Model:
@@ -48,6 +54,7 @@ class FakeVertex:
             @staticmethod
             def upload(**kwargs):
                 vertex._maybe_fail("upload")
+                vertex.before_upload()
                 vertex.uploads.append(kwargs)
                 parent = kwargs["parent_model"] or f"models/{len(vertex.entries) + 1}"
                 entry = vertex.entries.setdefault(
@@ -56,7 +63,7 @@ class FakeVertex:
                 version = FakeVersion(vertex, parent, str(len(entry["versions"]) + 1), kwargs)
                 if kwargs["is_default_version"] or not entry["versions"]:
                     for other in entry["versions"]:  # an alias names one version
-                        other.version_aliases.remove("default")
+                        other.version_aliases = [a for a in other.version_aliases if a != "default"]
                     version.version_aliases.append("default")
                 entry["versions"].append(version)
                 return version
@@ -80,6 +87,15 @@ class FakeVertex:
                     if filter is None or version.labels.get(key) == value
                 ]
 
+            def add_version_aliases(self, new_aliases, version):
+                """An alias names one version: giving it to one takes it from the others."""
+                for other in vertex.entries[self.parent]["versions"]:
+                    other.version_aliases = [
+                        a for a in other.version_aliases if a not in new_aliases
+                    ]
+                    if other.version_id == version:
+                        other.version_aliases.extend(new_aliases)
+
         class Endpoint:
             @staticmethod
             def list(filter, project, location):
@@ -88,8 +104,17 @@ class FakeVertex:
 
             @staticmethod
             def create(display_name, project, location):
-                endpoint = types.SimpleNamespace(display_name=display_name, deployed=[])
+                endpoint = types.SimpleNamespace(
+                    display_name=display_name, deployed=[], traffic_split={}, undeployed=[]
+                )
                 endpoint.list_models = lambda: list(endpoint.deployed)
+
+                def undeploy(deployed_model_id):
+                    assert endpoint.traffic_split.get(deployed_model_id, 0) == 0  # as Vertex
+                    endpoint.undeployed.append(deployed_model_id)
+                    endpoint.deployed = [d for d in endpoint.deployed if d.id != deployed_model_id]
+
+                endpoint.undeploy = undeploy
                 vertex.endpoints.append(endpoint)
                 return endpoint
 
@@ -117,10 +142,26 @@ class FakeVersion:
         self.version_aliases: list[str] = []
         self.version_description = ""
 
+    @property
+    def api_client(self):
+        """ModelService's update_model, as the SDK's client takes it."""
+        return types.SimpleNamespace(update_model=self._update_model)
+
+    def _update_model(self, model, update_mask):
+        entry, version_id = model.name.split("@")  # a version of the entry, by its id
+        assert list(update_mask.paths) == ["labels"]
+        (version,) = [
+            v for v in self._vertex.entries[entry]["versions"] if v.version_id == version_id
+        ]
+        version.labels = dict(model.labels)
+
     def deploy(self, endpoint, machine_type, traffic_percentage):
         self._vertex._maybe_fail("deploy")
-        deployed = types.SimpleNamespace(model=self.resource_name, model_version_id=self.version_id)
+        deployed = types.SimpleNamespace(
+            id=f"d{self.version_id}", model=self.resource_name, model_version_id=self.version_id
+        )
         endpoint.deployed.append(deployed)
+        endpoint.traffic_split = {deployed.id: traffic_percentage}  # 100: the others get 0
 
 
 def saved_model_dir(tmp_path, checksum: int) -> str:
@@ -241,20 +282,28 @@ def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_bef
 
 
 def _push_through_the_registry_pusher(
-    tmp_path, monkeypatch, vertex: FakeVertex, candidate: str | None = None
+    tmp_path, monkeypatch, vertex: FakeVertex, candidate: str | None = None, api=None
 ):
     """Runs the whole RegistryPusherExecutor (serving folder push, then registry) on `vertex`,
-    for `candidate` (a SavedModel folder; by default one with only a fingerprint)."""
+    for `candidate` (a SavedModel folder; by default one with only a fingerprint).
+
+    `api` stands in for `vertex_api.send` (the requests that finish a half-done action);
+    None: one that finds no registry entry, so nothing is left to finish.
+    """
     import shutil
 
     from common.config import load_config
     from common.tfx_api import standard_artifacts
     from components.contract import pusher_sections
-    from kubeflow import model_registry
+    from kubeflow import model_registry, vertex_api
     from kubeflow.model_registry import RegistryPusherExecutor, registry_custom_config
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     monkeypatch.setattr(model_registry, "vertex_sdk", lambda: vertex)
+    monkeypatch.setattr(vertex_api, "connect", lambda region: "credentials")
+    monkeypatch.setattr(
+        vertex_api, "send", api.send if api else lambda call, region, credentials: []
+    )
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "trainer-output")
     shutil.copytree(
@@ -380,3 +429,109 @@ def test_the_registry_pusher_checks_a_new_model_once_and_records_which_server(
     assert pushed_model.get_string_custom_property(SERVING_CHECK_SERVER_PROPERTY) == (
         "model_server.py"
     )
+
+
+def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pinned_version(
+    tmp_path, monkeypatch
+):
+    from components.pusher import PUSH_REFUSED_PROPERTY
+    from kubeflow.model_registry import PINNED_ALIAS, ROLLED_BACK_LABEL
+
+    vertex = FakeVertex()
+    register(saved_model_dir(tmp_path, 1), vertex, model_display_name="tpu-pipeline-digits")
+    (first,) = vertex.versions("tpu-pipeline-digits")
+
+    def pin_version_1():  # `serving pin 1 --vertex`, after the Pusher checked for a pin
+        vertex.ModelRegistry(first.resource_name, None, None).add_version_aliases(
+            ["default", PINNED_ALIAS], version="1"
+        )
+
+    vertex.before_upload = pin_version_1
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    first, uploaded = vertex.versions("tpu-pipeline-digits")
+    assert first.version_aliases == [PINNED_ALIAS, "default"]
+    assert uploaded.version_aliases == [] and ROLLED_BACK_LABEL in uploaded.labels
+    assert vertex.endpoints == []  # the set-aside version is not deployed
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY).startswith(
+        "serving was pinned to version 1 while this push uploaded version 2: "
+        "`default` is back on 1 and 2 is set aside (rolled back); "
+    )
+
+
+def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older_ones(
+    tmp_path, monkeypatch
+):
+    from kubeflow.model_registry import UNDEPLOYED_PROPERTY
+
+    vertex = FakeVertex()
+    models = [saved_model_dir(tmp_path, checksum) for checksum in (1, 3, 4, 5)]
+    for model_dir in models:  # versions 1 to 4, each deployed in turn
+        register(model_dir, vertex, model_display_name="tpu-pipeline-digits")
+    (endpoint,) = vertex.endpoints = [vertex.Endpoint.create("tpu-pipeline-digits", None, None)]
+    for deployed in vertex.versions("tpu-pipeline-digits"):
+        deployed.deploy(endpoint, "n1-standard-2", traffic_percentage=100)
+    endpoint.deployed.append(  # another entry's model on the same endpoint: not ours
+        types.SimpleNamespace(id="x1", model="models/other", model_version_id="1")
+    )
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    assert [(d.model, d.model_version_id) for d in endpoint.deployed] == [
+        ("models/1", "4"),  # the one that served before: a rollback is a traffic change
+        ("models/other", "1"),
+        ("models/1", "5"),
+    ]
+    assert endpoint.undeployed == ["d1", "d2", "d3"]
+    assert pushed_model.get_string_custom_property(UNDEPLOYED_PROPERTY) == "1,2,3"
+
+
+def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_alone():
+    from kubeflow.endpoint_traffic import deployments_to_retire
+
+    def deployed(deployed_id, model, version_id):
+        return types.SimpleNamespace(id=deployed_id, model=model, model_version_id=version_id)
+
+    on_endpoint = [
+        deployed("d1", "models/1", "1"),
+        deployed("d2", "models/1@2", "2"),  # a name may end in "@<id>"
+        deployed("d3", "models/1", "3"),
+        deployed("d4", "models/1", "4"),
+        deployed("x1", "models/9", "1"),
+    ]
+    traffic = {"d4": 100}
+
+    retired = deployments_to_retire(on_endpoint, traffic, "models/1", keep={"2", "1"})
+    assert [d.id for d in retired] == ["d3"]  # 4 had the traffic: kept for a fast rollback
+    moved_to_serving = deployments_to_retire(on_endpoint, traffic, "models/1", keep={"4"})
+    assert [d.id for d in moved_to_serving] == ["d1", "d2"]  # the newest other, 3, is kept
+
+
+def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes(
+    tmp_path, monkeypatch, caplog
+):
+    from kubeflow.model_registry import ROLLED_BACK_LABEL
+    from kubeflow.registry_actions import INTENT_LABEL
+    from tests.kubeflow.test_model_aliases import MODEL
+    from tests.kubeflow.test_registry_baseline import (
+        WITHDRAWN_BY_KEY,
+        FakeMetadataVertexApi,
+        registry,
+    )
+
+    # `serving rollback --vertex` moved the registry, then stopped before the metadata.
+    half_done = {ROLLED_BACK_LABEL: "1", INTENT_LABEL: "rollback-1-1796133600"}
+    api = FakeMetadataVertexApi(registry(("default",), (), v2=half_done))
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)
+
+    pushed_model, _ = _push_through_the_registry_pusher(
+        tmp_path, monkeypatch, FakeVertex(), api=api
+    )
+
+    assert api.blessing("2")[WITHDRAWN_BY_KEY] == f"{MODEL}@2"  # the baseline followed
+    assert INTENT_LABEL not in api.versions["2"].labels
+    assert f"{MODEL}@2: the rollback of 2026-12-01T14:00:00+00:00 was left half done" in caplog.text
+    assert pushed_model.get_int_custom_property("pushed") == 1  # then the push went on

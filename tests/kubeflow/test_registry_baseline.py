@@ -17,6 +17,7 @@ from google.cloud.aiplatform_v1 import types as gca
 from cli.main import main
 from kubeflow import registry_baseline
 from kubeflow.model_registry import ROLLED_BACK_LABEL
+from kubeflow.registry_actions import HALF_DONE, INTENT_LABEL
 from kubeflow.registry_baseline import (
     BLESSED_BEFORE_KEY,
     WITHDRAWN_BY_KEY,
@@ -210,7 +211,7 @@ def test_requests_parse_as_aiplatform_v1_types_and_the_dry_run_prints_them(capsy
     assert printed["if_rolled_back_withdraw_blessing"]["request"]["updateMask"] == "metadata"
 
 
-def test_rollback_withdraws_only_the_rolled_back_versions_blessing_before_moving_default(
+def test_rollback_moves_default_then_withdraws_only_the_rolled_back_versions_blessing(
     monkeypatch, capsys
 ):
     api = FakeMetadataVertexApi(registry((), (), ("default",)))
@@ -222,9 +223,9 @@ def test_rollback_withdraws_only_the_rolled_back_versions_blessing_before_moving
     assert api.blessing("3")["blessed"] == 0
     assert api.blessing("2")["blessed"] == 1  # what serves now is the next run's baseline
     methods = [call.method for call in api.sent]
-    assert methods.index("MetadataService.UpdateArtifact") < methods.index(
-        "ModelService.MergeVersionAliases"
-    )
+    assert methods.index("ModelService.MergeVersionAliases") < methods.index(
+        "MetadataService.UpdateArtifact"
+    )  # as locally: the serving side first, then the baseline, under the intent
     assert "baseline: withdrawn 1 blessing(s) in Vertex ML Metadata" in capsys.readouterr().out
 
     assert serving(monkeypatch, api, "restore", "3") == 0
@@ -257,21 +258,65 @@ def test_a_version_rolled_back_earlier_gets_its_blessing_withdrawn_by_a_later_ac
     assert api.blessing("3")[WITHDRAWN_BY_KEY] == f"{MODEL}@3"
 
 
-def test_a_metadata_failure_is_one_line_and_moves_nothing_in_the_registry(monkeypatch, capsys):
+def test_a_metadata_failure_after_the_registry_moved_is_finished_by_the_next_command(
+    monkeypatch, capsys
+):
     api = FakeMetadataVertexApi(registry((), ("default",)))
-    api.fail_updates = True
+    api.fail_updates = True  # the store fails between the registry step and its own
 
-    assert serving(monkeypatch, api, "rollback") == 1
+    assert serving(monkeypatch, api, "rollback", "--reason", "bad") == 1
 
     err = capsys.readouterr().err
     assert err.startswith(f"tpu-pipeline: {MODEL}@2: Vertex ML Metadata did not follow (")
-    assert err.count("\n") == 1 and "running the command again is safe" in err
-    assert not [c for c in api.sent if c.method.startswith("ModelService.Update")]
-    assert not [c for c in api.sent if c.method == "ModelService.MergeVersionAliases"]
+    assert err.count("\n") == 1 and err.endswith(f"; {HALF_DONE}\n")
+    assert "default" in api.versions["1"].version_aliases  # the registry moved
+    assert api.versions["2"].labels[INTENT_LABEL].startswith("rollback-1-")
+    assert api.blessing("2")["blessed"] == 1  # the baseline did not follow yet
 
     api.fail_updates = False
-    assert serving(monkeypatch, api, "rollback") == 0
+    before = len(api.sent)
+    assert serving(monkeypatch, api, "unpin") == 0  # any next command finishes it
+
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{MODEL}@2: the rollback of ") and out[0].endswith(
+        " was left half done; finishing it"
+    )
+    assert f"finished the rollback of {MODEL}@2; serving 1 (default)" in out
     assert api.blessing("2")[WITHDRAWN_BY_KEY] == f"{MODEL}@2"
+    assert INTENT_LABEL not in api.versions["2"].labels
+    assert "default" in api.versions["1"].version_aliases
+    finishing = [c.method for c in api.sent[before:]]
+    assert "ModelService.MergeVersionAliases" not in finishing  # done already: not sent again
+
+
+def test_a_process_killed_between_the_registry_and_the_metadata_leaves_an_intent_finished_next(
+    monkeypatch, capsys
+):
+    api = FakeMetadataVertexApi(registry((), (), ("default",)))
+    send = api.send
+
+    def killed_at_the_metadata(call, region, credentials):  # as kill -9 there would
+        if call.method.startswith("MetadataService"):
+            raise KeyboardInterrupt
+        return send(call, region, credentials)
+
+    api.send = killed_at_the_metadata
+    with pytest.raises(KeyboardInterrupt):
+        serving(monkeypatch, api, "pin", "1", "--reason", "known good")
+    assert api.versions["1"].labels[INTENT_LABEL].startswith("pin-self-")
+    assert "pinned" in api.versions["1"].version_aliases
+
+    api.send = send
+    assert serving(monkeypatch, api, "list") == 0
+
+    assert sorted(api.updates()) == ["blessing-2", "blessing-3"]
+    assert INTENT_LABEL not in api.versions["1"].labels
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{MODEL}@1: the pin of ") and out[-3:] == [
+        "1  default, pinned, " + api.versions["1"].version_description,
+        "2  " + api.versions["2"].version_description,
+        "3  " + api.versions["3"].version_description,
+    ]
 
 
 @pytest.mark.parametrize("action", ["unpin", "list"])

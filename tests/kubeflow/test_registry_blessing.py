@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import types
 
 import pytest
@@ -11,7 +12,7 @@ from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
 from common.config import ModelRegistryConfig
-from kubeflow import registry_blessing
+from kubeflow import registry_actions, registry_blessing
 from kubeflow.model_aliases import RegistryActionError
 from kubeflow.model_registry import FINGERPRINT_LABEL, PINNED_ALIAS, ROLLED_BACK_LABEL
 from kubeflow.registry_blessing import BLESSED_LABEL, bless_change
@@ -79,6 +80,18 @@ def test_model_uri_must_be_on_cloud_storage(tmp_path):
         registry_blessing.model_label(str(tmp_path))
 
 
+def uploads_version_2(api) -> types.SimpleNamespace:
+    """The upload's operation: once done, the registry lists version 2 as uploaded."""
+
+    def result(timeout):
+        model = api.request("UploadModel").model
+        uploaded = gca.Model(model, name=MODEL, version_id="2")
+        api.answers["ModelService.ListModelVersions"].append(uploaded)
+        return types.SimpleNamespace(model=MODEL, model_version_id="2")
+
+    return types.SimpleNamespace(result=result)
+
+
 class FakeBlessingVertexApi(FakeVertexApi):
     """FakeVertexApi whose metadata store holds the Model and a run, and names what it creates."""
 
@@ -111,9 +124,9 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
     monkeypatch, capsys
 ):
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions, "serving_check", lambda config, uri: "passed (stub)")
     api = FakeBlessingVertexApi([version("1", "default")], [endpoint(("11", "1"))])
-    done = types.SimpleNamespace(model=MODEL, model_version_id="2")
-    api.answers["ModelService.UploadModel"] = types.SimpleNamespace(result=lambda timeout: done)
+    api.answers["ModelService.UploadModel"] = uploads_version_2(api)
 
     argv = ["bless", "--model-uri", URI, "--reason", "PO accepts"]
     assert serving_vertex(monkeypatch, api, *argv) == 0
@@ -125,7 +138,8 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
         "ListArtifacts",  # the Model artifact of --model-uri, before anything moves
         "ListPipelineJobs",
         "GetPipelineJob",  # its job_detail names the pipeline context
-        "UploadModel",
+        "UploadModel",  # with the intent label: the next command finishes what this leaves
+        "ListModelVersions",
         "CreateArtifact",  # the ModelBlessing
         "CreateArtifact",  # the PushedModel
         "CreateExecution",
@@ -133,37 +147,42 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
         "AddContextArtifactsAndExecutions",
         "ListEndpoints",
         "DeployModel",
+        "UpdateModel",  # the intent label removed
+        "ListModelVersions",
     ]
     assert api.request("ListArtifacts").filter == (
         'schema_title="tfx.Model" AND uri="gs://my-bucket/root/Trainer/model/7"'
     )
-    blessing = api.sent[6].request.artifact
+    assert registry_actions.INTENT_LABEL in api.request("UploadModel").model.labels
+    assert registry_actions.INTENT_LABEL not in api.request("UpdateModel").model.labels
+    blessing = api.sent[7].request.artifact
     assert blessing.schema_title == "tfx.ModelBlessing"
     assert blessing.state == gca.Artifact.State.LIVE
     assert blessing.metadata["blessed"] == 1  # what the Vertex resolver's query matches
     assert blessing.metadata["current_model_id"] == MODEL_ARTIFACT.name  # what it then reads
     assert blessing.metadata["manual_blessing_reason"] == "PO accepts"
-    pushed = api.sent[7].request.artifact
+    pushed = api.sent[8].request.artifact
     assert pushed.metadata["pushed_destination"] == URI  # a rollback of version 2 finds it
     events = api.request("AddExecutionEvents")
-    assert events.execution == f"{STORE}/created/9"
+    assert events.execution == f"{STORE}/created/10"
     assert [(e.artifact, e.type_) for e in events.events] == [
         (MODEL_ARTIFACT.name, gca.Event.Type.INPUT),
-        (f"{STORE}/created/7", gca.Event.Type.OUTPUT),
         (f"{STORE}/created/8", gca.Event.Type.OUTPUT),
+        (f"{STORE}/created/9", gca.Event.Type.OUTPUT),
     ]
     context = api.request("AddContextArtifactsAndExecutions")
     assert context.context == CONTEXT
-    assert list(context.artifacts) == [f"{STORE}/created/7", f"{STORE}/created/8"]
-    assert api.sent[-1].request.deployed_model.model == f"{MODEL}@2"
+    assert list(context.artifacts) == [f"{STORE}/created/8", f"{STORE}/created/9"]
+    assert api.request("DeployModel").deployed_model.model == f"{MODEL}@2"
     out = capsys.readouterr().out
-    assert f"as {MODEL}@2" in out and f"recorded {STORE}/created/7" in out
+    assert f"as {MODEL}@2" in out and f"recorded {STORE}/created/8" in out
 
 
 def test_serving_bless_vertex_of_a_model_metadata_does_not_know_is_one_line_and_moves_nothing(
     monkeypatch, capsys
 ):
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions, "serving_check", lambda config, uri: "passed (stub)")
     api = FakeBlessingVertexApi([version("1", "default")], [], models=())
 
     assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
@@ -180,6 +199,7 @@ def test_a_failure_to_record_after_the_upload_says_it_serves_and_to_bless_again(
     monkeypatch, capsys
 ):
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions, "serving_check", lambda config, uri: "passed (stub)")
     api = FakeBlessingVertexApi([version("1", "default", **{FINGERPRINT_LABEL: "f7"})], [])
     api.send_before = api.send
 
@@ -196,7 +216,8 @@ def test_a_failure_to_record_after_the_upload_says_it_serves_and_to_bless_again(
         f"tpu-pipeline: {URI}: serves, but Vertex ML Metadata did not record the blessing ("
     )
     assert err.endswith(
-        "`tpu-pipeline serving bless --vertex` again records it (nothing is uploaded twice)\n"
+        "nothing is uploaded twice; the action is half done: the next "
+        "`tpu-pipeline serving ... --vertex` command or registry Pusher finishes it\n"
     )
     assert "ModelService.MergeVersionAliases" in [c.method for c in api.sent]  # it serves
 
@@ -217,7 +238,8 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_b
         "metadata_model_lookup",  # where to record it is found before anything moves
         "pipeline_run_lookup",
         "pipeline_run",
-        "if_not_registered",
+        "if_registered_write_intent",
+        "if_not_registered",  # the upload carries the intent label
         "if_registered_describe_blessing",
         "if_registered_move_default_alias",
         "create_blessing",
@@ -225,8 +247,71 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_run_prints_b
         "create_execution",
         "add_events",
         "add_to_pipeline_context",
+        "clear_intent",
     ]  # vertex-gpu.yaml deploys to no endpoint: no traffic steps
     for step in printed.values():  # each parses back as its aiplatform_v1 request type
         request_type = getattr(gca, f"{step['method'].split('.')[1]}Request")
         request_type.from_json(json.dumps(step["request"]))
     assert printed["if_not_registered"]["request"]["model"]["artifactUri"] == URI
+
+
+def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads_nothing_refused(
+    monkeypatch, capsys, tmp_path
+):
+    from components.serving.warmup import write_warmup_requests
+    from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+
+    refused = save_model(tmp_path / "model", {"images": "raises"})  # stands in for gs://
+    write_warmup_requests(refused, write_eval_split(tmp_path / "eval"), DIGITS)
+    copied_from = []
+
+    def copy_dir(source, destination):  # what tf.io.gfile reads from Cloud Storage
+        copied_from.append(source)
+        shutil.copytree(refused, destination, dirs_exist_ok=True)
+
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions.io_utils, "copy_dir", copy_dir)
+    api = FakeBlessingVertexApi([version("1", "default")], [])
+
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+
+    err = capsys.readouterr().err
+    assert err.startswith(f"tpu-pipeline: {URI}: the candidate failed the serving check (")
+    assert err.endswith("; nothing was uploaded\n") and err.count("\n") == 1
+    assert "images" in err  # the signature that failed
+    assert copied_from[0] == URI  # the check then serves the local copy
+    sent = [c.method for c in api.sent]
+    assert "ModelService.UploadModel" not in sent and "ModelService.UpdateModel" not in sent
+
+
+def test_a_bless_stopped_after_the_upload_is_finished_by_the_next_command(monkeypatch, capsys):
+    monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
+    monkeypatch.setattr(registry_actions, "serving_check", lambda config, uri: "passed (stub)")
+    api = FakeBlessingVertexApi([version("1", "default")], [])
+    api.answers["ModelService.UploadModel"] = uploads_version_2(api)
+    send = api.send
+
+    def metadata_down(call, region, credentials):
+        if call.method == "MetadataService.CreateArtifact":
+            raise exceptions.ServiceUnavailable("metadata store unavailable")
+        return send(call, region, credentials)
+
+    api.send = metadata_down
+    assert serving_vertex(monkeypatch, api, "bless", "--model-uri", URI, "--reason", "ok") == 1
+    capsys.readouterr()
+    (uploaded,) = [v for v in api.answers["ModelService.ListModelVersions"] if v.version_id == "2"]
+    assert uploaded.labels[registry_actions.INTENT_LABEL].startswith("bless-self-")
+
+    api.send = send
+    before = len(api.sent)
+    assert serving_vertex(monkeypatch, api, "list") == 0
+
+    out = capsys.readouterr().out
+    assert f"{MODEL}@2: the bless of " in out and "was left half done; finishing it" in out
+    finishing = api.sent[before:]
+    assert "ModelService.UploadModel" not in [c.method for c in finishing]  # not uploaded twice
+    created = [c.request.artifact for c in finishing if c.method.endswith("CreateArtifact")]
+    assert [a.schema_title for a in created] == ["tfx.ModelBlessing", "tfx.PushedModel"]
+    assert created[1].metadata["pushed_destination"] == URI
+    (cleared,) = [c.request.model for c in finishing if c.method.endswith("UpdateModel")]
+    assert cleared.name == f"{MODEL}@2" and registry_actions.INTENT_LABEL not in cleared.labels
