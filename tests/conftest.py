@@ -51,7 +51,7 @@ def digits_run(tmp_path_factory):
             from pipeline.local_runner import run_local
 
             config = small_digits_config(root / "digits-run")
-            summary = run_local(config, io.StringIO())
-            assert summary.succeeded, summary.error
-            done.write_bytes(pickle.dumps((config, summary)))
-    return pickle.loads(done.read_bytes())
+            done.write_bytes(pickle.dumps((config, run_local(config, io.StringIO()))))
+    config, summary = pickle.loads(done.read_bytes())
+    assert summary.succeeded, summary.error  # a failed run fails every worker, run once
+    return config, summary
