@@ -52,15 +52,17 @@ lint: $(SYNCED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# One worker per core; a test file stays on one worker, so its module fixtures run once.
-PYTEST_PARALLEL := -n auto --dist loadfile
+# Serial by default: on 2 cores two pytest-xdist workers measured slower (each collects
+# the suite, TensorFlow's thread pools contend). With more cores:
+# make test PYTEST_ARGS="-n auto --dist loadfile" (a file stays on one worker).
+PYTEST_ARGS ?=
 
 test: lint
-	$(PY) -m pytest $(PYTEST_PARALLEL)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The unit tests of every module, without the real pipeline runs and trainings.
 test-fast: lint
-	$(PY) -m pytest $(PYTEST_PARALLEL) -m "not slow"
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Not part of `make test`: timings belong to the benchmark, never to unit tests.
 bench: $(SYNCED)
