@@ -22,11 +22,12 @@ TFJS_VENV := .tfjs-venv
 TFJS_SYNCED := $(TFJS_VENV)/.synced-lock
 TFJS_NODE := clients/tfjs/node_modules/.package-lock.json
 
-.PHONY: help run test lint bench lock tfjs clean
+.PHONY: help run test test-fast lint bench lock tfjs clean
 
 help:
 	@echo "make run    run the pipeline on the built-in digits (ARGS=... for more flags)"
 	@echo "make test   lint and run the whole test suite"
+	@echo "make test-fast  lint and run every test not marked slow (the inner loop)"
 	@echo "make lock   re-resolve requirements.in into requirements.lock"
 	@echo "make bench  benchmarks vs peers and hardware (BENCH_ARGS=\"--quick --only trainer,xla\")"
 	@echo "make tfjs   convert the newest pushed model to TF.js and check it in Node (docs/serving/tfjs.md)"
@@ -51,8 +52,17 @@ lint: $(SYNCED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
+# Serial by default: on 2 cores two pytest-xdist workers measured slower (each collects
+# the suite, TensorFlow's thread pools contend). With more cores:
+# make test PYTEST_ARGS="-n auto --dist loadfile" (a file stays on one worker).
+PYTEST_ARGS ?=
+
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The unit tests of every module, without the real pipeline runs and trainings.
+test-fast: lint
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # Not part of `make test`: timings belong to the benchmark, never to unit tests.
 bench: $(SYNCED)

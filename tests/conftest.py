@@ -5,7 +5,9 @@ from __future__ import annotations
 import io
 import os
 import pathlib
+import pickle
 
+import fasteners
 import pytest
 
 import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
@@ -36,11 +38,20 @@ def digits_run(tmp_path_factory):
     """One real local run of the whole digits pipeline, shared by the tests that read it.
 
     Returns (config, summary). Tests must not change its outputs; a test that
-    needs a second run makes its own copy or its own run.
+    needs a second run makes its own copy or its own run. Under pytest-xdist
+    (`make test`) the first worker that needs it runs it and the others wait
+    for it and read the same folder: one run per session, not one per worker.
     """
-    from pipeline.local_runner import run_local
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above every worker's own
+    done = root / "digits-run.pickle"
+    with fasteners.InterProcessLock(str(root / "digits-run.lock")):
+        if not done.exists():
+            from pipeline.local_runner import run_local
 
-    config = small_digits_config(tmp_path_factory.mktemp("digits-run"))
-    summary = run_local(config, io.StringIO())
-    assert summary.succeeded, summary.error
+            config = small_digits_config(root / "digits-run")
+            done.write_bytes(pickle.dumps((config, run_local(config, io.StringIO()))))
+    config, summary = pickle.loads(done.read_bytes())
+    assert summary.succeeded, summary.error  # a failed run fails every worker, run once
     return config, summary

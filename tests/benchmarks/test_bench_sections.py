@@ -1,7 +1,8 @@
 """`make bench` must at least start: its imports follow the code it measures."""
 
-from benchmarks import bench
-
 
 def test_the_benchmark_imports_and_offers_the_photo_sections():
+    # Imported here, not at the top: collecting the suite must not load TF, Beam and tfmot.
+    from benchmarks import bench
+
     assert {"trainer", "e2e", "photo_input", "predict", "predict_photos"} <= set(bench.SECTIONS)

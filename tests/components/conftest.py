@@ -1,20 +1,25 @@
-"""Fixtures shared by the components' tests."""
+"""Fixtures shared by the components' tests.
+
+TensorFlow, TFT and Beam are imported inside the fixtures that use them: a conftest's
+imports are paid by every test below it, even by `pytest -k one_test --collect-only`.
+"""
 
 import numpy as np
 import pytest
-import tensorflow as tf
-import tensorflow_transform.beam as tft_beam
-from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 
 from cli.synthetic_data import synthetic_dataset
-from components.contract import IMAGE_KEY
-from components.preprocessing import preprocessing_fn
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
 
 
 def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=None):
     """Transformed images; with `output_dir`, the graph and raw metadata as TFX's Transform
     writes them."""
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+
+    from components.contract import IMAGE_KEY
+    from components.preprocessing import preprocessing_fn
+
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec(feature_spec))
     custom_config = {"dataset": dataset.model_dump(mode="json")}
     with tft_beam.Context(temp_dir=temp_dir):
@@ -32,6 +37,8 @@ def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=Non
 def eight_bit_transform(tmp_path_factory):
     """uint8 images [40, 28, 28, 1], Transform's images of them stored as floats and stored as
     bytes, and the folder of the bytes' Transform graph."""
+    import tensorflow as tf
+
     tmp = tmp_path_factory.mktemp("eight-bit")
     # A range inside 0..255, so min-max scaling is not the identity.
     images = np.random.default_rng(0).integers(10, 201, size=(40, 28, 28, 1)).astype(np.uint8)

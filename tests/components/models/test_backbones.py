@@ -30,6 +30,11 @@ from components.models.efficientnet_b0 import IMAGENET_STDDEV_RGB
 
 SHAPE = (32, 32, 3)
 NAMES = sorted(BACKBONES)
+# Each backbone's per-name checks; ResNet-50 and EfficientNet-B0 take seconds of CPU each
+# to build, so they run in `make test` and the fast tier checks MobileNetV2, the smallest.
+PER_BACKBONE = [
+    name if name == "mobilenet_v2" else pytest.param(name, marks=pytest.mark.slow) for name in NAMES
+]
 # What each application's own preprocessing does to 0-255 RGB pixels.
 PREPROCESS = {
     "efficientnet_b0": tf_keras.applications.efficientnet.preprocess_input,
@@ -58,7 +63,7 @@ def test_backbones_are_the_three_applications_the_issue_names():
     assert NAMES == ["efficientnet_b0", "mobilenet_v2", "resnet50"]
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PER_BACKBONE)
 def test_input_scaling_gives_the_application_what_its_own_preprocessing_gives(name):
     images = _images()
     model = build_model(name, SHAPE, 5)
@@ -77,7 +82,7 @@ def test_grey_images_are_scaled_as_the_same_grey_in_three_channels():
     np.testing.assert_allclose(from_grey, PREPROCESS["resnet50"](colour * 255.0), atol=1e-3)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PER_BACKBONE)
 def test_backbone_computes_in_bfloat16_and_keeps_float32_weights_and_probabilities(name):
     model = build_model(name, SHAPE, 5, precision="mixed_bfloat16")
 
@@ -96,7 +101,7 @@ def test_backbone_computes_in_bfloat16_and_keeps_float32_weights_and_probabiliti
     np.testing.assert_allclose(model(_images()).numpy().sum(axis=1), 1.0, rtol=1e-2)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", PER_BACKBONE)
 def test_weights_from_a_file_load_into_the_backbone_and_the_head_starts_new(name, tmp_path):
     saved = _weights_file(name, tmp_path / "backbone.h5")
     model = build_model(name, SHAPE, 5)
@@ -160,6 +165,7 @@ def _fake_keras_efficientnet_file(path) -> None:
     application.save_weights(str(path))
 
 
+@pytest.mark.slow  # builds EfficientNet-B0 three times
 def test_keras_imagenet_efficientnet_file_computes_as_tf_keras_own_imagenet_build(
     tmp_path, monkeypatch
 ):

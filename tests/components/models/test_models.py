@@ -15,7 +15,8 @@ from components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_mo
 @pytest.mark.parametrize(
     ("name", "image_shape"),
     [
-        (name, shape)
+        # The ImageNet backbones take seconds each to build: `make test`, not the fast tier.
+        pytest.param(name, shape, marks=pytest.mark.slow) if name in BACKBONES else (name, shape)
         for name in sorted(MODEL_BUILDERS)
         for shape in (
             [(32, 32, 1), (32, 32, 3)]
