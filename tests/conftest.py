@@ -7,7 +7,6 @@ import os
 import pathlib
 import pickle
 
-import fasteners
 import pytest
 
 import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
@@ -15,6 +14,7 @@ import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports Te
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
+from common.file_lock import held_lock  # noqa: E402
 
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 
@@ -39,14 +39,14 @@ def digits_run(tmp_path_factory):
 
     Returns (config, summary). Tests must not change its outputs; a test that
     needs a second run makes its own copy or its own run. Under pytest-xdist
-    (`make test`) the first worker that needs it runs it and the others wait
+    (`make test PYTEST_ARGS="-n auto"`) the first worker that needs it runs it and the others wait
     for it and read the same folder: one run per session, not one per worker.
     """
     root = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         root = root.parent  # the session's folder, above every worker's own
     done = root / "digits-run.pickle"
-    with fasteners.InterProcessLock(str(root / "digits-run.lock")):
+    with held_lock(root / "digits-run.lock", "the shared digits run", wait_seconds=None):
         if not done.exists():
             from pipeline.local_runner import run_local
 
