@@ -10,7 +10,9 @@ calls `run_batch_predictions`.
 - `model_path.py`: which SavedModel a `--model` path means (a version, or the newest).
 - `predictions.py`: one prediction as a row (top-k, class names) in each output format.
 - `outputs.py`: the output file, chosen by its extension, written aside and renamed.
-- `job.py`: the Beam pipeline: read and check records, batch, predict, write.
+- `records.py`: the first step: each file's records, checked as ExampleGen checks them.
+- `model_handler.py`: the model step's handler for Beam's RunInference (`serving_default`).
+- `job.py`: the Beam pipeline: read and check records, batch, predict, count, write.
 """
 
 from pipeline.batch_predict.job import BatchResult, run_batch_predictions

@@ -1,67 +1,43 @@
 """The Beam job behind `tpu-pipeline predict`: read and check records, batch, predict, write.
 
     files -> Reshuffle -> read each file with ExampleGen's checks, in chunks of records
-          -> BatchElements (gathers small files) -> serving_default, two batches in flight
-          -> a block of CSV / JSON lines per batch (or PredictionLogs) -> one output file
+          -> RunInference (BatchElements gathers small files; serving_default per batch)
+          -> counters -> a block of CSV / JSON lines per batch (or PredictionLogs)
+          -> one output file
 
-Records reach the model as ExampleGen writes them (`ExampleBuilder`), serialized,
-through `serving_default`, so the predictions are what a model server answers
-for the same records. TFRecords already in the pipeline's layout are checked a
-batch at a time and go on as they are (`read_tfrecord_batches`). Beam moves
-batches, never single records: per record, a Beam step costs more than a small
-model's prediction. The SavedModel loads once per worker (`DoFn.setup`) and
-predicts in threads of its own while the next records are read. Any runner
-works: locally the in-process DirectRunner; Beam arguments (e.g.
-`--runner=DataflowRunner --project=... --region=... --temp_location=gs://...`)
-go to `PipelineOptions` unchanged."""
+The model step is Beam's RunInference with a handler for the pipeline's
+`serving_default` (`model_handler.py`): the SavedModel loads once per worker
+process and is shared by its threads. Any runner works: locally the in-process
+DirectRunner; Beam arguments (e.g. `--runner=DataflowRunner --project=...
+--region=... --temp_location=gs://...`) go to `PipelineOptions` unchanged."""
 
 from __future__ import annotations
 
-import collections
-import concurrent.futures
 import dataclasses
-import functools
 import os
 import posixpath
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 import apache_beam as beam
 import numpy as np
-import tensorflow as tf
 from apache_beam.metrics.metric import Metrics, MetricsFilter
+from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
-from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils import shared
 
 from common.atomic_file import replaced_when_done
 from common.config import ConfigError, DatasetConfig
 from common.tfx_api import fileio
 from components.example_gen.errors import DataFormatError, data_format_error_in
-from components.example_gen.examples import ExampleBuilder
-from components.example_gen.formats import (
-    imports_unchanged,
-    list_inputs,
-    read_tfrecord_batches,
-    source_format,
-    split_inputs,
-)
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
+from components.example_gen.formats import list_inputs, source_format, split_inputs
+from pipeline.batch_predict.model_handler import ServingDefaultHandler
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
 from pipeline.batch_predict.outputs import output_extension, write_predictions
 from pipeline.batch_predict.predictions import Predictions, RowFormat
+from pipeline.batch_predict.records import READ_CHUNK, ReadRecords
 from pipeline.progress import LiveStatus
 
 _COUNTER_NAMESPACE = "tpu-pipeline-predict"
-# Records read and checked at once, at least: a batch check of layout-ready TFRecords
-# costs 1.9 µs a record in 1,024s against 3.4 µs in 256s (digits); the model still
-# gets batches of `batch_size`.
-READ_CHUNK = 1024
-# Calls of the model at once: one call alone leaves part of the machine idle while
-# Python hands it its inputs and takes its outputs (the digits SavedModel alone keeps
-# 1.65 of 2 cores busy); a second call computes meanwhile (2 cores: 115,000-123,000
-# against 100,000 predictions/s one call at a time). Records stay in order.
-MODEL_CALLS_IN_FLIGHT = 2
 
 
 class _InProcessCount:
@@ -111,129 +87,23 @@ def input_files(dataset: DatasetConfig, data_dir: str, pattern: str | None = Non
     return list_inputs(posixpath.join(data_dir, pattern.replace("{SPAN}", "*")), source)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Records:
-    """Consecutive records of one file, checked: `path:index`, serialized example, label."""
+class _CountPredictions(beam.DoFn):
+    """Counts the records predicted, labelled and predicted right, passing the batches on."""
 
-    sources: list[str]
-    examples: list[bytes]
-    labels: list[int | None]
-
-    def __len__(self) -> int:
-        return len(self.sources)
-
-
-class _ReadRecords(beam.DoFn):
-    """Yields every record of one file, checked as ExampleGen checks it, in `_Records` of
-    at most `chunk_size`: Beam then moves batches, not single records."""
-
-    def __init__(self, dataset: DatasetConfig, chunk_size: int):
-        self._dataset_json = dataset.model_dump_json()
-        self._chunk_size = chunk_size
-
-    def setup(self):
-        dataset = DatasetConfig.model_validate_json(self._dataset_json)
-        self._builder = ExampleBuilder(dataset, labels_required=False)
-        self._read = source_format(dataset).read
-        self._in_batches = imports_unchanged(dataset)
-
-    def process(self, path: str):
-        if self._in_batches:
-            start = 0
-            for examples, labels in read_tfrecord_batches(path, self._builder, self._chunk_size):
-                sources = [f"{path}:{index}" for index in range(start, start + len(examples))]
-                yield _Records(sources, examples, labels)
-                start += len(examples)
-            return
-        chunk = _Records([], [], [])
-        for index, (_, example) in enumerate(self._read(path, self._builder)):
-            chunk.sources.append(f"{path}:{index}")
-            chunk.examples.append(example.SerializeToString())
-            chunk.labels.append(self._builder.label_of(example))
-            if len(chunk) == self._chunk_size:
-                yield chunk
-                chunk = _Records([], [], [])
-        if len(chunk):
-            yield chunk
-
-
-class _LoadedModel:
-    """A SavedModel and its `serving_default`, loaded once per process (Beam's `Shared`, as
-    Beam's RunInference holds its models): a runner's threads do not each load a copy."""
-
-    def __init__(self, model_dir: str):
-        self.saved_model = tf.saved_model.load(model_dir)  # keeps the signature's variables
-        self.serve = self.saved_model.signatures[SERVING_SIGNATURE]
-
-
-class _Predict(beam.DoFn):
-    """Runs `serving_default` on batches of records, ahead of the records' reading.
-
-    The model runs in threads of its own, `MODEL_CALLS_IN_FLIGHT` batches at once:
-    while it predicts (TensorFlow lets go of the GIL), Beam reads and checks the
-    files of the next batch and writes the last, so the work overlaps (on 2 cores
-    the reading still takes CPU the model would use). Predictions are handed on in
-    the batches' order. The SavedModel loads in a model thread too, while the first
-    records are read, once per worker process: its model steps (one per thread of
-    a runner with threads) share it. Beam's counters count in Beam's thread, when a
-    batch's predictions are handed on.
-    """
-
-    def __init__(self, model_dir: str, batch_size: int, model: shared.Shared):
-        self._model_dir = model_dir
-        self._batch_size = batch_size
-        self._model = model
+    def __init__(self):
         self._predicted = Metrics.counter(_COUNTER_NAMESPACE, "predictions")
         self._labelled = Metrics.counter(_COUNTER_NAMESPACE, "labelled")
         self._correct = Metrics.counter(_COUNTER_NAMESPACE, "correct")
 
-    def setup(self):
-        self._runner = concurrent.futures.ThreadPoolExecutor(
-            MODEL_CALLS_IN_FLIGHT, thread_name_prefix="predict"
-        )
-        load = functools.partial(_LoadedModel, self._model_dir)
-        self._loaded = self._runner.submit(self._model.acquire, load, self._model_dir)
-        self._pending: collections.deque[concurrent.futures.Future] = collections.deque()
-
-    def process(self, chunks: Sequence[_Records]):
-        pending = self._pending
-        pending.append(self._runner.submit(self._predict, chunks))
-        while len(pending) > MODEL_CALLS_IN_FLIGHT or (pending and pending[0].done()):
-            yield from self._handed_on(pending.popleft())
-
-    def finish_bundle(self):
-        while self._pending:
-            for predictions in self._handed_on(self._pending.popleft()):
-                yield GlobalWindows.windowed_value(predictions)
-
-    def teardown(self):
-        self._runner.shutdown(cancel_futures=True)
-
-    def _predict(self, chunks: Sequence[_Records]) -> list[Predictions]:
-        serve = self._loaded.result().serve
-        sources = [source for chunk in chunks for source in chunk.sources]
-        examples = [example for chunk in chunks for example in chunk.examples]
-        labels = [label for chunk in chunks for label in chunk.labels]
-        batches = []
-        for start in range(0, len(sources), self._batch_size):
-            end = start + self._batch_size
-            inputs = {SERVING_INPUT_KEY: tf.constant(examples[start:end])}
-            scores = serve(**inputs)[SERVING_OUTPUT_KEY].numpy()
-            batches.append(
-                Predictions(sources[start:end], examples[start:end], scores, labels[start:end])
-            )
-        return batches
-
-    def _handed_on(self, predicted: concurrent.futures.Future) -> Iterator[Predictions]:
-        for predictions in predicted.result():
-            labels = np.array([-1 if label is None else label for label in predictions.labels])
-            known = labels >= 0
-            classes = predictions.probabilities.argmax(axis=-1)
-            self._predicted.inc(len(predictions))
-            self._labelled.inc(int(known.sum()))
-            self._correct.inc(int((classes[known] == labels[known]).sum()))
-            PREDICTED.add(len(predictions))
-            yield predictions
+    def process(self, predictions: Predictions):
+        labels = np.array([-1 if label is None else label for label in predictions.labels])
+        known = labels >= 0
+        classes = predictions.probabilities.argmax(axis=-1)
+        self._predicted.inc(len(predictions))
+        self._labelled.inc(int(known.sum()))
+        self._correct.inc(int((classes[known] == labels[known]).sum()))
+        PREDICTED.add(len(predictions))
+        yield predictions
 
 
 def build_pipeline(
@@ -244,20 +114,16 @@ def build_pipeline(
     rows: RowFormat,
     output: str,
     batch_size: int,
-    model: shared.Shared,
 ) -> None:
     """Adds the job's steps to `pipeline`: every record of `files` predicted into `output`,
-    by the SavedModel in `model_dir`, held per process by `model`."""
+    by the SavedModel in `model_dir`, `batch_size` records a call."""
     _ = (
         pipeline
         | "ListFiles" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()  # a distributed runner reads files in parallel
-        | "ReadRecords" >> beam.ParDo(_ReadRecords(dataset, max(batch_size, READ_CHUNK)))
-        | "Batch"
-        >> beam.BatchElements(  # gathers the records of small files (a photo each)
-            min_batch_size=batch_size, max_batch_size=batch_size, element_size_fn=len
-        )
-        | "Predict" >> beam.ParDo(_Predict(model_dir, batch_size, model))
+        | "ReadRecords" >> beam.ParDo(ReadRecords(dataset, max(batch_size, READ_CHUNK)))
+        | "Predict" >> RunInference(ServingDefaultHandler(model_dir, batch_size))
+        | "Count" >> beam.ParDo(_CountPredictions())
         | "WritePredictions" >> write_predictions(output, rows)
     )
 
@@ -345,10 +211,9 @@ def run_batch_predictions(
     version = os.path.basename(model_dir)
     rows = RowFormat(dataset.class_names, top_k, int(version) if version.isdigit() else 0)
     options = PipelineOptions(list(beam_args))
-    model = shared.Shared()
     with replaced_when_done(output) as partial:
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size, model)
+        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size)
         try:
             if status is None:
                 result = pipeline.run()

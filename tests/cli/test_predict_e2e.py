@@ -50,7 +50,7 @@ def test_every_record_gets_a_row_in_each_format_and_the_labels_agree(pushed, tmp
     assert {int(row["class"]) for row in rows} <= set(range(10))
     assert all(row["class_name"] == row["class"] == row["top1_class"] for row in rows)
     assert "top3_class" not in rows[0]
-    # File and record index, in the file's order: two batches at once in the model keep it.
+    # File and record index, in the file's order (the in-process runner keeps it).
     indices = [int(row["source"].rsplit(":", 1)[1]) for row in rows]
     assert indices == list(range(DIGITS_RECORDS))
     accuracy = sum(row["class"] == row["label"] for row in rows) / len(rows)
