@@ -24,6 +24,7 @@ from absl import logging as absl_logging
 from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
+from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import NodeIds, create_pipeline
@@ -51,7 +52,8 @@ class ComponentProgress(logging.Handler):
     On a terminal the start line stays live with a running clock. The
     Trainer's one-line-per-epoch log is shown too, indented, so a long
     training shows progress without Keras's per-step bars; the Tuner shows one
-    line per trial instead.
+    line per trial instead. ExampleGen's notices about odd data (`data: ...`)
+    are shown the same way.
     """
 
     def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO, live: bool = True):
@@ -65,7 +67,8 @@ class ComponentProgress(logging.Handler):
     def emit(self, log_record: logging.LogRecord) -> None:
         message = log_record.getMessage()
         tuning = self._running is not None and self._running[0] == NodeIds.TUNER
-        if _TRIAL_LINE.match(message) or (_EPOCH_LINE.match(message) and not tuning):
+        shown = _TRIAL_LINE.match(message) or message.startswith(NOTICE_PREFIX)
+        if shown or (_EPOCH_LINE.match(message) and not tuning):
             self._status.print(f"        {message}")
             return
         match = _RUNNER_LINE.match(message)

@@ -48,7 +48,9 @@ from components.example_gen.formats import (
     read_tfrecord_unchanged,
     source_format,
     split_inputs,
+    train_carved_from_test,
 )
+from components.example_gen.notices import name_files, notify
 from components.example_gen.shards import WriteShuffledSplit
 
 # The version of how ExampleGen lays out examples; bump it when a format is stored
@@ -93,6 +95,13 @@ def _split_configs(
 # bytes about their own bytes.
 FLOAT_PIXEL_EXPANSION = 8
 _FINGERPRINT_BYTES = re.compile(r"total_bytes:(\d+)")
+
+
+def _split_percents(output_config: example_gen_pb2.Output) -> str:
+    """`80/20`: the train and eval shares of the hash split."""
+    buckets = {split.name: split.hash_buckets for split in output_config.split_config.splits}
+    total = sum(buckets.values())
+    return f"{round(100 * buckets[TRAIN] / total)}/{round(100 * buckets[EVAL] / total)}"
 
 
 def expected_output_bytes(exec_properties: dict[str, Any], dataset: DatasetConfig) -> int:
@@ -180,7 +189,8 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
             pattern = input_config.splits[0].pattern
             dataset = _dataset_from(exec_properties)
             inputs = _input_files(exec_properties, pattern, dataset)
-            if has_predefined_splits(inputs, source_format(dataset)):
+            source = source_format(dataset)
+            if has_predefined_splits(inputs, source):
                 records = pipeline | "InputToRecord" >> _ReadRecords(inputs, dataset)
                 parts = records | "SplitData" >> beam.Partition(
                     lambda record, _: names.index(record[0]), len(names)
@@ -189,6 +199,13 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
                     name: parts[index] | f"DropSplit[{name}]" >> beam.Values()
                     for index, name in enumerate(names)
                 }
+            tested = train_carved_from_test(inputs, source)
+            if tested:
+                notify(
+                    f"every input is a test file ({name_files(tested)}): the train split is "
+                    f"carved out of them, {_split_percents(output_config)} by hash "
+                    "(dataset.eval_percent); add the train files to keep the test set whole"
+                )
         return super().GenerateExamplesByBeam(pipeline, exec_properties)
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 (TFX API)

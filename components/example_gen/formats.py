@@ -319,12 +319,7 @@ _IDX_UBYTE = 0x08
 def read_idx(path: str, builder: ExampleBuilder) -> Iterator[Record]:
     """Reads an IDX images file (gzipped or not) with the labels file next to it."""
     images = _read_idx_array(path)
-    labels_path = idx_labels_path(path)
-    if not tf.io.gfile.exists(labels_path) and tf.io.gfile.exists(labels_path + ".gz"):
-        labels_path += ".gz"
-    elif not tf.io.gfile.exists(labels_path):
-        raise DataFormatError(f"{path}: no labels file {labels_path}[.gz] next to it")
-    labels = _read_idx_array(labels_path)
+    labels = _read_idx_array(idx_partner(path))
     if images.ndim not in (3, 4) or labels.ndim != 1:
         raise DataFormatError(
             f"{path}: images have {images.ndim} dimensions and labels {labels.ndim}; "
@@ -340,10 +335,30 @@ def read_idx(path: str, builder: ExampleBuilder) -> Iterator[Record]:
         yield split, builder.build(flat[index], int(labels[index]), f"{path}: image {index}")
 
 
-def idx_labels_path(images_path: str) -> str:
-    """`train-images-idx3-ubyte[.gz]` -> `train-labels-idx1-ubyte` (without .gz)."""
-    directory, name = posixpath.split(images_path.removesuffix(".gz"))
-    return posixpath.join(directory, name.replace("images", "labels").replace("idx3", "idx1"))
+def _is_idx_labels(path: str) -> bool:
+    return "labels" in posixpath.basename(path)
+
+
+def idx_partner(path: str) -> str:
+    """The other file of an IDX pair beside `path` (the labels of images, the images of
+    labels), gzipped or not.
+
+    Raises:
+      DataFormatError: it is not there; names the file and the missing partner.
+    """
+    directory, name = posixpath.split(path.removesuffix(".gz"))
+    if _is_idx_labels(path):
+        partner, kind = name.replace("labels", "images").replace("idx1", "idx3"), "images"
+    else:
+        partner, kind = name.replace("images", "labels").replace("idx3", "idx1"), "labels"
+    partner = posixpath.join(directory, partner)
+    for candidate in (partner, partner + ".gz"):
+        if tf.io.gfile.exists(candidate):
+            return candidate
+    raise DataFormatError(
+        f"{path}: no {kind} file {partner}[.gz] next to it; an IDX dataset needs both files "
+        "of each pair (images and labels)"
+    )
 
 
 def _read_idx_array(path: str) -> np.ndarray:
@@ -371,7 +386,11 @@ def _read_idx_array(path: str) -> np.ndarray:
 
 
 def _idx_inputs(files: list[str]) -> list[str]:
-    return [path for path in files if "labels" not in posixpath.basename(path)]
+    """The images files, once every file matched is known to have its partner: a labels file
+    alone would otherwise be dropped and its split read as missing."""
+    for path in files:
+        idx_partner(path)
+    return [path for path in files if not _is_idx_labels(path)]
 
 
 # --- CIFAR-10 binary --------------------------------------------------------------------------
@@ -593,3 +612,15 @@ def has_predefined_splits(inputs: list[str], source: SourceFormat) -> bool:
             "files are; move it into one, or name each split's files with dataset.split_patterns"
         )
     return True
+
+
+def train_carved_from_test(inputs: list[str], source: SourceFormat) -> list[str]:
+    """The inputs, when every one of them is a test file: then the hash split carves the
+    train split out of test data (MNIST's t10k files alone), which a person should be told.
+
+    Empty when any input holds a train split or none says it is a test split.
+    """
+    splits = [source.splits_in(path) for path in inputs]
+    if inputs and all(found == {EVAL} for found in splits):
+        return inputs
+    return []

@@ -96,3 +96,14 @@ def test_a_component_that_runs_again_without_the_cache_is_shown_again():
 
     results = [line for line in out.getvalue().splitlines() if "executed" in line]
     assert len(results) == 2 and all(line.startswith("[ 1/1] ExampleGen") for line in results)
+
+
+def test_examplegens_notices_about_odd_data_are_shown_indented():
+    out = io.StringIO()
+    progress = ComponentProgress(["ExampleGen"], FakeRecord({"ExampleGen": "executed"}), out)
+    log(progress, "Component %s is running.", "ExampleGen")
+    log(progress, "data: %s", "every input is a test file (t10k-images-idx3-ubyte.gz): ...")
+    log(progress, "Component %s is finished.", "ExampleGen")
+    lines = out.getvalue().splitlines()
+    assert lines[1] == "        data: every input is a test file (t10k-images-idx3-ubyte.gz): ..."
+    assert len(lines) == 3

@@ -288,6 +288,16 @@ def test_idx_with_wrong_magic_number(tmp_path, capsys):
     _assert_rejected(result, "train-images-idx3-ubyte: wrong IDX magic number 0x00000c03")
 
 
+def test_idx_labels_file_without_its_images_file(tmp_path, capsys):
+    source = tmp_path / "source" / "span-1"
+    write_synthetic(source, "idx", 4, "mnist", 1, seed=0)
+    (source / "train-images-idx3-ubyte.gz").unlink()
+    result = _import(tmp_path, capsys, "idx", source)
+    _assert_rejected(
+        result, "train-labels-idx1-ubyte.gz: no images file", "train-images-idx3-ubyte[.gz]"
+    )
+
+
 def test_csv_missing_label_column(tmp_path, capsys):
     (tmp_path / "raw").mkdir()
     header = ",".join(f"p{i}" for i in range(785))
