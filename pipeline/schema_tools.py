@@ -19,7 +19,9 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import schemas
 from common.config import ConfigError, DatasetConfig
+from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
 from components.example_gen.errors import DataFormatError
+from components.example_gen.images import MAX_IMAGE_SIDE, STORED_FORMATS
 from components.example_gen.tfrecords import read_records
 from pipeline.progress import LiveStatus, read_every_record
 
@@ -76,7 +78,28 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
         elif feature.type == schema_pb2.INT:
             feature.int_domain.min, feature.int_domain.max = int(low), int(high)
             feature.int_domain.is_categorical = high - low < 1000
+    _bound_photos_by_what_is_read(schema)
     return schema
+
+
+def _bound_photos_by_what_is_read(schema: schema_pb2.Schema) -> None:
+    """Photo sizes and formats bounded by what ExampleGen reads, not by what the sample held.
+
+    The observed range of a sample (130 to 1984 pixels) would reject the next
+    folder's larger or smaller photos; any side from 1 to `MAX_IMAGE_SIDE` decodes,
+    and any of the formats ExampleGen stores. Images that are odd among the rest
+    (tiny, another format) are flagged at ingest instead (`components/example_gen`).
+    """
+    for feature in schema.feature:
+        if feature.name in (IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE):
+            feature.int_domain.min, feature.int_domain.max = 1, MAX_IMAGE_SIDE
+            feature.int_domain.is_categorical = False
+        elif feature.name == IMAGE_FORMAT_FEATURE:
+            if feature.HasField("domain"):  # TFDV's shared domain of the values it saw
+                shared = [d for d in schema.string_domain if d.name != feature.domain]
+                del schema.string_domain[:]
+                schema.string_domain.extend(shared)
+            feature.string_domain.value[:] = STORED_FORMATS
 
 
 def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False) -> None:

@@ -38,6 +38,12 @@ _JPEG_FORMATS = {"JPEG", "MPO"}
 _CHECK_RATIO = 8
 SHRUNK_JPEG_QUALITY = 95
 _DECODE_ERRORS = (OSError, ValueError, SyntaxError, Image.DecompressionBombError)
+# The largest side ExampleGen takes: JPEG's (libjpeg, which TensorFlow decodes with, refuses
+# more: "Maximum supported image dimension is 65500 pixels"; GIF stops at 65,535). PNG and
+# BMP could go further, but one bound for every format is what a schema can hold photos to.
+MAX_IMAGE_SIDE = 65_500
+# The `image_format` values ExampleGen stores (what TensorFlow's decode_image reads).
+STORED_FORMATS = ("jpeg", "png", "gif", "bmp")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +53,7 @@ class CheckedImage:
     data: bytes
     height: int
     width: int
-    format: str  # jpeg, png, gif, bmp
+    format: str  # one of STORED_FORMATS
 
 
 def check_image(data: bytes, dataset: DatasetConfig, where: str) -> CheckedImage:
@@ -95,6 +101,11 @@ def _open_checked(data: bytes, dataset: DatasetConfig, where: str) -> Image.Imag
         raise DataFormatError(
             f"{where}: image format {image.format} is not one TensorFlow decodes "
             "(JPEG, PNG, GIF, BMP); convert it to PNG or JPEG"
+        )
+    if max(image.size) > MAX_IMAGE_SIDE:
+        raise DataFormatError(
+            f"{where}: image is {image.width}x{image.height}; images up to {MAX_IMAGE_SIDE} "
+            "pixels a side are read (JPEG's limit, held for every format); shrink it"
         )
     if image.mode not in _CONVERTIBLE_MODES or "transparency" in image.info:
         bands = len(image.getbands())

@@ -252,3 +252,51 @@ def test_a_float_schema_of_8bit_pixels_stops_the_run_saying_how_to_bootstrap_it_
     check_pixel_feature_type(
         idx.model_copy(update={"schema_file": str(path.with_name("bytes.pbtxt"))})
     )
+
+
+def _photo_facts(path, sizes):
+    """A TFRecord of photo examples as ExampleGen describes them: height, width, format, label."""
+    import tensorflow as tf
+
+    def feature(value):
+        if isinstance(value, bytes):
+            return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index, (height, width) in enumerate(sizes):
+            features = dict(
+                image=b"\xff\xd8", image_height=height, image_width=width,
+                image_format=b"jpeg", label=index % 2,
+            )  # fmt: skip
+            named = {name: feature(value) for name, value in features.items()}
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=named)).SerializeToString()
+            )
+    return path
+
+
+def test_photo_sizes_and_formats_are_bounded_by_what_examplegen_reads_not_by_the_sample(tmp_path):
+    from components.example_gen.images import MAX_IMAGE_SIDE
+
+    path = _photo_facts(tmp_path / "photos.tfrecord", [(130, 200), (1984, 1500), (480, 640)])
+    schema = infer_schema(str(path))
+    for name in ("image_height", "image_width"):
+        domain = tfdv.get_feature(schema, name).int_domain
+        assert (domain.min, domain.max) == (1, MAX_IMAGE_SIDE) == (1, 65_500)
+    assert list(tfdv.get_domain(schema, "image_format").value) == ["jpeg", "png", "gif", "bmp"]
+    # A later folder of smaller PNG photos is no anomaly against it.
+    import pyarrow as pa
+    from tensorflow_data_validation.statistics.stats_impl import generate_statistics_in_memory
+
+    later = pa.RecordBatch.from_pydict(
+        {
+            "image": [[b"\x89PNG"]] * 2,
+            "image_height": [[64], [96]],
+            "image_width": [[48], [96]],
+            "image_format": [[b"png"]] * 2,
+            "label": [[0], [1]],
+        }
+    )
+    anomalies = tfdv.validate_statistics(generate_statistics_in_memory(later), schema)
+    assert not anomalies.anomaly_info

@@ -144,3 +144,11 @@ def test_a_shrunk_phone_photo_keeps_its_content_and_exif():
     original.draft("RGB", (256, 256))
     reference = np.asarray(original.convert("RGB").resize((256, 256)), np.float32)
     assert np.abs(np.asarray(shrunk, np.float32) - reference).mean() < 4  # of 255
+
+
+def test_an_image_wider_than_jpegs_limit_is_refused_in_any_format():
+    # The schema bounds photo sides by this limit, so ExampleGen must hold every format to it.
+    wide = _encoded(Image.new("L", (65_501, 2)), "PNG")
+    with pytest.raises(DataFormatError, match=r"^photo: image is 65501x2; images up to 65500 "):
+        check_image(wide, _dataset(resize=True), "photo")
+    assert check_image(_encoded(Image.new("L", (65_500, 2)), "PNG"), _dataset(resize=True), "p")
