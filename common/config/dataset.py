@@ -51,6 +51,12 @@ class SourceConfig(_Section):
         "once, in ExampleGen (aspect kept; re-encoded as JPEG quality 95 or PNG); "
         "null keeps every image's bytes unchanged",
     )
+    odd_images: Literal["warn", "error"] = Field(
+        default="warn",
+        description="image sources: images that are tiny, of a format unlike the rest, or the "
+        "same bytes under two classes or splits are named in one line (warn) or stop the "
+        "run (error, exit code 3); see components/example_gen/odd_images.py",
+    )
     image_value_range: tuple[float, float] = Field(
         default=(0.0, 255.0),
         description="pixel data only: the values that 0 and 255 of an encoded image sent to "

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import os
+import posixpath
 import re
 from typing import Any
 
 import apache_beam as beam
+import tensorflow as tf
 from google.protobuf import any_pb2, wrappers_pb2
 
 from common.config import DatasetConfig
@@ -51,6 +53,13 @@ from components.example_gen.formats import (
     train_carved_from_test,
 )
 from components.example_gen.notices import name_files, notify
+from components.example_gen.odd_images import (
+    ODD_IMAGES_FILE,
+    ImageFact,
+    OddImages,
+    find_odd_images,
+    image_fact,
+)
 from components.example_gen.shards import WriteShuffledSplit
 
 # The version of how ExampleGen lays out examples; bump it when a format is stored
@@ -123,14 +132,26 @@ def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: D
     return list_inputs(pattern, source_format(dataset))
 
 
-class _ReadFile(beam.DoFn):
-    """Yields the `(split, serialized example)` records of one input file."""
+# The two outputs of reading: `(split, serialized example)` records, and an image source's
+# `ImageFact`s (what finding odd images compares).
+RECORDS, IMAGE_FACTS = "records", "image_facts"
 
-    def __init__(self, dataset_json: str):
+
+class _ReadFile(beam.DoFn):
+    """Yields the `(split, serialized example)` records of one input file, and for an image
+    source one `ImageFact` per image (tagged IMAGE_FACTS).
+
+    `split` is the split every file read belongs to (`dataset.split_patterns`); None
+    lets each record's own split (or none, to be hash-split) stand.
+    """
+
+    def __init__(self, dataset_json: str, split: str | None = None):
         self._dataset_json = dataset_json
+        self._split = split
 
     def setup(self):
         dataset = DatasetConfig.model_validate_json(self._dataset_json)
+        self._dataset = dataset
         if imports_unchanged(dataset):
             self._read = read_tfrecord_unchanged
         else:
@@ -138,35 +159,87 @@ class _ReadFile(beam.DoFn):
             self._read = lambda path: read(path, builder)
 
     def process(self, path: str):
-        # Serialized here: bytes cross Beam's shuffle cheaply, and deterministically, so
-        # TFX's hash split puts an example where it put the same Example proto before.
-        for split, example in self._read(path):
+        images = self._dataset.stores_encoded_images
+        for index, (split, example) in enumerate(self._read(path)):
+            if images:
+                # An image folder's file is one image; a TFRecord's record is named by number.
+                one_file = self._dataset.format == "image_folder"
+                where = path if one_file else f"{path}: record {index}"
+                fact = image_fact(example, self._dataset, where, self._split or split)
+                yield beam.pvalue.TaggedOutput(IMAGE_FACTS, fact)
+            # Serialized here: bytes cross Beam's shuffle cheaply, and deterministically, so
+            # TFX's hash split puts an example where it put the same Example proto before.
             yield split, example.SerializeToString(deterministic=True)
 
 
 @beam.ptransform_fn
-def _ReadRecords(pipeline, inputs: list[str], dataset: DatasetConfig):  # noqa: N802
+def _ReadRecords(pipeline, inputs: list[str], dataset: DatasetConfig, split=None):  # noqa: N802
+    """Reads the files: the RECORDS and IMAGE_FACTS outputs of `_ReadFile`."""
     return (
         pipeline
         | "ListInputs" >> beam.Create(inputs)
         # One file per element: lets a distributed runner read files in parallel.
         | "SpreadFiles" >> beam.Reshuffle()
-        | "ReadFiles" >> beam.ParDo(_ReadFile(dataset.model_dump_json()))
+        | "ReadFiles"
+        >> beam.ParDo(_ReadFile(dataset.model_dump_json(), split)).with_outputs(
+            IMAGE_FACTS, main=RECORDS
+        )
     )
 
 
-@beam.ptransform_fn
-def _ReadExamples(pipeline, exec_properties, split_pattern):  # noqa: N802
-    dataset = _dataset_from(exec_properties)
-    inputs = _input_files(exec_properties, split_pattern, dataset)
-    return pipeline | "ReadRecords" >> _ReadRecords(inputs, dataset) | "DropSplit" >> beam.Values()
+def _write_odd_images(facts: list[ImageFact], examples_uri: str) -> None:
+    found = find_odd_images(facts)
+    with tf.io.gfile.GFile(posixpath.join(examples_uri, ODD_IMAGES_FILE), "w") as handle:
+        handle.write(found.to_json())
+
+
+def read_odd_images(examples_uri: str) -> OddImages | None:
+    """What ExampleGen found odd among an image source's images; None for other sources (and
+    for examples written before it looked)."""
+    path = posixpath.join(examples_uri, ODD_IMAGES_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        return OddImages.from_json(handle.read())
+
+
+def _say_odd_images(examples_uri: str, dataset: DatasetConfig) -> None:
+    """One line naming the odd images; with `source.odd_images: error`, the run's error.
+
+    Raises:
+      DataFormatError: odd images and `odd_images: error`; starts with the first one.
+    """
+    found = read_odd_images(examples_uri)
+    if found is None or not found.odd:
+        return
+    if dataset.source.odd_images == "error":
+        raise DataFormatError(
+            f"{found.odd[0]}: odd image; {found.line()}; remove or move them "
+            "(dataset.source.odd_images: warn reads them as they are)"
+        )
+    notify(f"{found.line()}; read as they are (dataset.source.odd_images: error stops on them)")
 
 
 class SourceExampleGenExecutor(BaseExampleGenExecutor):
     """Reads the dataset's format; keeps predefined splits; fails with one clear line."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The IMAGE_FACTS of each read GenerateExamplesByBeam made, for finding odd images.
+        self._image_facts: list[beam.PCollection] = []
+
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 (TFX API)
-        return _ReadExamples
+        image_facts = self._image_facts
+
+        @beam.ptransform_fn
+        def read_examples(pipeline, exec_properties, split_pattern):
+            dataset = _dataset_from(exec_properties)
+            inputs = _input_files(exec_properties, split_pattern, dataset)
+            read = pipeline | "ReadRecords" >> _ReadRecords(inputs, dataset)
+            image_facts.append(read[IMAGE_FACTS])
+            return read[RECORDS] | "DropSplit" >> beam.Values()
+
+        return read_examples
 
     def GenerateExamplesByBeam(self, pipeline, exec_properties):  # noqa: N802 (TFX API)
         input_config, output_config = _split_configs(exec_properties)
@@ -178,12 +251,12 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
                 {split.name: split.pattern for split in input_config.splits},
                 source_format(dataset),
             )
-            return {
-                name: pipeline
-                | f"InputToRecord[{name}]" >> _ReadRecords(files, dataset)
-                | f"DropSplit[{name}]" >> beam.Values()
-                for name, files in inputs.items()
-            }
+            splits = {}
+            for name, files in inputs.items():
+                read = pipeline | f"InputToRecord[{name}]" >> _ReadRecords(files, dataset, name)
+                self._image_facts.append(read[IMAGE_FACTS])
+                splits[name] = read[RECORDS] | f"DropSplit[{name}]" >> beam.Values()
+            return splits
         names = [split.name for split in output_config.split_config.splits]
         if len(input_config.splits) == 1 and sorted(names) == [EVAL, TRAIN]:
             pattern = input_config.splits[0].pattern
@@ -191,8 +264,9 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
             inputs = _input_files(exec_properties, pattern, dataset)
             source = source_format(dataset)
             if has_predefined_splits(inputs, source):
-                records = pipeline | "InputToRecord" >> _ReadRecords(inputs, dataset)
-                parts = records | "SplitData" >> beam.Partition(
+                read = pipeline | "InputToRecord" >> _ReadRecords(inputs, dataset)
+                self._image_facts.append(read[IMAGE_FACTS])
+                parts = read[RECORDS] | "SplitData" >> beam.Partition(
                     lambda record, _: names.index(record[0]), len(names)
                 )
                 return {
@@ -226,11 +300,21 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         examples.split_names = artifact_utils.encode_split_names(
             example_gen_utils.generate_output_split_names(input_config, output_config)
         )
-        expected_bytes = expected_output_bytes(exec_properties, _dataset_from(exec_properties))
+        dataset = _dataset_from(exec_properties)
+        expected_bytes = expected_output_bytes(exec_properties, dataset)
+        self._image_facts.clear()
         with self._make_beam_pipeline() as pipeline:
             for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
                 split_dir = artifact_utils.get_split_uri(outputs, name)
                 _ = split | f"WriteSplit[{name}]" >> WriteShuffledSplit(split_dir, expected_bytes)
+            if dataset.stores_encoded_images:
+                _ = (
+                    tuple(self._image_facts)
+                    | "AllImageFacts" >> beam.Flatten()
+                    | "CollectImageFacts" >> beam.combiners.ToList()
+                    | "FindOddImages" >> beam.Map(_write_odd_images, examples.uri)
+                )
+        _say_odd_images(examples.uri, dataset)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         file_format = exec_properties.get(
             standard_component_specs.OUTPUT_FILE_FORMAT_KEY, example_gen_pb2.FORMAT_TFRECORDS_GZIP

@@ -183,10 +183,12 @@ def imports_unchanged(dataset: DatasetConfig) -> bool:
     """Whether the records need no conversion, so ExampleGen can copy them as they are.
 
     `image_value_range` is left out: it scales decoded images, and float pixels are
-    never decoded (it still tells the serving signature how to scale image bytes).
+    never decoded (it still tells the serving signature how to scale image bytes);
+    so is `odd_images`, which only image sources have.
     """
+    default = SourceConfig()
     reading_options = dataset.source.model_copy(
-        update={"image_value_range": SourceConfig().image_value_range}
+        update={"image_value_range": default.image_value_range, "odd_images": default.odd_images}
     )
     return dataset.format == "tfrecord" and reading_options == SourceConfig()
 
