@@ -56,9 +56,9 @@ from components.example_gen.notices import name_files, notify
 from components.example_gen.odd_images import (
     ODD_IMAGES_FILE,
     ImageFact,
-    OddImages,
     find_odd_images,
     image_fact,
+    read_odd_images,
 )
 from components.example_gen.shards import WriteShuffledSplit
 
@@ -191,16 +191,6 @@ def _write_odd_images(facts: list[ImageFact], examples_uri: str) -> None:
     found = find_odd_images(facts)
     with tf.io.gfile.GFile(posixpath.join(examples_uri, ODD_IMAGES_FILE), "w") as handle:
         handle.write(found.to_json())
-
-
-def read_odd_images(examples_uri: str) -> OddImages | None:
-    """What ExampleGen found odd among an image source's images; None for other sources (and
-    for examples written before it looked)."""
-    path = posixpath.join(examples_uri, ODD_IMAGES_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as handle:
-        return OddImages.from_json(handle.read())
 
 
 def _say_odd_images(examples_uri: str, dataset: DatasetConfig) -> None:

@@ -18,8 +18,9 @@ beside its example, and once all are read `find_odd_images` compares them:
   copy; with a hash split, identical examples always land in the same split.
 
 ExampleGen writes what was found (`OddImages`) beside the splits, says it in one
-line, and stops on it with `dataset.source.odd_images: error`. The facts are about
-200 bytes an image, held in memory once: ~0.2 GB for a million photos.
+line, and stops on it with `dataset.source.odd_images: error`. The facts are held in
+memory once, about 270 bytes an image (measured with tracemalloc for 60-character
+paths): ~0.3 GB for a million photos.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import collections
 import dataclasses
 import hashlib
 import json
+import posixpath
 import statistics
 
 import tensorflow as tf
@@ -49,7 +51,7 @@ _KIND_WORDS = {
 }
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class ImageFact:
     """What comparing one image with the rest needs: where it is, its class, split and size."""
 
@@ -59,7 +61,7 @@ class ImageFact:
     format: str
     height: int
     width: int
-    digest: str
+    digest: bytes  # SHA-256 of the stored bytes
 
 
 def image_fact(
@@ -79,7 +81,7 @@ def image_fact(
         format=one(IMAGE_FORMAT_FEATURE, "bytes_list").decode(),
         height=one(IMAGE_HEIGHT_FEATURE, "int64_list"),
         width=one(IMAGE_WIDTH_FEATURE, "int64_list"),
-        digest=hashlib.sha256(one(dataset.pixel_feature, "bytes_list")).hexdigest(),
+        digest=hashlib.sha256(one(dataset.pixel_feature, "bytes_list")).digest(),
     )
 
 
@@ -144,3 +146,13 @@ def find_odd_images(facts: list[ImageFact]) -> OddImages:
         median_side=int(median_side),
         usual_format=usual_format,
     )
+
+
+def read_odd_images(examples_uri: str) -> OddImages | None:
+    """What ExampleGen found odd among an image source's images (its Examples artifact's
+    folder); None for other sources, and for examples written before it looked."""
+    path = posixpath.join(examples_uri, ODD_IMAGES_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as handle:
+        return OddImages.from_json(handle.read())

@@ -20,6 +20,7 @@ from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import path_utils
 from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
+from components.example_gen.odd_images import read_odd_images
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
 from pipeline.pipeline import NodeIds
@@ -141,6 +142,8 @@ def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.Da
     if statistics is None:
         return None
     anomalies = stored.first_output(NodeIds.EXAMPLE_VALIDATOR, "anomalies")
+    examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")
+    odd = read_odd_images(examples.uri) if examples else None
     splits = data_facts.read_statistics(statistics)
     return data_facts.DataFacts(
         splits=splits,
@@ -148,6 +151,7 @@ def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.Da
         class_imbalance=data_facts.class_imbalance(splits, label_feature)
         if label_feature
         else None,
+        odd_images=odd.line() if odd and odd.odd else None,
     )
 
 

@@ -57,6 +57,8 @@ class DataFacts:
     anomalies: list[str]  # one line per anomaly; empty when the data matched the schema
     # The training split's largest class over its smallest (None: no label statistics).
     class_imbalance: float | None = None
+    # ExampleGen's line about images odd among the rest (None: none, or not an image source).
+    odd_images: str | None = None
 
     @property
     def unbalanced(self) -> bool:

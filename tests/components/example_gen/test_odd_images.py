@@ -19,7 +19,7 @@ from tests.components.example_gen.conftest import make_dataset, run_executor
 
 
 def fact(where, label=0, split=None, image_format="jpeg", side=400, digest=None):
-    return ImageFact(where, label, split, image_format, side, side, digest or where)
+    return ImageFact(where, label, split, image_format, side, side, (digest or where).encode())
 
 
 def test_a_gif_among_jpegs_is_of_a_format_unlike_the_rest_but_half_png_is_not_odd():
