@@ -13,7 +13,10 @@ folder when the execution fails.
 With `dataset.split_patterns` the input config names one pattern per split
 (TFX's own way), and each file goes to its pattern's split; otherwise a source
 with predefined train and test splits keeps them, and any other source is
-hash-split by the output config.
+hash-split by the output config (said in one line when every input is a test file).
+For an image source, the reading also yields one small fact per image; once all
+are read, the images odd among the rest are written to `odd_images.json` beside
+the splits and named in one line, or stop the run (`odd_images.py`).
 """
 
 from __future__ import annotations
@@ -297,7 +300,7 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
             for name, split in self.GenerateExamplesByBeam(pipeline, exec_properties).items():
                 split_dir = artifact_utils.get_split_uri(outputs, name)
                 _ = split | f"WriteSplit[{name}]" >> WriteShuffledSplit(split_dir, expected_bytes)
-            if dataset.stores_encoded_images:
+            if dataset.stores_encoded_images and self._image_facts:
                 _ = (
                     tuple(self._image_facts)
                     | "AllImageFacts" >> beam.Flatten()
