@@ -58,18 +58,25 @@ class MemoryPeak:
     tensorflow_bytes: dict[str, int] | None
 
 
-def highest(peaks: Iterable[MemoryPeak]) -> MemoryPeak | None:
-    """The largest of each figure over `peaks` (e.g. a whole run's), None if there are none."""
-    peaks = list(peaks)
-    if not peaks:
-        return None
-    top = max(peaks, key=lambda p: p.rss_bytes)
+def highest(
+    labelled: Iterable[tuple[str | None, MemoryPeak]],
+) -> tuple[MemoryPeak | None, str | None]:
+    """The largest of each figure over `(label, peak)` pairs (a run's steps), and the label of
+    the one with the largest resident size; (None, None) when there are none."""
+    labelled = list(labelled)
+    if not labelled:
+        return None, None
+    label, top = max(labelled, key=lambda pair: pair[1].rss_bytes)
+    peaks = [peak for _, peak in labelled]
     children = [p.child_rss_bytes for p in peaks if p.child_rss_bytes is not None]
     devices: dict[str, int] = {}
     for peak in peaks:
         for device, value in (peak.tensorflow_bytes or {}).items():
             devices[device] = max(devices.get(device, 0), value)
-    return MemoryPeak(top.rss_bytes, top.rss_measured, max(children, default=None), devices or None)
+    combined = MemoryPeak(
+        top.rss_bytes, top.rss_measured, max(children, default=None), devices or None
+    )
+    return combined, label
 
 
 def _high_water_mark(pid: int | str = "self") -> int | None:
@@ -121,7 +128,8 @@ def tensorflow_peaks() -> dict[str, int] | None:
 class MemoryMeter:
     """Measures peak memory in the intervals between calls to `mark`.
 
-    Use as a context manager: the sampling thread runs inside it.
+    The sampling thread runs between `start` and `stop` (or inside `with`); `mark`
+    works after `stop` too, sampling once itself.
     """
 
     def __init__(self, sample_seconds: float = SAMPLE_SECONDS):
@@ -135,13 +143,19 @@ class MemoryMeter:
         self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
         tensorflow_peaks()  # TensorFlow's first interval starts now too
 
-    def __enter__(self) -> MemoryMeter:
+    def start(self) -> None:
         self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def __enter__(self) -> MemoryMeter:
+        self.start()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stopped.set()
-        self._thread.join()
+        self.stop()
 
     def mark(self) -> MemoryPeak:
         """Ends the current interval, returning its peaks, and starts the next one."""

@@ -6,7 +6,6 @@ mark (gigabytes after a pipeline run) would hide a few hundred megabytes.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import subprocess
 import sys
@@ -146,11 +145,14 @@ def test_tensorflow_figure_waits_for_the_runtime_then_follows_its_allocator():
     assert result["after"]["CPU:0"] < 10 * MB  # reset after each reading
 
 
-def test_highest_takes_each_figures_largest_over_the_steps():
+def test_highest_takes_each_figures_largest_and_names_where_the_process_peaked():
     steps = [
-        MemoryPeak(2 * MB, HIGH_WATER_MARK, None, {"CPU:0": 5}),
-        MemoryPeak(1 * MB, SAMPLED, 7 * MB, {"CPU:0": 3, "GPU:0": 9}),
+        ("Trainer", MemoryPeak(2 * MB, HIGH_WATER_MARK, None, {"CPU:0": 5})),
+        ("Pusher", MemoryPeak(1 * MB, SAMPLED, 7 * MB, {"CPU:0": 3, "GPU:0": 9})),
     ]
-    assert highest(steps) == MemoryPeak(2 * MB, HIGH_WATER_MARK, 7 * MB, {"CPU:0": 5, "GPU:0": 9})
-    assert highest([]) is None
-    assert dataclasses.asdict(highest(steps[:1]))["child_rss_bytes"] is None
+    assert highest(steps) == (
+        MemoryPeak(2 * MB, HIGH_WATER_MARK, 7 * MB, {"CPU:0": 5, "GPU:0": 9}),
+        "Trainer",
+    )
+    assert highest([]) == (None, None)
+    assert highest(steps[:1])[0].child_rss_bytes is None
