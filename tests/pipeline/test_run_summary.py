@@ -1,4 +1,4 @@
-"""What a run says about the serving check, when it passed and when it stopped the push."""
+"""What a run says: the serving check, when it passed and when it stopped the push, and memory."""
 
 from __future__ import annotations
 
