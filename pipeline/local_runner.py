@@ -17,18 +17,21 @@ import logging
 import pathlib
 import re
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from absl import logging as absl_logging
 
 from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
+from common.memory_meter import MemoryMeter, MemoryPeak, highest
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
+from pipeline.run_memory import write_run_memory
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 from pipeline.schema_tools import (
@@ -54,14 +57,29 @@ class ComponentProgress(logging.Handler):
     training shows progress without Keras's per-step bars; the Tuner shows one
     line per trial instead. ExampleGen's notices about odd data (`data: ...`)
     are shown the same way.
+
+    With a `MemoryMeter`, each component's result carries its peak memory and its
+    line shows it (`peak 1.9 GiB`); `run_peak` is the run's, gaps between
+    components included. `on_finished(id, results)` is called as each one ends.
     """
 
-    def __init__(self, component_ids: list[str], record: RunRecord, out: TextIO, live: bool = True):
+    def __init__(
+        self,
+        component_ids: list[str],
+        record: RunRecord,
+        out: TextIO,
+        live: bool = True,
+        meter: MemoryMeter | None = None,
+        on_finished: Callable[[str, list[ComponentResult]], None] | None = None,
+    ):
         super().__init__(level=logging.INFO)
         self._ids = component_ids
         self._record = record
         self._status = LiveStatus(out, live)
+        self._meter = meter
+        self._on_finished = on_finished
         self._running: tuple[str, float] | None = None
+        self._peaks: list[tuple[str | None, MemoryPeak]] = []  # (component or None: a gap)
         self.results: dict[str, ComponentResult] = {}
 
     def emit(self, log_record: logging.LogRecord) -> None:
@@ -79,6 +97,7 @@ class ComponentProgress(logging.Handler):
         # bootstrapped) is shown again only if it runs again instead of coming from the cache.
         again = node_id in self.results
         if match["event"] == "running":
+            self._mark(None)  # the moments since the last component ended
             self._running = (node_id, time.perf_counter())
             if not again:
                 self._status.start(f"{self._label(node_id)}  running")
@@ -112,8 +131,29 @@ class ComponentProgress(logging.Handler):
         self._running = None
         label = self._label(node_id)
         result = ComponentResult(node_id, status, round(time.perf_counter() - started, 2))
+        peak = self._mark(node_id)
+        if peak is not None:
+            result.add_memory(peak)
         self.results[node_id] = result
-        self._status.print(f"{label}  {status:<8} {result.seconds:6.1f} s")
+        memory = result.describe_memory()
+        self._status.print(
+            f"{label}  {status:<8} {result.seconds:6.1f} s" + (memory and f"   {memory}")
+        )
+        if self._on_finished is not None:
+            self._on_finished(node_id, list(self.results.values()))
+
+    def _mark(self, component: str | None) -> MemoryPeak | None:
+        """Ends a measured interval: the component's (or a gap's, None) peak, kept for the run."""
+        if self._meter is None:
+            return None
+        peak = self._meter.mark()
+        self._peaks.append((component, peak))
+        return peak
+
+    def run_peak(self) -> tuple[MemoryPeak | None, str | None]:
+        """The run's peaks so far, and the component the process's peak was reached in."""
+        self._mark(None)  # up to now
+        return highest(self._peaks)
 
     def close(self) -> None:
         """Removes the live line, whatever ended the run."""
@@ -147,6 +187,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     new_schema = schema_to_bootstrap(config.dataset)  # a schema it cannot write: before any run
     check_pixel_feature_type(config.dataset)
     bootstrapped: pathlib.Path | None = None
+    meter = MemoryMeter()
+    meter.start()
     try:
         # A serving action a killed process left half-done: settled before the Resolver reads
         # the baseline from ML Metadata (the CLI holds the run lock for the whole run).
@@ -162,7 +204,12 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         require_downloadable_weights(config.trainer, config.dataset.image_shape)
         # Without a log file the libraries write to the terminal too, and would tear a live line.
         progress = ComponentProgress(
-            [c.id for c in pipeline.components], record, out, live=log_file is not None
+            [c.id for c in pipeline.components],
+            record,
+            out,
+            live=log_file is not None,
+            meter=meter,
+            on_finished=lambda node_id, results: _keep_memory(config, record, node_id, results),
         )
         absl_logger.addHandler(progress)
         # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
@@ -183,7 +230,9 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
             progress.close()
             absl_logger.removeHandler(progress)
         absl_logging.set_verbosity(verbosity)
+        meter.stop()
     components = progress.all_results() if progress else []
+    run_peak = progress.run_peak() if progress else (None, None)
     summary = summarize_run(
         record,
         components,
@@ -193,7 +242,21 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         config.dataset.class_names,
     )
     summary.schema_bootstrapped = str(bootstrapped) if bootstrapped else None
+    summary.add_run_memory(*run_peak)
     return summary
+
+
+def _keep_memory(
+    config: PipelineConfig, record: RunRecord, node_id: str, results: list[ComponentResult]
+) -> None:
+    """Rewrites the run folder's memory file (`pipeline.run_memory`) as a component ends."""
+    run_id = record.run_id(node_id)
+    if run_id is None:  # nothing reached ML Metadata, so no report can name this run
+        return
+    try:
+        write_run_memory(config.run_dir, run_id, results)
+    except OSError as error:  # the run goes on; only a later report lacks the figures
+        logging.getLogger(__name__).warning("could not record memory figures: %s", error)
 
 
 def _bootstrap_schema(

@@ -54,6 +54,22 @@ class RunRecord:
 
     def node(self, node_id: str) -> NodeRecord:
         """Status and outputs of `node_id`'s newest execution in this run."""
+        newest = self._newest_execution(node_id)
+        if newest is None:
+            return NodeRecord("skipped", {})
+        return NodeRecord(
+            _STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id)
+        )
+
+    def run_id(self, node_id: str) -> str | None:
+        """TFX's id (its `pipeline_run` context) of the run `node_id` last executed in, if any."""
+        newest = self._newest_execution(node_id)
+        if newest is None:
+            return None
+        contexts = self._store.get_contexts_by_execution(newest.id)
+        return next((c.name for c in contexts if c.type == "pipeline_run"), None)
+
+    def _newest_execution(self, node_id: str) -> metadata_store_pb2.Execution | None:
         context = self._store.get_context_by_type_and_name(
             "node", f"{self._pipeline_name}.{node_id}"
         )
@@ -62,12 +78,7 @@ class RunRecord:
             for e in (self._store.get_executions_by_context(context.id) if context else [])
             if e.id >= self._first_execution_id
         ]
-        if not executions:
-            return NodeRecord("skipped", {})
-        newest = max(executions, key=lambda e: e.id)
-        return NodeRecord(
-            _STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id)
-        )
+        return max(executions, key=lambda e: e.id, default=None)
 
     def _outputs(self, execution_id: int) -> dict[str, list[metadata_store_pb2.Artifact]]:
         events = [

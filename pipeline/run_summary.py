@@ -13,8 +13,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from common.interrupts import received_signal
+from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.preflight.memory import describe as describe_bytes
 from components.pusher import (
     ALREADY_PUSHED_PROPERTY,
     PUSH_REFUSED_PROPERTY,
@@ -38,15 +40,66 @@ SERVING_MODEL_DIR = "Format-Serving"  # TFX's folder for the exported model in a
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
 
 
+@dataclasses.dataclass(kw_only=True)
+class MeasuredMemory:
+    """Peak memory (common.memory_meter) of a component, or of a whole run.
+
+    Each figure is None where it was not measured (the component never ran, or a
+    report was rebuilt from ML Metadata): the pipeline process's peak resident set
+    size, how it was measured ("high_water_mark": exact; "sampled": a lower bound),
+    the largest child process's own peak (None: none ran), and TensorFlow's
+    allocator peak per device (None: its runtime was not running or keeps no statistics).
+    """
+
+    peak_rss_bytes: int | None = None
+    peak_rss_measured: str | None = None
+    child_peak_rss_bytes: int | None = None
+    tensorflow_peak_bytes: dict[str, int] | None = None
+
+    def add_memory(self, peak: MemoryPeak) -> None:
+        """Takes the meter's figures."""
+        self.peak_rss_bytes = peak.rss_bytes
+        self.peak_rss_measured = peak.rss_measured
+        self.child_peak_rss_bytes = peak.child_rss_bytes
+        self.tensorflow_peak_bytes = peak.tensorflow_bytes
+
+    def memory_peak(self) -> MemoryPeak | None:
+        """The figures as the meter gave them, None if not measured."""
+        if self.peak_rss_bytes is None or self.peak_rss_measured is None:
+            return None
+        return MemoryPeak(
+            self.peak_rss_bytes,
+            self.peak_rss_measured,
+            self.child_peak_rss_bytes,
+            self.tensorflow_peak_bytes,
+        )
+
+    def describe_memory(self, where: str = "") -> str:
+        """`peak 1.9 GiB` (a sampled lower bound: `peak >=1.9 GiB`), `where` after it, then any
+        child's and TensorFlow's largest device peak; empty when nothing was measured."""
+        if self.peak_rss_bytes is None:
+            return ""
+        at_least = ">=" if self.peak_rss_measured == SAMPLED else ""
+        parts = [f"peak {at_least}{describe_bytes(self.peak_rss_bytes)}{where}"]
+        if self.child_peak_rss_bytes is not None:
+            parts.append(f"child {describe_bytes(self.child_peak_rss_bytes)}")
+        device, peak = max(
+            (self.tensorflow_peak_bytes or {}).items(), key=lambda item: item[1], default=("", 0)
+        )
+        if peak:  # a device whose allocator held nothing says nothing here
+            parts.append(f"TF {device} {describe_bytes(peak)}")
+        return ", ".join(parts)
+
+
 @dataclasses.dataclass
-class ComponentResult:
+class ComponentResult(MeasuredMemory):
     id: str
     status: str  # executed | cached | failed | interrupted | skipped
     seconds: float
 
 
 @dataclasses.dataclass
-class RunSummary:
+class RunSummary(MeasuredMemory):
     """Everything a person or a script needs to know about one run."""
 
     pipeline: str
@@ -81,6 +134,10 @@ class RunSummary:
     # The server that ran it: "tensorflow_model_server", or "model_server.py" (the Python
     # server, where tensorflow_model_server is not on PATH); None when no server started.
     serving_check_server: str | None = None
+    # MeasuredMemory's figures are the run's: the largest of each over its components and
+    # the moments between them; this names the component the process's peak was reached in
+    # (None: between components, or not measured).
+    peak_rss_component: str | None = None
 
     @classmethod
     def without_results(
@@ -149,6 +206,12 @@ class RunSummary:
         else:
             self.push_note = pushed_property(PUSH_REFUSED_PROPERTY) or "not blessed"
 
+    def add_run_memory(self, peak: MemoryPeak | None, component: str | None) -> None:
+        """Takes the run's peaks (`common.memory_meter.highest` of every interval)."""
+        if peak is not None:
+            self.add_memory(peak)
+            self.peak_rss_component = component
+
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
@@ -193,6 +256,9 @@ class RunSummary:
         if self.serving_check:
             lines.append(f"serving check: {self.serving_check}")
         lines.extend(describe_variants(self.serving_variants))
+        if self.peak_rss_bytes is not None:
+            where = f" in {self.peak_rss_component}" if self.peak_rss_component else ""
+            lines.append(f"memory: {self.describe_memory(where)}")
         if self.log_file:
             lines.append(f"logs: {self.log_file}")
         return "\n".join(lines)

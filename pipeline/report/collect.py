@@ -17,6 +17,7 @@ import platform
 from typing import Any
 
 from common.config import DatasetConfig, PipelineConfig
+from common.memory_meter import highest
 from common.tfx_api import path_utils
 from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
@@ -26,6 +27,7 @@ from pipeline import evaluation_results, tuning_results
 from pipeline.pipeline import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
+from pipeline.run_memory import read_run_memory
 from pipeline.run_record import custom_property
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 
@@ -110,12 +112,17 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
     """Rebuilds the run summary from MLMD alone, for a report made after the run.
 
     MLMD records that a component failed but not why; anomalies explain a
-    rejected run, and the run's log file has any other error.
+    rejected run, and the run's log file has any other error. Peak memory comes
+    from the run folder's memory file (`pipeline.run_memory`).
     """
     components = [
         ComponentResult(node, stored.record.node(node).status, round(stored.seconds(node), 2))
         for node in stored.node_ids
     ]
+    memory = read_run_memory(stored.run_dir, stored.run_id)
+    for component in components:
+        if component.id in memory:
+            component.add_memory(memory[component.id])
     failed = [c.id for c in components if c.status == "failed"]
     error: BaseException | None = None
     if failed:
@@ -126,9 +133,11 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
         else:
             error = RuntimeError(f"{failed[0]} failed; the run's log file has the full error")
     log_file = _latest_log(stored.run_dir)
-    return summarize_run(
+    summary = summarize_run(
         stored.record, components, error, log_file, stored.pipeline_name, class_names
     )
+    summary.add_run_memory(*highest(memory.items()))  # the moments between them were not kept
+    return summary
 
 
 def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:

@@ -39,6 +39,11 @@ def test_first_run_blesses_and_pushes_a_model_that_serves_raw_examples(digits_ru
     assert summary.blessed, summary.blessing_reason
     assert summary.metrics["accuracy"] >= 0.95
     assert [c.status for c in summary.components] == ["executed"] * 10
+    # Each component's peak memory was measured, and the run's is the largest of them.
+    assert all(c.peak_rss_bytes > 0 for c in summary.components)
+    assert summary.peak_rss_bytes >= max(c.peak_rss_bytes for c in summary.components)
+    # The serving check's model server is a child of the Pusher's: its own peak counts there.
+    assert next(c for c in summary.components if c.id == "Pusher").child_peak_rss_bytes > 0
     pushed = pathlib.Path(summary.pushed_model)
     assert pushed.parent == config.serving_dir and pushed.name.isdigit()
     assert serving_accuracy(pushed, config) >= 0.95

@@ -7,8 +7,11 @@ covers the live line).
 import io
 import logging
 
+from common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
 from pipeline.local_runner import ComponentProgress
 from pipeline.run_record import NodeRecord
+
+MB = 1024 * 1024
 
 
 class FakeRecord:
@@ -107,3 +110,66 @@ def test_examplegens_notices_about_odd_data_are_shown_indented():
     lines = out.getvalue().splitlines()
     assert lines[1] == "        data: every input is a test file (t10k-images-idx3-ubyte.gz): ..."
     assert len(lines) == 3
+
+
+class ScriptedMeter:
+    """Returns the given peaks, one per mark, in order."""
+
+    def __init__(self, *peaks):
+        self.peaks = iter(peaks)
+
+    def mark(self):
+        return next(self.peaks)
+
+
+def test_each_component_line_and_result_carry_the_peak_memory_of_its_own_interval():
+    gap = MemoryPeak(100 * MB, SAMPLED, None, None)
+    example_gen = MemoryPeak(300 * MB, SAMPLED, None, None)
+    trainer = MemoryPeak(1946 * MB, HIGH_WATER_MARK, 310 * MB, {"CPU:0": 400 * MB})
+    out = io.StringIO()
+    progress = ComponentProgress(
+        ["ExampleGen", "Trainer"],
+        FakeRecord({"ExampleGen": "executed", "Trainer": "executed"}),
+        out,
+        meter=ScriptedMeter(gap, example_gen, gap, trainer, gap),
+    )
+    for node in ("ExampleGen", "Trainer"):
+        log(progress, "Component %s is running.", node)
+        log(progress, "Component %s is finished.", node)
+
+    lines = out.getvalue().splitlines()
+    assert lines[1].endswith("   peak >=300.0 MiB")  # sampled: a lower bound
+    assert lines[3].endswith("   peak 1.9 GiB, child 310.0 MiB, TF CPU:0 400.0 MiB")
+    result = progress.all_results()[1]
+    assert (result.peak_rss_bytes, result.peak_rss_measured) == (1946 * MB, HIGH_WATER_MARK)
+    assert result.child_peak_rss_bytes == 310 * MB
+    assert result.tensorflow_peak_bytes == {"CPU:0": 400 * MB}
+    assert progress.run_peak() == (trainer, "Trainer")
+
+
+def test_a_run_peak_reached_between_components_names_no_component():
+    out = io.StringIO()
+    progress = ComponentProgress(
+        ["ExampleGen"],
+        FakeRecord({"ExampleGen": "executed"}),
+        out,
+        meter=ScriptedMeter(
+            MemoryPeak(900 * MB, HIGH_WATER_MARK, None, None),
+            MemoryPeak(200 * MB, SAMPLED, None, None),
+            MemoryPeak(100 * MB, SAMPLED, None, None),
+        ),
+    )
+    log(progress, "Component %s is running.", "ExampleGen")
+    log(progress, "Component %s is finished.", "ExampleGen")
+    peak, where = progress.run_peak()
+    assert (peak.rss_bytes, where) == (900 * MB, None)
+
+
+def test_without_a_meter_the_lines_and_results_carry_no_memory():
+    out = io.StringIO()
+    progress = ComponentProgress(["ExampleGen"], FakeRecord({"ExampleGen": "executed"}), out)
+    log(progress, "Component %s is running.", "ExampleGen")
+    log(progress, "Component %s is finished.", "ExampleGen")
+    assert "peak" not in out.getvalue()
+    assert progress.all_results()[0].peak_rss_bytes is None
+    assert progress.run_peak() == (None, None)

@@ -1,11 +1,14 @@
-"""What a run says about the serving check, when it passed and when it stopped the push."""
+"""What a run says: the serving check, when it passed and when it stopped the push, and memory."""
 
 from __future__ import annotations
 
 import json
 
+from common.memory_meter import HIGH_WATER_MARK, MemoryPeak
 from components.serving.server_check import ServingCheckError
 from pipeline.run_summary import ComponentResult, RunSummary
+
+GIB = 2**30
 
 
 def test_a_failed_serving_check_says_which_signature_and_that_nothing_was_pushed():
@@ -48,3 +51,34 @@ def test_a_passed_serving_check_names_the_server_that_ran_it():
     summary = RunSummary.without_results("digits", [], None, None)
     summary.add_push(properties.get)
     assert json.loads(summary.to_json())["serving_check_server"] == "tensorflow_model_server"
+
+
+def test_the_runs_peak_memory_is_a_result_line_and_every_figure_is_in_the_json():
+    trainer = ComponentResult("Trainer", "executed", 36.0)
+    trainer.add_memory(MemoryPeak(2 * GIB, HIGH_WATER_MARK, None, {"CPU:0": GIB // 2}))
+    summary = RunSummary.without_results("digits", [trainer], None, None)
+    summary.add_run_memory(
+        MemoryPeak(2 * GIB, HIGH_WATER_MARK, GIB // 4, {"CPU:0": GIB}), "Trainer"
+    )
+    assert "memory: peak 2.0 GiB in Trainer, child 256.0 MiB, TF CPU:0 1.0 GiB" in (
+        summary.to_text().splitlines()
+    )
+    facts = json.loads(summary.to_json())
+    assert facts["peak_rss_bytes"] == 2 * GIB and facts["peak_rss_component"] == "Trainer"
+    assert facts["peak_rss_measured"] == HIGH_WATER_MARK
+    assert facts["child_peak_rss_bytes"] == GIB // 4
+    assert facts["tensorflow_peak_bytes"] == {"CPU:0": GIB}
+    (component,) = facts["components"]
+    assert component["peak_rss_bytes"] == 2 * GIB
+    assert component["child_peak_rss_bytes"] is None
+    assert component["tensorflow_peak_bytes"] == {"CPU:0": GIB // 2}
+
+
+def test_a_run_whose_memory_was_not_measured_says_nothing_about_it():
+    summary = RunSummary.without_results(
+        "digits", [ComponentResult("Pusher", "failed", 3.0)], None, None
+    )
+    summary.add_run_memory(None, None)
+    assert "memory:" not in summary.to_text()
+    facts = json.loads(summary.to_json())
+    assert facts["peak_rss_bytes"] is None and facts["components"][0]["peak_rss_bytes"] is None

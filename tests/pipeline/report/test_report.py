@@ -9,6 +9,7 @@ from html import escape as html_escape
 import pytest
 import tensorflow_model_analysis as tfma
 
+from components.preflight.memory import describe as describe_bytes
 from pipeline.eval_config import ACCURACY_METRIC
 from pipeline.report import write_report
 from pipeline.report.collect import collect_report
@@ -57,6 +58,10 @@ def test_report_rebuilt_from_the_run_folder_agrees_with_the_run_summary(digits_r
     assert (rebuilt.blessed, rebuilt.pushed_model) == (summary.blessed, summary.pushed_model)
     assert [(c.id, c.status) for c in rebuilt.components] == [
         (c.id, c.status) for c in summary.components
+    ]
+    # Peak memory, from the run folder's memory file: the figures the run itself printed.
+    assert [c.memory_peak() for c in rebuilt.components] == [
+        c.memory_peak() for c in summary.components
     ]
 
 
@@ -131,3 +136,21 @@ def test_training_section_has_one_row_per_epoch_with_throughput(digits_run, digi
     assert all(rate > 0 for rate in train["examples_per_second"])
     assert train["learning_rate"][0] == pytest.approx(config.trainer.learning_rate)
     assert digits_facts.training.tensorboard_command.startswith("tensorboard --logdir ")
+
+
+def test_report_shows_every_components_peak_memory_and_the_runs(digits_run, digits_report):
+    _, summary = digits_run
+    _, html = digits_report
+    table = html[
+        html.index('id="components"') : html.index("</table>", html.index('id="components"'))
+    ]
+    for component in summary.components:
+        assert component.peak_rss_bytes > 0
+        assert f"<td>{html_escape(component.describe_memory())}</td>" in table
+    assert "not measured" not in table
+    peak = max(c.peak_rss_bytes for c in summary.components)
+    shown = re.search(
+        r'id="peak-memory">Peak memory of the run: peak (&gt;=)?([0-9.]+ [GMK]iB) in (\w+)', html
+    )
+    assert shown.group(2) == describe_bytes(peak)
+    assert shown.group(3) == next(c.id for c in summary.components if c.peak_rss_bytes == peak)
