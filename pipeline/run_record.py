@@ -12,6 +12,11 @@ from typing import Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
+# Noted on ImportSchemaGen's execution (`RunRecord.note`) when the run itself wrote the
+# schema it imported: its path. The report then says the data was checked against a
+# schema inferred from that same data, not against a reviewed one.
+SCHEMA_BOOTSTRAPPED_PROPERTY = "schema_bootstrapped"
+
 _STATUS_BY_STATE = {
     metadata_store_pb2.Execution.COMPLETE: "executed",
     metadata_store_pb2.Execution.CACHED: "cached",
@@ -52,8 +57,7 @@ class RunRecord:
         """The run's ML Metadata store, for records no node made (a manual blessing)."""
         return self._store
 
-    def node(self, node_id: str) -> NodeRecord:
-        """Status and outputs of `node_id`'s newest execution in this run."""
+    def _newest_execution(self, node_id: str) -> metadata_store_pb2.Execution | None:
         context = self._store.get_context_by_type_and_name(
             "node", f"{self._pipeline_name}.{node_id}"
         )
@@ -62,12 +66,34 @@ class RunRecord:
             for e in (self._store.get_executions_by_context(context.id) if context else [])
             if e.id >= self._first_execution_id
         ]
-        if not executions:
+        return max(executions, key=lambda e: e.id) if executions else None
+
+    def node(self, node_id: str) -> NodeRecord:
+        """Status and outputs of `node_id`'s newest execution in this run."""
+        newest = self._newest_execution(node_id)
+        if newest is None:
             return NodeRecord("skipped", {})
-        newest = max(executions, key=lambda e: e.id)
         return NodeRecord(
             _STATUS_BY_STATE.get(newest.last_known_state, "failed"), self._outputs(newest.id)
         )
+
+    def note(self, node_id: str, name: str, value: str) -> bool:
+        """Records a fact about `node_id`'s execution in this run that TFX does not keep
+        (e.g. that this run wrote the schema it imported) as a custom property of it.
+
+        Returns False, recording nothing, when the node did not run in this run.
+        """
+        newest = self._newest_execution(node_id)
+        if newest is None:
+            return False
+        newest.custom_properties[name].string_value = value
+        self._store.put_executions([newest])
+        return True
+
+    def noted(self, node_id: str, name: str) -> str | None:
+        """What `note` recorded under `name` for `node_id`'s execution in this run, if any."""
+        newest = self._newest_execution(node_id)
+        return custom_property(newest, name) if newest is not None else None
 
     def _outputs(self, execution_id: int) -> dict[str, list[metadata_store_pb2.Artifact]]:
         events = [
@@ -86,8 +112,10 @@ class RunRecord:
         return outputs
 
 
-def custom_property(artifact: metadata_store_pb2.Artifact, name: str) -> Any:
-    """The int or string value of an artifact's custom property, or None."""
+def custom_property(
+    artifact: metadata_store_pb2.Artifact | metadata_store_pb2.Execution, name: str
+) -> Any:
+    """The int or string value of an artifact's (or execution's) custom property, or None."""
     if name not in artifact.custom_properties:
         return None
     value = artifact.custom_properties[name]

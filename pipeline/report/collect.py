@@ -40,6 +40,7 @@ VERSIONED_PACKAGES = (
 )
 SAMPLES_EXAMINED = 1000
 SAMPLES_SHOWN = 24
+SCHEMA_FILE_PROPERTY = "schema_file"  # ImportSchemaGen's execution property: the file it read
 
 
 @dataclasses.dataclass
@@ -54,6 +55,7 @@ class TrainingFacts:
 class DeploymentFacts:
     model_dir: str  # the pushed copy, else the Trainer's export
     signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
+    served: bool = False  # model_dir is the served copy (else the candidate nothing serves)
 
 
 @dataclasses.dataclass
@@ -79,14 +81,24 @@ def describe_outcome(summary: RunSummary) -> str:
     """The run's result in one sentence."""
     failed = next((c.id for c in summary.components if c.status == "failed"), None)
     where = f" in {failed}" if failed else ""
+    pushed = f"{summary.pushed_model} was pushed" if summary.pushed_model else "nothing was pushed"
+    if summary.interrupted:
+        return (
+            f"Interrupted by {summary.interrupted}: the run stopped and {pushed}; "
+            "the same command resumes it."
+        )
     if summary.data_rejected:  # bad files, a wrong data folder, or data breaking the schema
         return f"Data rejected{where}, so nothing was trained or pushed: {summary.error}"
     if summary.error:
-        return f"The run failed{where}: {summary.error}"
+        return f"The run failed{where} and {pushed}: {summary.error}"
     if not summary.blessed:
-        return f"Trained but not blessed ({summary.blessing_reason}); nothing was pushed."
-    pushed = f"{summary.pushed_model} ({summary.push_note})"
-    return f"Blessed ({summary.blessing_reason}) and served from {pushed}."
+        return f"Trained but not blessed ({summary.blessing_reason}); {pushed}."
+    if not summary.pushed_model:
+        return f"Blessed ({summary.blessing_reason}) but not pushed: {summary.push_note}."
+    return (
+        f"Blessed ({summary.blessing_reason}) and served from {summary.pushed_model} "
+        f"({summary.push_note})."
+    )
 
 
 def versions() -> dict[str, str]:
@@ -142,12 +154,15 @@ def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.Da
         return None
     anomalies = stored.first_output(NodeIds.EXAMPLE_VALIDATOR, "anomalies")
     splits = data_facts.read_statistics(statistics)
+    schema_gen = stored.executions.get(NodeIds.SCHEMA_GEN)
     return data_facts.DataFacts(
         splits=splits,
-        anomalies=data_facts.read_anomalies(anomalies) if anomalies else [],
+        anomalies=data_facts.read_anomalies(anomalies) if anomalies else None,
         class_imbalance=data_facts.class_imbalance(splits, label_feature)
         if label_feature
         else None,
+        label_feature=label_feature,
+        schema_file=custom_property(schema_gen, SCHEMA_FILE_PROPERTY) if schema_gen else None,
     )
 
 
@@ -179,6 +194,7 @@ def _collect_serving(
     deployment = DeploymentFacts(
         model_dir,
         {name: serving_facts.describe_signature(serve) for name, serve in signatures.items()},
+        served=summary.pushed_model is not None,
     )
     serve = signatures[SERVING_SIGNATURE]
     examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")

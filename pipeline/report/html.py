@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import jinja2
 import markupsafe
@@ -36,6 +37,28 @@ def _outcome_class(report: RunReport) -> str:
     if summary.error or summary.data_rejected:
         return "bad"
     return "ok" if summary.blessed else "warn"
+
+
+def number(value: float) -> str:
+    """A statistic in 4 significant digits; blank where TFDV computes none (text, binary)."""
+    return "" if math.isnan(value) else f"{value:.4g}"
+
+
+def byte_size(size: float) -> str:
+    """A size in bytes as people read it: `64 B`, `1.8 KB`, `2.3 MB`."""
+    if size < 1024:
+        return f"{size:.0f} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def not_run_reason(report: RunReport, node_id: str, what: str) -> str:
+    """Why a section has nothing: the component failed or was interrupted, or never ran."""
+    status = next((c.status for c in report.summary.components if c.id == node_id), "skipped")
+    if status in ("failed", "interrupted"):
+        return f"The {node_id} {status} (see the error above): ML Metadata holds no {what} of it."
+    return f"The {node_id} did not run."
 
 
 def epoch_rows(scalars: dict[str, dict[str, list[float]]]) -> list[list[str]]:
@@ -101,6 +124,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    environment.filters.update(number=number, byte_size=byte_size)
 
     def figure(name: str) -> markupsafe.Markup:
         if name not in figures:
@@ -111,6 +135,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         )
 
     per_class = report.evaluation.per_class if report.evaluation else []
+    trainer_section = (report.config or {}).get("trainer") or {}
     return environment.get_template(TEMPLATE).render(
         r=report,
         s=report.summary,
@@ -121,5 +146,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         per_class_columns=PER_CLASS_COLUMNS,
         per_class_rows=per_class_rows(per_class),
         **trial_table(report.summary.tuning),
+        class_weight=trainer_section.get("class_weight"),
+        not_run=lambda node_id, what: not_run_reason(report, node_id, what),
         figure=figure,
     )
