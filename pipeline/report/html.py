@@ -16,6 +16,7 @@ import markupsafe
 
 from components.training.hyperparameters import format_value
 from pipeline.evaluation_results import ClassMetrics
+from pipeline.pipeline import NodeIds
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult
 
@@ -53,9 +54,14 @@ def byte_size(size: float) -> str:
     return f"{size / 1024 / 1024:.1f} MB"
 
 
+def component_status(report: RunReport, node_id: str) -> str:
+    """executed, cached, failed, interrupted, or skipped when the run never reached it."""
+    return next((c.status for c in report.summary.components if c.id == node_id), "skipped")
+
+
 def not_run_reason(report: RunReport, node_id: str, what: str) -> str:
     """Why a section has nothing: the component failed or was interrupted, or never ran."""
-    status = next((c.status for c in report.summary.components if c.id == node_id), "skipped")
+    status = component_status(report, node_id)
     if status in ("failed", "interrupted"):
         return f"The {node_id} {status} (see the error above): ML Metadata holds no {what} of it."
     return f"The {node_id} did not run."
@@ -147,6 +153,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         per_class_rows=per_class_rows(per_class),
         **trial_table(report.summary.tuning),
         class_weight=trainer_section.get("class_weight"),
+        trainer_status=component_status(report, NodeIds.TRAINER),
         not_run=lambda node_id, what: not_run_reason(report, node_id, what),
         figure=figure,
     )

@@ -188,7 +188,11 @@ def _claims() -> list[Claim]:
         ),
         Claim("data", r"(.+)", lambda r, m: m.group(1) in (anomalies(r) or [])),  # the list
         # tuning
-        Claim("tuning", r"\d+ trial\(s\) scored by ", lambda r, m: r.summary.tuning is not None),
+        Claim(
+            "tuning",
+            r"\d+ trial\(s\) scored by .* the Trainer (trained|was to train) with the values",
+            lambda r, m: r.summary.tuning is not None and (m.group(1) == "trained") == _trained(r),
+        ),
         # training
         Claim(
             "training",

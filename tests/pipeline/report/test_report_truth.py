@@ -44,7 +44,7 @@ def _refused(digits_run) -> RunReport:
     refused = dataclasses.replace(
         summary,
         blessed=False,
-        blessing_reason="accuracy is below the lower bound 0.9999",
+        blessing_reason="accuracy did not beat the last blessed model by the change threshold",
         pushed_model=None,
         push_note="not blessed",
         serving_check=None,
