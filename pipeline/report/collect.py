@@ -16,6 +16,8 @@ import pathlib
 import platform
 from typing import Any
 
+from ml_metadata.proto import metadata_store_pb2
+
 from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import path_utils
 from components.contract import read_dataset
@@ -40,6 +42,7 @@ VERSIONED_PACKAGES = (
 )
 SAMPLES_EXAMINED = 1000
 SAMPLES_SHOWN = 24
+_UNFINISHED = (metadata_store_pb2.Execution.NEW, metadata_store_pb2.Execution.RUNNING)
 SCHEMA_FILE_PROPERTY = "schema_file"  # ImportSchemaGen's execution property: the file it read
 
 
@@ -124,9 +127,10 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
     rejected run, and the run's log file has any other error.
     """
     components = [
-        ComponentResult(node, stored.record.node(node).status, round(stored.seconds(node), 2))
+        ComponentResult(node, _stored_status(stored, node), round(stored.seconds(node), 2))
         for node in stored.node_ids
     ]
+    stopped = next((c.id for c in components if c.status == "interrupted"), None)
     failed = [c.id for c in components if c.status == "failed"]
     error: BaseException | None = None
     if failed:
@@ -137,9 +141,27 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
         else:
             error = RuntimeError(f"{failed[0]} failed; the run's log file has the full error")
     log_file = _latest_log(stored.run_dir)
-    return summarize_run(
+    summary = summarize_run(
         stored.record, components, error, log_file, stored.pipeline_name, class_names
     )
+    if stopped:  # which signal, MLMD does not say
+        summary.interrupted = f"a signal or kill during {stopped}"
+        summary.error = f"interrupted by {summary.interrupted}"
+        summary.succeeded = summary.data_rejected = False
+    return summary
+
+
+def _stored_status(stored: StoredRun, node: str) -> str:
+    """The node's status in the stored run; `interrupted` when its execution never ended.
+
+    TFX marks an execution failed when its component raises an exception; a stop
+    (SIGINT, SIGTERM, a kill) leaves it running in ML Metadata after the run is over.
+    """
+    status = stored.record.node(node).status
+    execution = stored.executions.get(node)
+    if status == "failed" and execution is not None and execution.last_known_state in _UNFINISHED:
+        return "interrupted"
+    return status
 
 
 def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
