@@ -83,6 +83,10 @@ def _trained(report: RunReport) -> bool:
     return _status(report, "Trainer") in ("executed", "cached")
 
 
+def _class_weight(report: RunReport) -> str | None:
+    return ((report.config or {}).get("trainer") or {}).get("class_weight")
+
+
 Fact = Callable[[RunReport, re.Match], bool]
 
 
@@ -154,7 +158,13 @@ def _claims() -> list[Claim]:
         Claim("what-ran", r"Full logs: (\S+)$", lambda r, m: m.group(1) == r.summary.log_file),
         # data
         Claim("data", r"The run stopped before StatisticsGen\.$", lambda r, m: r.data is None),
-        Claim("data", r"The classes are unbalanced", lambda r, m: r.data.unbalanced),
+        Claim(
+            "data",
+            r"The classes are unbalanced: .*(Consider|This run weighted the classes)",
+            lambda r, m: (
+                r.data.unbalanced and (m.group(1) == "Consider") != (_class_weight(r) == "balanced")
+            ),
+        ),
         Claim(
             "data",
             r"Photos are stored encoded",

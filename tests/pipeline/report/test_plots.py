@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pipeline.evaluation_results import ClassMetrics
-from pipeline.report.data_facts import FeatureSummary, SplitStatistics
 from pipeline.report.plots import feature_histograms, per_class_metrics
+from tests.pipeline.report.label_statistics import label_split
 
 
 def _bar_heights(axes) -> list[float]:
@@ -24,23 +24,8 @@ def test_a_low_recall_shows_as_a_bar_rising_from_zero():
     assert 0.349 in [round(height, 3) for height in _bar_heights(axes)]
 
 
-def _label(counts: list[float]) -> FeatureSummary:
-    return FeatureSummary(
-        name="label",
-        type="INT",
-        present=int(sum(counts)),
-        values_per_example=1.0,
-        minimum=0.0,
-        mean=0.5,
-        std_dev=0.5,
-        maximum=len(counts) - 1.0,
-        zeros_percent=0.0,
-        histogram=[(v - 0.5, v + 0.5, count) for v, count in enumerate(counts)],
-    )
-
-
 def test_the_label_histogram_names_the_classes_under_its_bars():
-    splits = [SplitStatistics("train", 200, [_label([120, 80])])]
+    splits = [label_split("train", [120, 80])]
 
     (axes,) = feature_histograms(splits, "label", ["cat", "dog"]).axes
 
