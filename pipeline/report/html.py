@@ -63,7 +63,8 @@ def not_run_reason(report: RunReport, node_id: str, what: str) -> str:
     """Why a section has nothing: the component failed or was interrupted, or never ran."""
     status = component_status(report, node_id)
     if status in ("failed", "interrupted"):
-        return f"The {node_id} {status} (see the error above): ML Metadata holds no {what} of it."
+        stopped = "was interrupted" if status == "interrupted" else "failed"
+        return f"The {node_id} {stopped} (see the error above): ML Metadata holds no {what} of it."
     return f"The {node_id} did not run."
 
 

@@ -211,8 +211,10 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "training",
-            r"The Trainer (failed|interrupted) \(see the error above\)",
-            lambda r, m: r.training is None and _status(r, "Trainer") == m.group(1),
+            r"The Trainer (failed|was interrupted) \(see the error above\)",
+            lambda r, m: (
+                r.training is None and _status(r, "Trainer") == m.group(1).removeprefix("was ")
+            ),
         ),
         Claim(
             "training",
@@ -247,8 +249,10 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "evaluation",
-            r"The Evaluator (failed|interrupted) \(see the error above\)",
-            lambda r, m: r.evaluation is None and _status(r, "Evaluator") == m.group(1),
+            r"The Evaluator (failed|was interrupted) \(see the error above\)",
+            lambda r, m: (
+                r.evaluation is None and _status(r, "Evaluator") == m.group(1).removeprefix("was ")
+            ),
         ),
         Claim(
             "evaluation",
