@@ -32,7 +32,7 @@ from pipeline.data_sources import prepare_data_root
 from pipeline.pipeline import NodeIds, create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_memory import write_run_memory
-from pipeline.run_record import RunRecord
+from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
 from pipeline.schema_tools import (
     bootstrap_schema,
@@ -233,6 +233,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         meter.stop()
     components = progress.all_results() if progress else []
     run_peak = progress.run_peak() if progress else (None, None)
+    if bootstrapped is not None:  # kept in MLMD for a report rebuilt after the run
+        record.note(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY, str(bootstrapped))
     summary = summarize_run(
         record,
         components,
@@ -241,7 +243,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         config.full_pipeline_name,
         config.dataset.class_names,
     )
-    summary.schema_bootstrapped = str(bootstrapped) if bootstrapped else None
+    if bootstrapped is not None:  # also when the run stopped before ImportSchemaGen
+        summary.schema_bootstrapped = str(bootstrapped)
     summary.add_run_memory(*run_peak)
     return summary
 

@@ -33,7 +33,7 @@ from pipeline.evaluation_results import (
 )
 from pipeline.manual_blessing import manual_blessing_of
 from pipeline.pipeline import NodeIds
-from pipeline.run_record import RunRecord, custom_property
+from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
 
 SERVING_MODEL_DIR = "Format-Serving"  # TFX's folder for the exported model in a Model artifact
@@ -325,6 +325,7 @@ def summarize_run(
     """
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
     summary.class_names = list(class_names)
+    summary.schema_bootstrapped = record.noted(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY)
     tuner = record.node(NodeIds.TUNER).outputs
     if tuner.get("tuner_results") and tuner.get("best_hyperparameters"):
         summary.tuning = read_tuning(tuner["tuner_results"][0], tuner["best_hyperparameters"][0])

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay instant
     from common.config import PipelineConfig
+    from pipeline.report.collect import RunReport
     from pipeline.run_summary import RunSummary
 
 REPORT_DIR = "report"
@@ -45,12 +46,19 @@ def write_report(
     Raises:
       RunNotFoundError: no summary was given and the folder holds no run.
     """
-    from pipeline.report import plots
     from pipeline.report.collect import collect_report
-    from pipeline.report.html import render_html
 
     report = collect_report(run_dir, summary, config)
-    output_dir = pathlib.Path(output_dir or pathlib.Path(run_dir) / REPORT_DIR)
+    return write_report_files(
+        report, pathlib.Path(output_dir or pathlib.Path(run_dir) / REPORT_DIR)
+    )
+
+
+def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFiles:
+    """Draws the figures of a collected `RunReport` and writes them and the page to `output_dir`."""
+    from pipeline.report import plots
+    from pipeline.report.html import render_html
+
     output_dir.mkdir(parents=True, exist_ok=True)
     evaluation = report.evaluation
     lower_bound = (
@@ -59,9 +67,12 @@ def write_report(
         else None
     )
     baseline = report.summary.baseline_metrics or {}
+    data = report.data
     drawn = {
         "components": plots.component_times(report.summary.components),
-        "data": plots.feature_histograms(report.data.splits) if report.data else None,
+        "data": plots.feature_histograms(data.splits, data.label_feature, report.class_names)
+        if data
+        else None,
         "training": plots.training_curves(report.training.scalars) if report.training else None,
         "comparison": plots.candidate_vs_baseline(
             report.summary.metrics.get("accuracy"), baseline.get("accuracy"), lower_bound

@@ -16,6 +16,8 @@ import pathlib
 import platform
 from typing import Any
 
+from ml_metadata.proto import metadata_store_pb2
+
 from common.config import DatasetConfig, PipelineConfig
 from common.memory_meter import highest
 from common.tfx_api import path_utils
@@ -43,6 +45,8 @@ VERSIONED_PACKAGES = (
 )
 SAMPLES_EXAMINED = 1000
 SAMPLES_SHOWN = 24
+_UNFINISHED = (metadata_store_pb2.Execution.NEW, metadata_store_pb2.Execution.RUNNING)
+SCHEMA_FILE_PROPERTY = "schema_file"  # ImportSchemaGen's execution property: the file it read
 
 
 @dataclasses.dataclass
@@ -57,6 +61,7 @@ class TrainingFacts:
 class DeploymentFacts:
     model_dir: str  # the pushed copy, else the Trainer's export
     signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
+    served: bool = False  # model_dir is the served copy (else the candidate nothing serves)
 
 
 @dataclasses.dataclass
@@ -82,14 +87,24 @@ def describe_outcome(summary: RunSummary) -> str:
     """The run's result in one sentence."""
     failed = next((c.id for c in summary.components if c.status == "failed"), None)
     where = f" in {failed}" if failed else ""
+    pushed = f"{summary.pushed_model} was pushed" if summary.pushed_model else "nothing was pushed"
+    if summary.interrupted:
+        return (
+            f"Interrupted by {summary.interrupted}: the run stopped and {pushed}; "
+            "the same command resumes it."
+        )
     if summary.data_rejected:  # bad files, a wrong data folder, or data breaking the schema
         return f"Data rejected{where}, so nothing was trained or pushed: {summary.error}"
     if summary.error:
-        return f"The run failed{where}: {summary.error}"
+        return f"The run failed{where} and {pushed}: {summary.error}"
     if not summary.blessed:
-        return f"Trained but not blessed ({summary.blessing_reason}); nothing was pushed."
-    pushed = f"{summary.pushed_model} ({summary.push_note})"
-    return f"Blessed ({summary.blessing_reason}) and served from {pushed}."
+        return f"Trained but not blessed ({summary.blessing_reason}); {pushed}."
+    if not summary.pushed_model:
+        return f"Blessed ({summary.blessing_reason}) but not pushed: {summary.push_note}."
+    return (
+        f"Blessed ({summary.blessing_reason}) and served from {summary.pushed_model} "
+        f"({summary.push_note})."
+    )
 
 
 def versions() -> dict[str, str]:
@@ -116,13 +131,14 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
     from the run folder's memory file (`pipeline.run_memory`).
     """
     components = [
-        ComponentResult(node, stored.record.node(node).status, round(stored.seconds(node), 2))
+        ComponentResult(node, _stored_status(stored, node), round(stored.seconds(node), 2))
         for node in stored.node_ids
     ]
     memory = read_run_memory(stored.run_dir, stored.run_id)
     for component in components:
         if component.id in memory:
             component.add_memory(memory[component.id])
+    stopped = next((c.id for c in components if c.status == "interrupted"), None)
     failed = [c.id for c in components if c.status == "failed"]
     error: BaseException | None = None
     if failed:
@@ -136,8 +152,25 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
     summary = summarize_run(
         stored.record, components, error, log_file, stored.pipeline_name, class_names
     )
+    if stopped:  # which signal, MLMD does not say
+        summary.interrupted = f"a signal or kill during {stopped}"
+        summary.error = f"interrupted by {summary.interrupted}"
+        summary.succeeded = summary.data_rejected = False
     summary.add_run_memory(*highest(memory.items()))  # the moments between them were not kept
     return summary
+
+
+def _stored_status(stored: StoredRun, node: str) -> str:
+    """The node's status in the stored run; `interrupted` when its execution never ended.
+
+    TFX marks an execution failed when its component raises an exception; a stop
+    (SIGINT, SIGTERM, a kill) leaves it running in ML Metadata after the run is over.
+    """
+    status = stored.record.node(node).status
+    execution = stored.executions.get(node)
+    if status == "failed" and execution is not None and execution.last_known_state in _UNFINISHED:
+        return "interrupted"
+    return status
 
 
 def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
@@ -154,13 +187,16 @@ def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.Da
     examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")
     odd = read_odd_images(examples.uri) if examples else None
     splits = data_facts.read_statistics(statistics)
+    schema_gen = stored.executions.get(NodeIds.SCHEMA_GEN)
     return data_facts.DataFacts(
         splits=splits,
-        anomalies=data_facts.read_anomalies(anomalies) if anomalies else [],
+        anomalies=data_facts.read_anomalies(anomalies) if anomalies else None,
         class_imbalance=data_facts.class_imbalance(splits, label_feature)
         if label_feature
         else None,
         odd_images=odd.line() if odd and odd.odd else None,
+        label_feature=label_feature,
+        schema_file=custom_property(schema_gen, SCHEMA_FILE_PROPERTY) if schema_gen else None,
     )
 
 
@@ -192,6 +228,7 @@ def _collect_serving(
     deployment = DeploymentFacts(
         model_dir,
         {name: serving_facts.describe_signature(serve) for name, serve in signatures.items()},
+        served=summary.pushed_model is not None,
     )
     serve = signatures[SERVING_SIGNATURE]
     examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")

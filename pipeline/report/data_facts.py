@@ -17,6 +17,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
 
 from common.tfx_api import artifact_utils, standard_artifacts
+from components.contract import IMAGE_FORMAT_FEATURE
 from components.data_checks.anomalies import describe_anomalies
 
 STATISTICS_FILE = "FeatureStats.pb"
@@ -36,8 +37,11 @@ class FeatureSummary:
     maximum: float
     zeros_percent: float
     histogram: list[tuple[float, float, float]]  # (low, high, count) of the standard histogram
-    # Text and bytes features (an image's format): examples per value, most frequent first.
+    # Text features (an image's format): examples per value, most frequent first.
     values: list[tuple[str, int]] = dataclasses.field(default_factory=list)
+    # Binary features (encoded photos, raw 8-bit pixels): their mean size. TFDV counts no
+    # values of them, only that each is binary, so `values` stays empty.
+    average_bytes: float | None = None
 
 
 @dataclasses.dataclass
@@ -54,15 +58,24 @@ UNBALANCED_RATIO = 1.5
 @dataclasses.dataclass
 class DataFacts:
     splits: list[SplitStatistics]
-    anomalies: list[str]  # one line per anomaly; empty when the data matched the schema
+    # One line per anomaly; empty when the data matched the schema, None when
+    # ExampleValidator never ran (the data was not checked).
+    anomalies: list[str] | None
     # The training split's largest class over its smallest (None: no label statistics).
     class_imbalance: float | None = None
     # ExampleGen's line about images odd among the rest (None: none, or not an image source).
     odd_images: str | None = None
+    label_feature: str | None = None
+    schema_file: str | None = None  # the file ImportSchemaGen read, when recorded
 
     @property
     def unbalanced(self) -> bool:
         return self.class_imbalance is not None and self.class_imbalance > UNBALANCED_RATIO
+
+    @property
+    def describes_photos(self) -> bool:
+        """ExampleGen stored encoded photos, with their sizes and formats beside them."""
+        return any(f.name == IMAGE_FORMAT_FEATURE for split in self.splits for f in split.features)
 
 
 def class_imbalance(splits: list[SplitStatistics], label_feature: str) -> float | None:
@@ -128,9 +141,14 @@ def _categorical_summary(
 def _text_summary(
     name: str, type_name: str, strings: statistics_pb2.StringStatistics
 ) -> FeatureSummary:
-    """A text or bytes feature: no numbers, its values counted (an encoded image is one
-    `__BYTES_VALUE__`; its size and format are the numeric and text features beside it)."""
+    """A text or binary feature: no numbers; a text feature's values counted.
+
+    TFDV names every value that is not UTF-8 `__BYTES_VALUE__`: a binary feature (an
+    encoded photo, raw pixels) keeps its mean size instead, and no values. A photo's
+    height, width and format are the numeric and text features ExampleGen writes beside it.
+    """
     common = strings.common_stats
+    binary = strings.invalid_utf8_count > 0
     return FeatureSummary(
         name=name,
         type=type_name,
@@ -142,7 +160,10 @@ def _text_summary(
         maximum=math.nan,
         zeros_percent=0.0,
         histogram=[],
-        values=[(b.label, int(b.sample_count)) for b in strings.rank_histogram.buckets],
+        values=[]
+        if binary
+        else [(b.label, int(b.sample_count)) for b in strings.rank_histogram.buckets],
+        average_bytes=strings.avg_length if binary else None,
     )
 
 

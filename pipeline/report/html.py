@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 
 import jinja2
 import markupsafe
 
 from components.training.hyperparameters import format_value
 from pipeline.evaluation_results import ClassMetrics
+from pipeline.pipeline import NodeIds
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult
 
@@ -36,6 +38,34 @@ def _outcome_class(report: RunReport) -> str:
     if summary.error or summary.data_rejected:
         return "bad"
     return "ok" if summary.blessed else "warn"
+
+
+def number(value: float) -> str:
+    """A statistic in 4 significant digits; blank where TFDV computes none (text, binary)."""
+    return "" if math.isnan(value) else f"{value:.4g}"
+
+
+def byte_size(size: float) -> str:
+    """A size in bytes as people read it: `64 B`, `1.8 KB`, `2.3 MB`."""
+    if size < 1024:
+        return f"{size:.0f} B"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / 1024 / 1024:.1f} MB"
+
+
+def component_status(report: RunReport, node_id: str) -> str:
+    """executed, cached, failed, interrupted, or skipped when the run never reached it."""
+    return next((c.status for c in report.summary.components if c.id == node_id), "skipped")
+
+
+def not_run_reason(report: RunReport, node_id: str, what: str) -> str:
+    """Why a section has nothing: the component failed or was interrupted, or never ran."""
+    status = component_status(report, node_id)
+    if status in ("failed", "interrupted"):
+        stopped = "was interrupted" if status == "interrupted" else "failed"
+        return f"The {node_id} {stopped} (see the error above): ML Metadata holds no {what} of it."
+    return f"The {node_id} did not run."
 
 
 def epoch_rows(scalars: dict[str, dict[str, list[float]]]) -> list[list[str]]:
@@ -101,6 +131,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
+    environment.filters.update(number=number, byte_size=byte_size)
 
     def figure(name: str) -> markupsafe.Markup:
         if name not in figures:
@@ -111,6 +142,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         )
 
     per_class = report.evaluation.per_class if report.evaluation else []
+    trainer_section = (report.config or {}).get("trainer") or {}
     return environment.get_template(TEMPLATE).render(
         r=report,
         s=report.summary,
@@ -121,5 +153,8 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         per_class_columns=PER_CLASS_COLUMNS,
         per_class_rows=per_class_rows(per_class),
         **trial_table(report.summary.tuning),
+        class_weight=trainer_section.get("class_weight"),
+        trainer_status=component_status(report, NodeIds.TRAINER),
+        not_run=lambda node_id, what: not_run_reason(report, node_id, what),
         figure=figure,
     )

@@ -51,8 +51,16 @@ def component_times(components: list[ComponentResult]) -> Figure | None:
     return figure
 
 
-def feature_histograms(splits: list[SplitStatistics]) -> Figure | None:
-    """TFDV's value histogram of every numeric feature, splits overlaid as fractions."""
+def feature_histograms(
+    splits: list[SplitStatistics],
+    label_feature: str | None = None,
+    class_names: list[str] | None = None,
+) -> Figure | None:
+    """TFDV's value histogram of every numeric feature, splits overlaid as fractions.
+
+    The label's histogram names its classes (`class_names`, in label order) under
+    the bars instead of their numbers.
+    """
     names = sorted({f.name for split in splits for f in split.features if f.histogram})
     if not names:
         return None
@@ -73,8 +81,13 @@ def feature_histograms(splits: list[SplitStatistics]) -> Figure | None:
                 label=split.name,
                 color=SPLIT_COLORS.get(split.name),
             )
-        axes.set_title(f"{name} values")
-        axes.set_ylabel("fraction of values")
+        if name == label_feature and class_names:
+            _class_ticks(axes, list(class_names), "x")
+            axes.set_title(f"{name} classes")
+            axes.set_ylabel("fraction of examples")
+        else:
+            axes.set_title(f"{name} values")
+            axes.set_ylabel("fraction of values")
         axes.legend()
     return figure
 
@@ -158,8 +171,7 @@ def per_class_metrics(per_class: list[ClassMetrics]) -> Figure | None:
             )
     _class_ticks(axes, [c.class_name for c in per_class], "x", positions + width / 2)
     axes.set_xlabel("class")
-    defined = [v for c in per_class for v in (c.precision, c.recall) if v is not None]
-    axes.set_ylim(min([0.5, *defined]), 1.0)
+    axes.set_ylim(0, 1.0)  # from 0: a bar's height is its value, however low
     axes.set_title("Per-class metrics (eval split)")
     figure.legend(loc="outside right upper")  # bars at 0 would hide under a legend inside
     return figure

@@ -23,10 +23,12 @@ from cli.synthetic_data import write_synthetic
 from common.config import load_config
 from components.images.examples import parse_pixels
 from pipeline.data_sources import write_digits_tfrecord
+from pipeline.report import write_report_files
 from pipeline.report.collect import SAMPLES_SHOWN, collect_report
 from pipeline.report.tensorboard_logs import summary_kinds
 from tests.components.example_gen.conftest import record_ends
 from tests.pipeline.e2e_helpers import executions_of, mlmd_store, serving_accuracy, split_files
+from tests.pipeline.report.page_claims import false_sentences, read_page
 
 pytestmark = pytest.mark.slow
 
@@ -116,6 +118,14 @@ def test_first_run_of_a_new_dataset_bootstraps_its_schema_and_trains(tmp_path, c
     html = (config.run_dir / "report" / "report.html").read_text(encoding="utf-8")
     for name in NAMES:
         assert f"<tr><td>{name}</td>" in html
+    # The data was checked against the schema inferred from it, the run's and the rebuilt
+    # report say so (the rebuilt one from ML Metadata), and the bytes pixels show a size.
+    rebuilt = write_report_files(report, tmp_path / "rebuilt").html.read_text(encoding="utf-8")
+    assert report.summary.schema_bootstrapped == str(schema_file)
+    for page in (html, rebuilt):
+        assert false_sentences(read_page(page), report, "data") == []
+        assert "this run inferred the schema" in page and "curated" not in page
+        assert "__BYTES_VALUE__" not in page and "binary, 784 B a value on average" in page
     samples = report.samples
     assert samples.examined == 120 and len(samples.predicted) == SAMPLES_SHOWN
     assert samples.images.shape[1:] == (28, 28, 1)

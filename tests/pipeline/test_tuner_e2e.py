@@ -10,7 +10,9 @@ import pytest
 import yaml
 
 from cli.main import main
+from pipeline.report.collect import collect_report
 from tests.cli.test_main import run_cli
+from tests.pipeline.report.page_claims import false_sentences, read_page
 
 pytestmark = pytest.mark.slow
 
@@ -101,6 +103,7 @@ def test_report_and_tensorboard_show_every_trial(tuned_runs, capsys):
     assert 'id="trials"' in report
     assert f"<td>{summary['tuning']['chosen_trial_id']} (chosen)</td>" in report
     assert report.count("<td>COMPLETED</td>") == len(trials)
+    assert false_sentences(read_page(report), collect_report(run_dir), "tuning") == []
 
     assert main(["tensorboard", str(run_dir)]) == 0
     command = capsys.readouterr().out.strip()

@@ -3,46 +3,17 @@
 from __future__ import annotations
 
 import pytest
-import tensorflow as tf
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
 
 from cli.main import EXIT_DATA_REJECTED, main
 from pipeline.data_sources import DataSourceError
 from pipeline.report import write_report
+from pipeline.report.collect import describe_outcome, summarize_stored_run
+from pipeline.report.run_store import StoredRun
+from pipeline.run_record import RunRecord
 from pipeline.run_summary import RunSummary
-
-PIXELS = 64
-
-
-def _write_digits_with_a_bad_pixel(path) -> None:
-    """Well-formed digits-shaped examples, one with pixels of 99: the curated schema allows 0-16."""
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for index in range(50):
-            pixel = 99.0 if index == 0 else float(index % 17)
-            example = tf.train.Example(
-                features=tf.train.Features(
-                    feature={
-                        "pixels": tf.train.Feature(
-                            float_list=tf.train.FloatList(value=[pixel] * PIXELS)
-                        ),
-                        "label": tf.train.Feature(
-                            int64_list=tf.train.Int64List(value=[index % 10])
-                        ),
-                    }
-                )
-            )
-            writer.write(example.SerializeToString())
-
-
-@pytest.fixture(scope="module")
-def rejected_run(tmp_path_factory):
-    """`tpu-pipeline run` on data with out-of-range pixels; returns (exit code, run dir)."""
-    data_dir = tmp_path_factory.mktemp("bad-data")
-    _write_digits_with_a_bad_pixel(data_dir / "digits.tfrecord")
-    output_dir = tmp_path_factory.mktemp("rejected")
-    code = main(
-        ["run", "--dataset", "digits", "--data-dir", str(data_dir), "--output-dir", str(output_dir)]
-    )
-    return code, output_dir / "tpu-pipeline-digits"
+from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 
 @pytest.mark.slow
@@ -85,3 +56,24 @@ def test_report_of_a_folder_without_a_run_says_what_to_pass(tmp_path, capsys):
     error = capsys.readouterr().err
     assert "metadata.sqlite is missing" in error
     assert not (tmp_path / "metadata.sqlite").exists()
+
+
+def test_a_run_stopped_mid_trainer_is_reported_interrupted_when_rebuilt(tmp_path):
+    connection = sqlite_connection(tmp_path)
+    store = metadata_store.MetadataStore(connection)
+    executions = {
+        "ExampleGen": record_execution(store, "ExampleGen"),
+        # A stop leaves the execution running: TFX marks only exceptions as failed.
+        "Trainer": record_execution(store, "Trainer", metadata_store_pb2.Execution.RUNNING),
+    }
+    record = RunRecord(connection, PIPELINE, first_execution_id=1)
+    stored = StoredRun(tmp_path, PIPELINE, "run-1", record, executions, [*executions, "Pusher"])
+
+    summary = summarize_stored_run(stored, [])
+
+    statuses = [c.status for c in summary.components]
+    assert statuses == ["executed", "interrupted", "skipped"]
+    assert summary.interrupted == "a signal or kill during Trainer" and not summary.succeeded
+    assert describe_outcome(summary).startswith(
+        "Interrupted by a signal or kill during Trainer: the run stopped and nothing was pushed"
+    )

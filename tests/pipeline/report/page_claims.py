@@ -1,0 +1,345 @@
+"""Reads a report page back as sentences and checks each one against the run's facts.
+
+Every paragraph and list item of the page is a claim. `CLAIMS` lists each kind
+of sentence the template can write, with the facts under which it is true; a
+sentence of the page that no claim recognises fails the check too, so a new
+sentence in the template needs its condition written here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable
+from html.parser import HTMLParser
+
+from pipeline.report.collect import RunReport
+
+TOP = "top"  # the run line and the outcome, above the first section
+
+
+@dataclasses.dataclass
+class Page:
+    sentences: dict[str, list[str]]  # section id -> paragraph and list-item texts
+    rows: dict[str, list[list[str]]]  # section id -> table rows' cell texts
+
+
+class _PageReader(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.page = Page({TOP: []}, {TOP: []})
+        self._section = TOP
+        self._text: list[str] | None = None
+        self._row: list[str] | None = None
+        self._cell: list[str] | None = None
+        self._in_title = False
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "h2":
+            self._section = dict(attrs)["id"]
+            self.page.sentences[self._section] = []
+            self.page.rows[self._section] = []
+        elif tag in ("p", "li"):
+            self._text = []
+        elif tag == "tr":
+            self._row = []
+        elif tag in ("td", "th"):
+            self._cell = []
+        elif tag == "title":
+            self._in_title = True
+
+    def handle_endtag(self, tag):
+        if tag in ("p", "li") and self._text is not None:
+            text = " ".join("".join(self._text).split())
+            if text:
+                self.page.sentences[self._section].append(text)
+            self._text = None
+        elif tag in ("td", "th") and self._cell is not None:
+            self._row.append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            self.page.rows[self._section].append(self._row)
+            self._row = None
+        elif tag == "title":
+            self._in_title = False
+
+    def handle_data(self, data):
+        for parts in (self._text, self._cell):
+            if parts is not None:
+                parts.append(data)
+
+
+def read_page(html: str) -> Page:
+    reader = _PageReader()
+    reader.feed(html)
+    return reader.page
+
+
+def _status(report: RunReport, node_id: str) -> str:
+    return next((c.status for c in report.summary.components if c.id == node_id), "skipped")
+
+
+def _trained(report: RunReport) -> bool:
+    return _status(report, "Trainer") in ("executed", "cached")
+
+
+def _class_weight(report: RunReport) -> str | None:
+    return ((report.config or {}).get("trainer") or {}).get("class_weight")
+
+
+Fact = Callable[[RunReport, re.Match], bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    section: str
+    pattern: str  # matched at the start of a sentence (re.match)
+    true_when: Fact
+
+
+def _claims() -> list[Claim]:
+    def pushed(r, m):
+        return r.summary.pushed_model is not None
+
+    def not_pushed(r, m):
+        return r.summary.pushed_model is None
+
+    def anomalies(r):
+        return r.data.anomalies if r.data else None
+
+    return [
+        # top
+        Claim(TOP, r"Run \(never reached ML Metadata\) in ", lambda r, m: r.run_id is None),
+        Claim(TOP, r"Run (\S+) in ", lambda r, m: m.group(1) == r.run_id),
+        Claim(
+            TOP,
+            r"Interrupted by (.+): the run stopped and nothing was pushed; the same command",
+            lambda r, m: r.summary.interrupted == m.group(1) and not_pushed(r, m),
+        ),
+        Claim(
+            TOP,
+            r"Data rejected.*, so nothing was trained or pushed: ",
+            lambda r, m: r.summary.data_rejected and not _trained(r) and not_pushed(r, m),
+        ),
+        Claim(
+            TOP,
+            r"The run failed(?: in (\S+))? and nothing was pushed: (.*)",
+            lambda r, m: (
+                not r.summary.interrupted
+                and not r.summary.data_rejected
+                and m.group(2) == r.summary.error
+                and not_pushed(r, m)
+                and (m.group(1) is None or _status(r, m.group(1)) == "failed")
+            ),
+        ),
+        Claim(
+            TOP,
+            r"Trained but not blessed \((.*)\); nothing was pushed\.$",
+            lambda r, m: (
+                _trained(r)
+                and not r.summary.blessed
+                and m.group(1) == r.summary.blessing_reason
+                and not_pushed(r, m)
+            ),
+        ),
+        Claim(
+            TOP,
+            r"Blessed \((.*)\) but not pushed: ",
+            lambda r, m: r.summary.blessed and not_pushed(r, m),
+        ),
+        Claim(
+            TOP,
+            r"Blessed \((.*)\) and served from (\S+) ",
+            lambda r, m: r.summary.blessed and m.group(2) == r.summary.pushed_model,
+        ),
+        # what ran
+        Claim("what-ran", r"No component ran\.$", lambda r, m: not r.summary.components),
+        Claim("what-ran", r"Error: (.*)", lambda r, m: m.group(1) == r.summary.error),
+        Claim("what-ran", r"Full logs: (\S+)$", lambda r, m: m.group(1) == r.summary.log_file),
+        # data
+        Claim("data", r"The run stopped before StatisticsGen\.$", lambda r, m: r.data is None),
+        Claim(
+            "data",
+            r"The classes are unbalanced: .*(Consider|This run weighted the classes)",
+            lambda r, m: (
+                r.data.unbalanced and (m.group(1) == "Consider") != (_class_weight(r) == "balanced")
+            ),
+        ),
+        Claim(
+            "data",
+            r"Photos are stored encoded",
+            lambda r, m: r.data.describes_photos,
+        ),
+        Claim(
+            "data",
+            r"ExampleValidator did not run: the data was not checked",
+            lambda r, m: anomalies(r) is None,
+        ),
+        Claim(
+            "data",
+            r"No schema anomalies; the data was rejected for the reason above\.$",
+            lambda r, m: anomalies(r) == [] and r.summary.data_rejected,
+        ),
+        Claim(
+            "data",
+            r"None, as there could be none: this run inferred the schema from these same "
+            r"examples and wrote it to (\S+),",
+            lambda r, m: anomalies(r) == [] and m.group(1) == r.summary.schema_bootstrapped,
+        ),
+        Claim(
+            "data",
+            r"None: the data matched the schema (\S+)\.$",
+            lambda r, m: (
+                anomalies(r) == []
+                and not r.summary.data_rejected
+                and r.summary.schema_bootstrapped is None
+                and m.group(1) == r.data.schema_file
+            ),
+        ),
+        Claim("data", r"(.+)", lambda r, m: m.group(1) in (anomalies(r) or [])),  # the list
+        # tuning
+        Claim(
+            "tuning",
+            r"\d+ trial\(s\) scored by .* the Trainer (trained|was to train) with the values",
+            lambda r, m: r.summary.tuning is not None and (m.group(1) == "trained") == _trained(r),
+        ),
+        # training
+        Claim(
+            "training",
+            r"No epoch finished\.$",
+            lambda r, m: r.training is not None and not r.training.scalars.get("train"),
+        ),
+        Claim(
+            "training",
+            r"The Trainer (failed|was interrupted) \(see the error above\)",
+            lambda r, m: (
+                r.training is None and _status(r, "Trainer") == m.group(1).removeprefix("was ")
+            ),
+        ),
+        Claim(
+            "training",
+            r"The Trainer did not run\.$",
+            lambda r, m: r.training is None and _status(r, "Trainer") == "skipped",
+        ),
+        Claim(
+            "training",
+            r"tensorboard --logdir (\S+)",
+            lambda r, m: r.training is not None and m.group(1) == r.training.log_dir,
+        ),
+        # evaluation
+        Claim("evaluation", r"Thresholds:$", lambda r, m: r.evaluation is not None),
+        Claim(
+            "evaluation",
+            r"(\S+): (.+)",
+            lambda r, m: (
+                r.evaluation is not None
+                and (m.group(1), m.group(2))
+                in [(t.metric, t.rule) for t in r.evaluation.thresholds]
+            ),
+        ),
+        Claim(
+            "evaluation",
+            r"Blessing: blessed: (.*)\.$",
+            lambda r, m: r.summary.blessed and m.group(1) == r.summary.blessing_reason,
+        ),
+        Claim(
+            "evaluation",
+            r"Blessing: not blessed: (.*)\.$",
+            lambda r, m: not r.summary.blessed and m.group(1) == r.summary.blessing_reason,
+        ),
+        Claim(
+            "evaluation",
+            r"The Evaluator (failed|was interrupted) \(see the error above\)",
+            lambda r, m: (
+                r.evaluation is None and _status(r, "Evaluator") == m.group(1).removeprefix("was ")
+            ),
+        ),
+        Claim(
+            "evaluation",
+            r"The Evaluator did not run\.$",
+            lambda r, m: not r.summary.metrics and _status(r, "Evaluator") == "skipped",
+        ),
+        # deployment
+        Claim(
+            "deployment",
+            r"Pushed: nothing \((.*)\)\.$",
+            lambda r, m: not_pushed(r, m) and m.group(1) == r.summary.push_note,
+        ),
+        Claim(
+            "deployment",
+            r"Pushed: (\S+) \((.*)\)\.$",
+            lambda r, m: m.group(1) == r.summary.pushed_model and m.group(2) == r.summary.push_note,
+        ),
+        Claim(
+            "deployment",
+            r"Serving signatures of the served model (\S+) ",
+            lambda r, m: (
+                pushed(r, m) and r.deployment.served and m.group(1) == r.deployment.model_dir
+            ),
+        ),
+        Claim(
+            "deployment",
+            r"Serving signatures of the candidate the Trainer exported, (\S+); nothing serves it",
+            lambda r, m: not_pushed(r, m) and m.group(1) == r.deployment.model_dir,
+        ),
+        Claim(
+            "deployment",
+            r"The SavedModel and its TFLite variants .*of the SavedModel's accuracy\.$",
+            lambda r, m: bool(r.summary.serving_variants) and pushed(r, m),
+        ),
+        Claim(
+            "deployment",
+            r"The SavedModel and its TFLite variants .* "
+            r"Nothing was pushed, so none is published\.$",
+            lambda r, m: bool(r.summary.serving_variants) and not_pushed(r, m),
+        ),
+        # samples
+        Claim(
+            "samples",
+            r"(\d+) mistakes among the first (\d+) eval examples, predicted by the served model;",
+            lambda r, m: (
+                pushed(r, m)
+                and (int(m.group(1)), int(m.group(2))) == (r.samples.mistakes, r.samples.examined)
+            ),
+        ),
+        Claim(
+            "samples",
+            r"(\d+) mistakes among the first (\d+) eval examples, predicted by the candidate the "
+            r"Trainer exported, which is not served;",
+            lambda r, m: (
+                not_pushed(r, m)
+                and (int(m.group(1)), int(m.group(2))) == (r.samples.mistakes, r.samples.examined)
+            ),
+        ),
+        Claim("samples", r"No trained model to predict with\.$", lambda r, m: r.samples is None),
+    ]
+
+
+CLAIMS = _claims()
+SECTIONS = [TOP, "what-ran", "data", "training", "evaluation", "deployment", "samples"]
+
+
+def false_sentences(page: Page, report: RunReport, section: str) -> list[str]:
+    """The section's sentences no claim makes true for this run, each with why."""
+    wrong = []
+    for sentence in page.sentences.get(section, []):
+        matches = [
+            (claim, match)
+            for claim in CLAIMS
+            if claim.section == section and (match := re.match(claim.pattern, sentence))
+        ]
+        if not matches:
+            wrong.append(f"no claim recognises: {sentence!r}")
+        elif not any(claim.true_when(report, match) for claim, match in matches):
+            wrong.append(f"not true of this run: {sentence!r}")
+    return wrong
+
+
+def published_cells(page: Page) -> list[str]:
+    """The `published` column of the deployment section's variants table."""
+    rows = page.rows.get("deployment", [])
+    header = next((row for row in rows if "published" in row), None)
+    if header is None:
+        return []
+    column = header.index("published")
+    return [row[column] for row in rows[rows.index(header) + 1 :] if len(row) > column]

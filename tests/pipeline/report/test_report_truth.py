@@ -1,0 +1,134 @@
+"""Every sentence of the report is true of the run it reports, whatever the run's outcome.
+
+Each outcome's page is built from a real run's artifacts: the shared digits run
+(blessed and pushed), the same artifacts with the facts of a run the Evaluator
+refused, a real rejected run, and the digits run's data with a Trainer that
+failed or was interrupted. `page_claims` then checks each section's sentences
+against the facts the page was built from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import signal
+
+import pytest
+
+from pipeline.report import write_report_files
+from pipeline.report.collect import RunReport, collect_report, describe_outcome
+from pipeline.run_summary import ComponentResult, RunSummary
+from tests.pipeline.report.page_claims import SECTIONS, false_sentences, published_cells, read_page
+
+pytestmark = pytest.mark.slow  # every outcome reads a real pipeline run
+
+OUTCOMES = [
+    "blessed and pushed",
+    "blessed and pushed, rebuilt from the run folder",
+    "not blessed, schema bootstrapped",
+    "data rejected, rebuilt from the run folder",
+    "failed in the Trainer",
+    "interrupted in the Trainer",
+]
+
+
+@pytest.fixture(scope="module")
+def digits_facts(digits_run) -> RunReport:
+    config, summary = digits_run
+    return collect_report(config.run_dir, summary, config)
+
+
+def _refused(digits_run) -> RunReport:
+    """The digits run's artifacts with the facts of a refused run whose schema it wrote itself,
+    as on a new dataset's first run: not blessed, nothing pushed."""
+    config, summary = digits_run
+    refused = dataclasses.replace(
+        summary,
+        blessed=False,
+        blessing_reason="accuracy did not beat the last blessed model by the change threshold",
+        pushed_model=None,
+        push_note="not blessed",
+        serving_check=None,
+        serving_check_server=None,
+        serving_variants=[{**variant, "path": None} for variant in summary.serving_variants],
+        schema_bootstrapped=str(config.dataset.resolved_schema_file),
+    )
+    return collect_report(config.run_dir, refused, config)
+
+
+def _stopped_in_trainer(facts: RunReport, error: BaseException, status: str) -> RunReport:
+    """The digits run's data, with a Trainer that `status` (failed, interrupted) on `error`."""
+    order = [c.id for c in facts.summary.components]
+    trainer = order.index("Trainer")
+    components = [
+        ComponentResult(node, "executed" if index < trainer else "skipped", 1.0)
+        for index, node in enumerate(order)
+    ]
+    components[trainer] = ComponentResult("Trainer", status, 1.0)
+    summary = RunSummary.without_results(facts.pipeline, components, error, "/runs/run.log")
+    return dataclasses.replace(
+        facts,
+        summary=summary,
+        outcome=describe_outcome(summary),
+        training=None,
+        evaluation=None,
+        deployment=None,
+        samples=None,
+    )
+
+
+@pytest.fixture(scope="module", params=OUTCOMES)
+def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
+    """(the facts, the page read back) of one outcome, written as `tpu-pipeline run` writes it."""
+    outcome = request.param
+    if outcome == "blessed and pushed":
+        report = digits_facts
+    elif outcome == "blessed and pushed, rebuilt from the run folder":
+        report = collect_report(digits_run[0].run_dir)
+    elif outcome == "not blessed, schema bootstrapped":
+        report = _refused(digits_run)
+    elif outcome == "data rejected, rebuilt from the run folder":
+        _, run_dir = request.getfixturevalue("rejected_run")
+        report = collect_report(run_dir)
+    elif outcome == "failed in the Trainer":
+        error = RuntimeError("Trainer: ResourceExhaustedError: out of memory")
+        report = _stopped_in_trainer(digits_facts, error, "failed")
+    else:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("pipeline.run_summary.received_signal", lambda: signal.SIGINT)
+            report = _stopped_in_trainer(digits_facts, KeyboardInterrupt(), "interrupted")
+    files = write_report_files(report, tmp_path_factory.mktemp("report"))
+    return outcome, report, read_page(files.html.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("section", SECTIONS)
+def test_every_sentence_of_each_section_is_true_of_the_run(outcome_page, section):
+    _, report, page = outcome_page
+
+    assert false_sentences(page, report, section) == []
+
+
+def test_the_outcomes_are_the_ones_named(outcome_page):
+    outcome, report, _ = outcome_page
+    summary = report.summary
+    expected = {
+        "blessed and pushed": (True, True, False, False),
+        "blessed and pushed, rebuilt from the run folder": (True, True, False, False),
+        "not blessed, schema bootstrapped": (False, False, False, False),
+        "data rejected, rebuilt from the run folder": (False, False, True, False),
+        "failed in the Trainer": (False, False, False, False),
+        "interrupted in the Trainer": (False, False, False, True),
+    }[outcome]
+    pushed = summary.pushed_model is not None
+    assert (summary.blessed, pushed, summary.data_rejected, bool(summary.interrupted)) == expected
+
+
+def test_a_variant_is_called_published_only_when_a_model_was_pushed(outcome_page):
+    _, report, page = outcome_page
+    cells = published_cells(page)
+    variants = report.summary.serving_variants
+
+    assert len(cells) == len(variants)
+    for cell, variant in zip(cells, variants, strict=True):
+        assert (cell == "yes") == (variant["path"] is not None), (cell, variant)
+        if report.summary.pushed_model is None:
+            assert cell != "yes"
