@@ -81,6 +81,9 @@ class RunSummary:
     # The server that ran it: "tensorflow_model_server", or "model_server.py" (the Python
     # server, where tensorflow_model_server is not on PATH); None when no server started.
     serving_check_server: str | None = None
+    # The fields chosen from the data (pipeline/recipe.py): value and reason each, and the
+    # one line saying what a pretrained backbone out of reach was replaced with.
+    chosen_defaults: dict[str, Any] | None = None
 
     @classmethod
     def without_results(

@@ -21,7 +21,7 @@ from common.config.dataset import (
     SplitPatterns,
 )
 from common.config.evaluator import EvaluatorConfig
-from common.config.loading import load_config
+from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.pruning import PruningConfig
@@ -99,6 +99,7 @@ __all__ = [
     "TunerObjective",
     "VertexConfig",
     "VertexTrainerConfig",
+    "explicit_fields",
     "load_config",
     "plain_credentials",
     "url_host",

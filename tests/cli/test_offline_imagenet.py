@@ -6,7 +6,8 @@ import pytest
 import yaml
 
 from cli.main import EXIT_BAD_CONFIG, main
-from components.models import BACKBONES, _pretrained
+from components import imagenet_files
+from components.models import BACKBONES
 from pipeline import local_runner
 
 
@@ -41,7 +42,7 @@ def test_imagenet_offline_exits_2_with_one_line_naming_the_url_before_any_compon
 ):
     (tmp_path / "home" / ".keras").mkdir(parents=True)  # an empty Keras cache
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(_pretrained, "can_reach", lambda host, *args, **kwargs: False)
+    monkeypatch.setattr(imagenet_files, "can_reach", lambda host, *args, **kwargs: False)
     monkeypatch.setattr(local_runner, "LocalDagRunner", _NoRunner)
 
     code = main(["run", "--config", str(photos_config)])
@@ -50,7 +51,7 @@ def test_imagenet_offline_exits_2_with_one_line_naming_the_url_before_any_compon
     assert code == EXIT_BAD_CONFIG, out + err
     weights = BACKBONES["efficientnet_b0"].imagenet_weights((64, 64, 3))
     (line,) = [line for line in err.splitlines() if "pretrained_weights" in line]
-    assert line == f"tpu-pipeline: {_pretrained.fetch_instructions(weights)}"
+    assert line == f"tpu-pipeline: {imagenet_files.fetch_instructions(weights)}"
     assert f"curl -o {weights.name} {weights.url}" in line
     assert out == ""
 
