@@ -81,5 +81,5 @@ def survey_image_folder(dataset: DatasetConfig) -> DataSurvey | None:
         return None  # prepare_data_root names the empty folder in one line
     step = max(1, len(every) // SIZE_SAMPLE)
     sides = [side for side in map(_short_side, every[::step][:SIZE_SAMPLE]) if side]
-    median = int(statistics.median(sides)) if sides else None
+    median = statistics.median_low(sides) if sides else None
     return DataSurvey(len(train), median, len(sides))
