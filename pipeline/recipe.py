@@ -5,7 +5,7 @@ within reach (its ImageNet file in Keras's cache or downloadable now), photos tr
 MobileNetV2 from ImageNet weights in two phases (the head alone, then the whole
 model), at the largest size Keras has ImageNet weights for that the photos cover.
 Without one, they train ResNet-20 from scratch at up to 64x64, which learns on a CPU
-in minutes (0.87 on the 241 shipped hand photos, README "Photos"), and the run
+in minutes (0.75-0.87 on the shipped hand photos, README "Photos"), and the run
 says in one line what it would have used. The batch is at most a tenth of the
 training split, so an epoch has at least ten steps and the last partial batch drops
 under a tenth of it; the epochs give the model about a fixed number of examples to
@@ -19,8 +19,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from common.config import PipelineConfig
-from common.config.pipeline import PHOTO_DEFAULT_MODEL
+from common.config import PHOTO_DEFAULT_MODEL, PipelineConfig
 from components.imagenet_files import IMAGENET_FILES, MOBILENET_V2_SIZES
 from pipeline.data_survey import DataSurvey
 

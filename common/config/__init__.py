@@ -23,7 +23,7 @@ from common.config.dataset import (
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
-from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
+from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.pruning import PruningConfig
 from common.config.secrets import (
     HIDDEN,
@@ -81,6 +81,7 @@ __all__ = [
     "ModelRegistryConfig",
     "NotifyConfig",
     "Optimizer",
+    "PHOTO_DEFAULT_IMAGE_SHAPE",
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
