@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from common.config import PipelineConfig, load_config
+from common.config import PipelineConfig, explicit_fields, load_config
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -59,3 +59,10 @@ def config_from_args(
 ) -> PipelineConfig:
     """Loads the configuration: file, then the command's own `flags` (dotted keys), then `--set`."""
     return load_config(args.config, {**(flags or {}), **dict(args.assignments)})
+
+
+def explicit_from_args(
+    args: argparse.Namespace, flags: dict[str, Any] | None = None
+) -> frozenset[str]:
+    """The dotted fields the user set: in the file, by the command's `flags` or by `--set`."""
+    return explicit_fields(args.config, {**(flags or {}), **dict(args.assignments)})

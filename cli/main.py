@@ -19,7 +19,12 @@ import pathlib
 import sys
 import tempfile
 
-from cli.config_flags import add_config_flags, config_from_args, positive_int
+from cli.config_flags import (
+    add_config_flags,
+    config_from_args,
+    explicit_from_args,
+    positive_int,
+)
 from cli.data_commands import add_data_commands, run_data_command
 from cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
 from cli.report_commands import (
@@ -29,6 +34,7 @@ from cli.report_commands import (
     write_run_report,
 )
 from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
+from cli.stop_summary import write_stop_summary, write_summary_json
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
@@ -152,16 +158,52 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    config = config_from_args(
-        args,
-        {
-            "dataset": args.dataset,
-            "dataset.data_dir": args.data_dir,
-            "output_dir": args.output_dir,
-            "trainer.train_steps": args.train_steps,
-            "trainer.model": args.model,
-        },
-    )
+    """`run`: every way it ends writes `--summary-json` (a stop before any component too)."""
+    flags = {
+        "dataset": args.dataset,
+        "dataset.data_dir": args.data_dir,
+        "output_dir": args.output_dir,
+        "trainer.train_steps": args.train_steps,
+        "trainer.model": args.model,
+    }
+    pipeline_name, chosen = "tpu-pipeline", None
+    try:
+        config = config_from_args(args, flags)
+        pipeline_name = config.full_pipeline_name
+        recipe = _recipe_for(config, explicit_from_args(args, flags))
+        chosen = recipe.to_json()
+        for line in recipe.lines():
+            print(line, file=sys.stderr, flush=True)
+        _require_reachable_weights(recipe.config)
+        return _run_configured(args, recipe.config, chosen)
+    except (Exception, RunInterrupted) as error:
+        if args.summary_json:
+            write_stop_summary(args.summary_json, pipeline_name, error, chosen)
+        raise
+
+
+def _recipe_for(config, explicit: frozenset[str]):
+    """The defaults the data decides (`pipeline/recipe.py`), in a few seconds at most."""
+    from components import imagenet_files
+    from pipeline.data_survey import survey_image_folder
+    from pipeline.recipe import choose_recipe
+
+    def imagenet_available(model: str, image_shape: tuple[int, int, int]) -> bool:
+        return imagenet_files.is_available(imagenet_files.IMAGENET_FILES[model](image_shape))
+
+    return choose_recipe(config, explicit, survey_image_folder(config.dataset), imagenet_available)
+
+
+def _require_reachable_weights(config) -> None:
+    """`imagenet` that is neither cached nor downloadable stops here, before TensorFlow loads."""
+    from components import imagenet_files
+
+    files = imagenet_files.IMAGENET_FILES.get(config.trainer.model)
+    if config.trainer.pretrained_weights == "imagenet" and files is not None:
+        imagenet_files.require_available(files(config.dataset.image_shape))
+
+
+def _run_configured(args: argparse.Namespace, config, chosen) -> int:
     from cli.console import output_to_log_file, quiet_library_warnings
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
@@ -186,6 +228,7 @@ def _run(args: argparse.Namespace) -> int:
                 name = config.full_pipeline_name
                 _notify(config, RunSummary.without_results(name, [], error, run_log), None)
             raise
+        summary.chosen_defaults = chosen
         if summary.succeeded:
             record_success(config.run_dir, inputs)
     if summary.problems():
@@ -194,8 +237,7 @@ def _run(args: argparse.Namespace) -> int:
         print(report, flush=True)
     print(summary.to_text(), flush=True)
     if args.summary_json:
-        args.summary_json.parent.mkdir(parents=True, exist_ok=True)
-        args.summary_json.write_text(summary.to_json())
+        write_summary_json(args.summary_json, summary.to_json())
     _notify(config, summary, report)
     if summary.interrupted:
         return exit_code(received_signal())

@@ -138,6 +138,9 @@ class RunSummary(MeasuredMemory):
     # the moments between them; this names the component the process's peak was reached in
     # (None: between components, or not measured).
     peak_rss_component: str | None = None
+    # The fields chosen from the data (pipeline/recipe.py): value and reason each, and the
+    # one line saying what a pretrained backbone out of reach was replaced with.
+    chosen_defaults: dict[str, Any] | None = None
 
     @classmethod
     def without_results(

@@ -21,9 +21,9 @@ from common.config.dataset import (
     SplitPatterns,
 )
 from common.config.evaluator import EvaluatorConfig
-from common.config.loading import load_config
+from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
-from common.config.pipeline import PHOTO_DEFAULT_MODEL, PipelineConfig
+from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.pruning import PruningConfig
 from common.config.secrets import (
     HIDDEN,
@@ -81,6 +81,7 @@ __all__ = [
     "ModelRegistryConfig",
     "NotifyConfig",
     "Optimizer",
+    "PHOTO_DEFAULT_IMAGE_SHAPE",
     "PHOTO_DEFAULT_MODEL",
     "PipelineConfig",
     "Precision",
@@ -99,6 +100,7 @@ __all__ = [
     "TunerObjective",
     "VertexConfig",
     "VertexTrainerConfig",
+    "explicit_fields",
     "load_config",
     "plain_credentials",
     "url_host",

@@ -38,19 +38,8 @@ def _format_errors(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> PipelineConfig:
-    """Builds the configuration from an optional YAML file and dotted-key overrides.
-
-    Args:
-      path: YAML file with any subset of the fields; missing fields keep defaults.
-      overrides: values from flags, keyed by dotted field name
-        (e.g. `{"trainer.train_steps": 100, "dataset": "mnist"}`); they win over
-        the file.
-
-    Raises:
-      ConfigError: the file cannot be read, or a field holds a value not allowed;
-        the message names every offending field.
-    """
+def _raw_config(path: str | None, overrides: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
+    """The user's fields as given (file, then flags on top) and where they came from."""
     raw: dict[str, Any] = {}
     source = "defaults"
     if path:
@@ -67,6 +56,43 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
         _set_dotted(raw, key, value)
     if flags:
         source = f"{source} + flags"
+    return raw, source
+
+
+def _dotted_keys(tree: dict[str, Any], prefix: str = "") -> set[str]:
+    keys = set()
+    for key, value in tree.items():
+        keys.add(prefix + str(key))
+        if isinstance(value, dict):
+            keys |= _dotted_keys(value, f"{prefix}{key}.")
+    return keys
+
+
+def explicit_fields(
+    path: str | None = None, overrides: dict[str, Any] | None = None
+) -> frozenset[str]:
+    """The dotted fields the user set in the file or by flags (`trainer`, `trainer.epochs`, ...).
+
+    Defaults chosen from the data (`pipeline/recipe.py`) never replace these; a
+    built-in dataset's own fields (`dataset: signs`) are not the user's.
+    """
+    return frozenset(_dotted_keys(_raw_config(path, overrides)[0]))
+
+
+def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+    """Builds the configuration from an optional YAML file and dotted-key overrides.
+
+    Args:
+      path: YAML file with any subset of the fields; missing fields keep defaults.
+      overrides: values from flags, keyed by dotted field name
+        (e.g. `{"trainer.train_steps": 100, "dataset": "mnist"}`); they win over
+        the file.
+
+    Raises:
+      ConfigError: the file cannot be read, or a field holds a value not allowed;
+        the message names every offending field.
+    """
+    raw, source = _raw_config(path, overrides)
     try:
         return PipelineConfig.model_validate(raw)
     except ValidationError as error:

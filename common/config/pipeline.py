@@ -20,6 +20,17 @@ from common.config.vertex import VertexConfig
 # What photos (stored encoded) train when `trainer.model` is not set: on 64x64 hand photos the
 # default cnn_bn diverged at the default rate (its wide Dense layer) where ResNet-20 learned.
 PHOTO_DEFAULT_MODEL = "resnet20"
+# Photos with no dataset.image_shape: a run chooses the size from the photos and the model
+# (pipeline/recipe.py); where nothing looks at them first (compiling for Vertex AI), ImageNet's.
+PHOTO_DEFAULT_IMAGE_SHAPE = (224, 224, 3)
+
+
+def _is_photos(dataset: dict[str, Any]) -> bool:
+    source = dataset.get("source") or {}
+    encoded = isinstance(source, dict) and source.get("pixel_encoding") == "image"
+    return dataset.get("format") == "image_folder" or (
+        dataset.get("format", "tfrecord") == "tfrecord" and encoded
+    )
 
 
 def _photo_model_default(dataset: Any, values: dict[str, Any]) -> Any:
@@ -27,13 +38,7 @@ def _photo_model_default(dataset: Any, values: dict[str, Any]) -> Any:
     trainer = values.get("trainer", {})
     if not isinstance(dataset, dict) or not isinstance(trainer, dict) or "model" in trainer:
         return trainer
-    source = dataset.get("source") or {}
-    encoded = isinstance(source, dict) and source.get("pixel_encoding") == "image"
-    if dataset.get("format") == "image_folder" or (
-        dataset.get("format", "tfrecord") == "tfrecord" and encoded
-    ):
-        return {**trainer, "model": PHOTO_DEFAULT_MODEL}
-    return trainer
+    return {**trainer, "model": PHOTO_DEFAULT_MODEL} if _is_photos(dataset) else trainer
 
 
 class PipelineConfig(_Section):
@@ -93,7 +98,7 @@ class PipelineConfig(_Section):
         """Let `dataset: mnist` (or a mapping naming a built-in) stand for its full entry.
 
         A mapping without a name overrides fields of the default dataset (digits).
-        Photos get their own default model.
+        Photos get their own default model, and a default image shape.
         """
         if not isinstance(values, dict) or "dataset" not in values:
             return values
@@ -112,6 +117,8 @@ class PipelineConfig(_Section):
             if "split_patterns" in dataset:  # they name the files the built-in pattern would
                 builtin = {key: value for key, value in builtin.items() if key != "file_pattern"}
             dataset = {**builtin, **dataset}
+        if isinstance(dataset, dict) and _is_photos(dataset) and "image_shape" not in dataset:
+            dataset = {**dataset, "image_shape": PHOTO_DEFAULT_IMAGE_SHAPE}
         return {**values, "dataset": dataset, "trainer": _photo_model_default(dataset, values)}
 
     @property

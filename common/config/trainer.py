@@ -41,7 +41,9 @@ class TrainerConfig(_Section):
         default="cnn_bn",
         pattern=r"^([a-z0-9_]+|[A-Za-z_][\w.]*:[A-Za-z_]\w*)$",
         description="a built-in model (a module of components/models/) or "
-        "package.module:function; unset: cnn_bn, or resnet20 for photos (encoded images)",
+        "package.module:function; unset: cnn_bn, or for photos (encoded images) resnet20, "
+        "which `tpu-pipeline run` replaces with a pretrained mobilenet_v2 when its ImageNet "
+        "file is within reach (pipeline/recipe.py)",
     )
     pretrained_weights: str = Field(
         default="none",

@@ -25,6 +25,7 @@ import numpy as np
 import tf_keras
 
 from common.config import ConfigError
+from components.imagenet_files import WeightsFile
 from components.models._precision import global_policy
 
 # Fixed layer names: the fine-tuning phases, preflight and TensorBoard find them by these.
@@ -32,15 +33,6 @@ BACKBONE_LAYER = "backbone"
 INPUT_SCALING_LAYER = "input_scaling"
 # Keras's own top dropout for EfficientNetB0; the others had none, a new small head gains from it.
 DEFAULT_DROPOUT = 0.2
-
-
-@dataclasses.dataclass(frozen=True)
-class WeightsFile:
-    """A weights file tf_keras downloads into its cache (~/.keras/models/)."""
-
-    name: str
-    url: str
-    file_hash: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

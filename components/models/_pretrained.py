@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import socket
 import tempfile
 from collections.abc import Iterator
 
@@ -28,87 +27,24 @@ import tf_keras
 from tf_keras.src.utils import data_utils
 
 from common.config import ConfigError
-from common.timeouts import call_with_timeout
-from components.models._backbone import Backbone, WeightsFile, backbone_of
+from components import imagenet_files
+from components.models._backbone import Backbone, backbone_of
 
 NONE, IMAGENET = "none", "imagenet"
-# Where every tf_keras application file is served from.
-IMAGENET_HOST = "storage.googleapis.com"
-# Reaching the host is one TCP handshake: a few seconds tell "offline" from "slow".
-CONNECT_TIMEOUT_S = 3.0
 
 
 def _is_remote(path: str) -> bool:
     return "://" in path
 
 
-def keras_cache_file(weights: WeightsFile) -> str:
-    """Where tf_keras's `get_file` keeps (or would keep) `weights`: ~/.keras/models/, else /tmp."""
-    base = os.path.expanduser(os.path.join("~", ".keras"))
-    if not os.access(base, os.W_OK):  # get_file falls back the same way
-        base = os.path.join("/tmp", ".keras")
-    return os.path.join(base, "models", weights.name)
-
-
-def can_reach(host: str, port: int = 443, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
-    """One bounded TCP connect: True if `host` answers within `timeout_s`.
-
-    The name lookup has no timeout of its own, so the whole call is bounded too.
-    """
-
-    def connect() -> None:
-        socket.create_connection((host, port), timeout=timeout_s).close()
-
-    try:
-        call_with_timeout(connect, timeout_s + 1.0, f"connect to {host}:{port}")
-    except (OSError, TimeoutError):
-        return False
-    return True
-
-
-def fetch_instructions(weights: WeightsFile) -> str:
-    """The one line telling a user without network what to fetch and where to point."""
-    return (
-        f"trainer.pretrained_weights: imagenet needs {weights.name}, and {IMAGENET_HOST} cannot "
-        f"be reached from here: fetch it where there is network (curl -o {weights.name} "
-        f"{weights.url}) and set trainer.pretrained_weights: /path/to/{weights.name}"
-    )
-
-
-def verified_cache_file(weights: WeightsFile) -> str | None:
-    """The cached copy of `weights` if there is one, checked against tf_keras's hash for it.
-
-    tf_keras's own `get_file` would silently download again over a file that fails its
-    hash; offline that fails, and a file someone put there on purpose deserves a word.
-    tf_keras publishes no hash for some files (MobileNetV2's): those are taken as found,
-    and only their sha256 in training_info tells them apart.
-
-    Raises:
-      ConfigError: one line naming the cached file and how to replace it.
-    """
-    cached = keras_cache_file(weights)
-    if not os.path.exists(cached):
-        return None
-    if weights.file_hash and not data_utils.validate_file(cached, weights.file_hash):
-        raise ConfigError(
-            f"trainer.pretrained_weights: imagenet: {cached} does not match the hash tf_keras "
-            f"publishes for {weights.name} ({weights.file_hash}), so it is damaged or not "
-            f"Keras's file: delete it to download it again, or replace it with "
-            f"curl -o {cached} {weights.url}"
-        )
-    return cached
-
-
 def require_imagenet_weights(backbone: Backbone, image_shape: tuple[int, int, int]) -> None:
     """Fails fast when the ImageNet file is neither cached nor downloadable from here, or the
-    cached one fails its hash.
+    cached one fails its hash (`imagenet_files.require_available`).
 
     Raises:
       ConfigError: one line naming the file's URL and how to set PATH instead.
     """
-    weights = backbone.imagenet_weights(image_shape)
-    if verified_cache_file(weights) is None and not can_reach(IMAGENET_HOST):
-        raise ConfigError(fetch_instructions(weights))
+    imagenet_files.require_available(backbone.imagenet_weights(image_shape))
 
 
 def weights_fingerprint(source: str) -> str | None:
@@ -161,11 +97,11 @@ def _local_copy(path: str) -> Iterator[str]:
 
 def _imagenet_file(backbone: Backbone, image_shape: tuple[int, int, int]) -> str:
     weights = backbone.imagenet_weights(image_shape)
-    cached = verified_cache_file(weights)
+    cached = imagenet_files.verified_cache_file(weights)
     if cached is not None:
         return cached
-    if not can_reach(IMAGENET_HOST):
-        raise ConfigError(fetch_instructions(weights))
+    if not imagenet_files.can_reach(imagenet_files.IMAGENET_HOST):
+        raise ConfigError(imagenet_files.fetch_instructions(weights))
     return tf_keras.utils.get_file(
         weights.name, weights.url, cache_subdir="models", file_hash=weights.file_hash
     )

@@ -10,16 +10,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 import tf_keras
-from tf_keras.src.applications import efficientnet as keras_efficientnet
 
-from components.models._backbone import Backbone, WeightsFile, backbone_of, logits_for
+from components.imagenet_files import IMAGENET_FILES
+from components.models._backbone import Backbone, backbone_of, logits_for
 
-# The file and hash tf_keras's EfficientNetB0(include_top=False, weights="imagenet") fetches.
-WEIGHTS = WeightsFile(
-    "efficientnetb0_notop.h5",
-    keras_efficientnet.BASE_WEIGHTS_PATH + "efficientnetb0_notop.h5",
-    keras_efficientnet.WEIGHTS_HASHES["b0"][1],
-)
 IMAGENET_STDDEV_RGB = (0.229, 0.224, 0.225)
 
 
@@ -47,7 +41,7 @@ BACKBONE = Backbone(
     application=tf_keras.applications.EfficientNetB0,
     scale=(255.0, 255.0, 255.0),
     offset=(0.0, 0.0, 0.0),
-    imagenet_weights=lambda image_shape: WEIGHTS,
+    imagenet_weights=IMAGENET_FILES["efficientnet_b0"],
     after_loading=_square_the_stored_deviation,
 )
 

@@ -10,15 +10,10 @@ scaling layer maps our RGB [0, 1] pixels to that.
 from __future__ import annotations
 
 import tf_keras
-from tf_keras.src.applications import resnet as keras_resnet
 
-from components.models._backbone import Backbone, WeightsFile, logits_for
+from components.imagenet_files import IMAGENET_FILES
+from components.models._backbone import Backbone, logits_for
 
-# The file and hash tf_keras's ResNet50(include_top=False, weights="imagenet") fetches.
-_NAME = "resnet50_weights_tf_dim_ordering_tf_kernels_notop.h5"
-WEIGHTS = WeightsFile(
-    _NAME, keras_resnet.BASE_WEIGHTS_PATH + _NAME, keras_resnet.WEIGHTS_HASHES["resnet50"][1]
-)
 # imagenet_utils.preprocess_input, mode "caffe": the ImageNet mean of B, G, R on 0-255.
 IMAGENET_MEAN_BGR = (103.939, 116.779, 123.68)
 
@@ -28,7 +23,7 @@ BACKBONE = Backbone(
     scale=(255.0, 255.0, 255.0),
     offset=tuple(-mean for mean in IMAGENET_MEAN_BGR),
     bgr=True,
-    imagenet_weights=lambda image_shape: WEIGHTS,
+    imagenet_weights=IMAGENET_FILES["resnet50"],
 )
 
 logits = logits_for(BACKBONE)

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from cli.config_flags import parse_assignment
+from cli.config_flags import explicit_from_args, parse_assignment
 
 
 @pytest.mark.parametrize(
@@ -24,3 +24,13 @@ def test_values_are_read_as_yaml_or_kept_as_written(text, expected):
 def test_an_assignment_without_equals_is_a_usage_error():
     with pytest.raises(argparse.ArgumentTypeError, match="expected FIELD=VALUE"):
         parse_assignment("trainer.epochs")
+
+
+def test_explicit_fields_are_the_users_not_a_built_in_datasets(tmp_path):
+    config = tmp_path / "run.yaml"
+    config.write_text("dataset: signs\ntrainer:\n  epochs: 4\n")
+    args = argparse.Namespace(config=str(config), assignments=[("trainer.seed", 1)])
+
+    explicit = explicit_from_args(args, {"trainer.model": None, "output_dir": "out"})
+
+    assert explicit == {"dataset", "trainer", "trainer.epochs", "trainer.seed", "output_dir"}

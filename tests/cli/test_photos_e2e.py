@@ -1,7 +1,8 @@
 """Real photos through the CLI: the shipped hand photos, stored encoded, to a served model.
 
-`tpu-pipeline run --dataset signs` reads 301 real JPEGs (one a 3024x3024 phone photo)
-from the repository, so a plain clone exercises the whole photo path: ExampleGen keeps
+`tpu-pipeline run --dataset signs`, the README's worked photo example, reads 301 real
+JPEGs (one a 3024x3024 phone photo) from the repository, so a plain clone exercises the
+whole photo path: the recipe chosen from the photos, ExampleGen keeps
 the bytes, StatisticsGen describes the photos' sizes, Transform saves a graph that
 decodes them, the Trainer crops them on the host, and every serving signature decodes
 them with the same ops.
@@ -19,6 +20,7 @@ import tensorflow as tf
 
 from cli.main import EXIT_OK, main
 from common.config import BUILTIN_DATA_DIR, load_config
+from components import imagenet_files
 from components.contract import IMAGE_HEIGHT_FEATURE
 from components.serving.export import IMAGES_SIGNATURE, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from pipeline.report.collect import collect_report
@@ -26,24 +28,53 @@ from pipeline.report.collect import collect_report
 pytestmark = pytest.mark.slow
 
 PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
+# README, "Photos": the worked example, as a user types it.
+README_COMMAND = ".venv/bin/tpu-pipeline run --dataset signs --summary-json signs.json"
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
 
 @pytest.fixture(scope="module")
 def photo_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("signs")
     summary_path = out / "summary.json"
-    flags = ["--dataset", "signs", "--output-dir", str(out), "--train-steps", "30"]
+    command = README_COMMAND.split()[2:]
+    command[command.index("--summary-json") + 1] = str(summary_path)
+    # Shorter than the README's 30 epochs, and the offline recipe wherever the tests run.
     settings = [
+        "--output-dir",
+        str(out),
+        "--train-steps",
+        "30",
         "--set",
         "evaluator.accuracy_lower_bound=0",
         "--set",
         "serving.tflite_variants=[float32]",
     ]
-    code = main(["run", *flags, *settings, "--summary-json", str(summary_path)])
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(imagenet_files, "is_available", lambda weights: False)
+        code = main(["run", *command, *settings])
     config = load_config(
         None, {"dataset": "signs", "output_dir": str(out), "trainer.train_steps": 30}
     )
     return code, json.loads(summary_path.read_text()), config
+
+
+def test_the_readme_shows_this_command():
+    assert f"{README_COMMAND}\n" in README.read_text()
+
+
+def test_the_photo_run_takes_the_recipe_chosen_from_the_photos(photo_run):
+    code, summary, _ = photo_run
+
+    chosen = summary["chosen_defaults"]
+    assert code == EXIT_OK, summary["error"]
+    assert {field: entry["value"] for field, entry in chosen["fields"].items()} == {
+        "trainer.model": "resnet20",
+        "dataset.image_shape": [64, 64, 3],
+        "trainer.per_replica_batch_size": 16,
+    }
+    assert "would fine-tune mobilenet_v2 from ImageNet at 96x96x3" in chosen["fallback"]
+    assert summary["trainer"]["global_batch_size"] == 16
 
 
 def _examples(config, split: str) -> list[tf.train.Example]:

@@ -17,6 +17,7 @@ import tf_keras
 from tf_keras.src.utils import data_utils
 
 from common.config import ConfigError, TrainerConfig
+from components import imagenet_files
 from components.models import (
     BACKBONES,
     _pretrained,
@@ -217,7 +218,7 @@ def offline(tmp_path, monkeypatch):
     """No network and an empty Keras cache (a home folder of its own)."""
     (tmp_path / "home" / ".keras").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(_pretrained, "can_reach", lambda host, *args, **kwargs: False)
+    monkeypatch.setattr(imagenet_files, "can_reach", lambda host, *args, **kwargs: False)
     return tmp_path / "home" / ".keras" / "models"
 
 
@@ -316,7 +317,7 @@ def test_a_weights_file_read_is_recorded_by_its_sha256(tmp_path, where):
 
 def test_reaching_a_host_is_bounded():
     # 192.0.2.0/24 is reserved for documentation: nothing answers there.
-    assert _pretrained.can_reach("192.0.2.1", timeout_s=0.2) is False
+    assert imagenet_files.can_reach("192.0.2.1", timeout_s=0.2) is False
 
 
 def test_pretrained_weights_for_a_model_that_is_no_backbone_names_the_field():
