@@ -156,6 +156,16 @@ def _claims() -> list[Claim]:
         Claim("what-ran", r"No component ran\.$", lambda r, m: not r.summary.components),
         Claim("what-ran", r"Error: (.*)", lambda r, m: m.group(1) == r.summary.error),
         Claim("what-ran", r"Full logs: (\S+)$", lambda r, m: m.group(1) == r.summary.log_file),
+        Claim(
+            "what-ran",
+            r"Peak memory of the run: (.*?)\. Peak memory is the pipeline process's resident",
+            lambda r, m: (
+                m.group(1)
+                == r.summary.describe_memory(
+                    f" in {r.summary.peak_rss_component}" if r.summary.peak_rss_component else ""
+                )
+            ),
+        ),
         # data
         Claim("data", r"The run stopped before StatisticsGen\.$", lambda r, m: r.data is None),
         Claim(
