@@ -26,7 +26,8 @@ from common.interrupts import RunInterrupted, received_signal
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
-from pipeline.pipeline import NodeIds, create_pipeline
+from pipeline.node_ids import NodeIds
+from pipeline.pipeline import create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_record import RunRecord
 from pipeline.run_summary import ComponentResult, RunSummary, summarize_run

@@ -22,7 +22,7 @@ from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
-from pipeline.pipeline import NodeIds
+from pipeline.node_ids import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.run_record import custom_property
@@ -54,6 +54,8 @@ class TrainingFacts:
 class DeploymentFacts:
     model_dir: str  # the pushed copy, else the Trainer's export
     signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
+    model_id: int  # the Trainer's Model in ML Metadata, as `serving bless` and `serving list` say
+    model_uri: str  # the Trainer's model folder, which `serving bless` takes too
 
 
 @dataclasses.dataclass
@@ -179,6 +181,8 @@ def _collect_serving(
     deployment = DeploymentFacts(
         model_dir,
         {name: serving_facts.describe_signature(serve) for name, serve in signatures.items()},
+        model_id=model.id,
+        model_uri=model.uri,
     )
     serve = signatures[SERVING_SIGNATURE]
     examples = stored.first_output(NodeIds.EXAMPLE_GEN, "examples")
