@@ -104,3 +104,12 @@ def test_data_generate_writes_files_without_tensorflow(tmp_path):
     code, out, err, loaded = run_command("data", "generate", *args)
     assert (code, err, loaded) == (0, [], "")
     assert out == [f"wrote 10 synthetic mnist images as image_folder to {folder}"]
+
+
+@pytest.mark.slow  # reads the shared digits run
+def test_tensorboard_prints_its_command_without_tensorflow(digits_run):
+    config, _ = digits_run
+    code, out, err, loaded = run_command("tensorboard", str(config.run_dir))
+    assert (code, err, loaded) == (0, [], "")
+    (line,) = out
+    assert line.startswith(f"tensorboard --logdir {config.pipeline_root}/Trainer/model_run/")
