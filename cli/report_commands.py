@@ -95,7 +95,7 @@ def tensorboard_log_dirs(
     Raises:
       RunNotFoundError: no run, or the newest run never reached the Trainer.
     """
-    from pipeline.pipeline import NodeIds
+    from pipeline.node_ids import NodeIds
     from pipeline.report.run_store import RunNotFoundError, open_latest_run
     from pipeline.tuning_results import trials_dir
 

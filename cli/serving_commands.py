@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import pathlib
 import sys
 
 from cli.config_flags import add_config_flags, config_from_args
-from common.config import BUILTIN_DATASETS, PipelineConfig
+from common.config import BUILTIN_DATASETS, ConfigError, PipelineConfig
 from pipeline.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
@@ -49,7 +50,15 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         parsers[name].add_argument("--reason", default="", help="why (kept in the note)")
     parsers["bless"].add_argument("--reason", required=True, help="why the Evaluator is overruled")
     parsers["bless"].add_argument(
-        "--model-id", type=int, help="ML Metadata id of the Model (default: the newest)"
+        "model",
+        nargs="?",
+        metavar="MODEL",
+        help="the model: its folder as the report shows it (RUN/pipeline_root/Trainer/model/<id>, "
+        "or its Format-Serving), the run folder (its newest model), or its ML Metadata id "
+        "(default: the newest model)",
+    )
+    parsers["bless"].add_argument(
+        "--model-id", type=int, help="ML Metadata id of the Model (as MODEL given as an id)"
     )
     parsers["bless"].add_argument(
         "--model-uri",
@@ -118,11 +127,27 @@ def _run_action(args: argparse.Namespace) -> int:
     elif action == "restore":
         lines = actions.restore(config, args.version, args.wait)
     else:
-        lines = actions.bless(config, args.reason, args.model_id, args.wait)
+        model_id, model_path = _model_to_bless(args)
+        lines = actions.bless(config, args.reason, model_id, args.wait, model_path=model_path)
         lines.append(_rewrite_report(config))
     for line in lines:
         print(line)
     return 0
+
+
+def _model_to_bless(args: argparse.Namespace) -> tuple[int | None, pathlib.Path | None]:
+    """`serving bless`'s MODEL (an id or a path) or --model-id, as (id, path).
+
+    Raises:
+      ConfigError: both given.
+    """
+    if args.model is not None and args.model_id is not None:
+        raise ConfigError("serving bless: give MODEL or --model-id, not both")
+    if args.model is None:
+        return args.model_id, None
+    if args.model.isdigit():
+        return int(args.model), None
+    return None, pathlib.Path(args.model)
 
 
 def _quiet_libraries() -> None:
@@ -153,8 +178,8 @@ def _print_versions(config: PipelineConfig) -> None:
     from pipeline.version_history import version_facts
 
     base = str(config.serving_dir)
-    facts = version_facts(config.metadata_path, config.full_pipeline_name)
     found = list_versions(base)
+    facts = version_facts(config.metadata_path, config.full_pipeline_name, found)
     if not found:
         print(f"{base}: no versions")
     for version in found:

@@ -29,7 +29,8 @@ from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
-from pipeline.pipeline import NodeIds, create_pipeline
+from pipeline.node_ids import NodeIds
+from pipeline.pipeline import create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_memory import write_run_memory
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord

@@ -27,7 +27,6 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from common.tfx_api import path_utils
 from components.serving.publish import PushResult, push_model_version
 from components.serving.versions import (
     UNBOUNDED_WAIT,
@@ -147,6 +146,8 @@ class Candidate:
     @property
     def model_dir(self) -> str:
         """The SavedModel folder the Trainer wrote (what is published)."""
+        from common.tfx_api import path_utils  # TensorFlow: only to publish or compare it
+
         return path_utils.serving_model_path(self.model.uri)
 
     def is_blessed(self) -> bool:
@@ -155,9 +156,16 @@ class Candidate:
 
 
 def candidate(
-    metadata_path: pathlib.Path, pipeline_name: str, model_id: int | None = None
+    metadata_path: pathlib.Path,
+    pipeline_name: str,
+    model_id: int | None = None,
+    model_path: pathlib.Path | None = None,
 ) -> Candidate:
-    """The pipeline's newest Model, or the one with `model_id`.
+    """The pipeline's newest Model, the one with `model_id`, or the one at `model_path`.
+
+    `model_path` is what the report and the run summary show: the Trainer's model
+    folder (`.../Trainer/model/<id>`), its `Format-Serving` or anything inside it;
+    the run folder itself means its newest model.
 
     Raises:
       ServingFolderError: no such model.
@@ -166,12 +174,40 @@ def candidate(
     store = open_store(metadata_path)
     context = store.get_context_by_type_and_name("pipeline", pipeline_name)
     models = artifacts_of_type(store, context.id, "Model") if context else []
+    which = "trained model"
     if model_id is not None:
         models = [m for m in models if m.id == model_id]
+        which = f"model {model_id}"
+    run_dir = metadata_path.parent.resolve()
+    if model_path is not None and model_path.resolve() != run_dir:
+        models = [m for m in models if _holds(pathlib.Path(m.uri), model_path)]
+        which = f"model at {model_path}"
     if not models:
-        which = f"model {model_id}" if model_id is not None else "trained model"
-        raise ServingFolderError(f"{metadata_path}: no {which} of pipeline {pipeline_name}")
+        raise ServingFolderError(
+            f"{metadata_path}: no {which} of pipeline {pipeline_name}{_hint(model_path, run_dir)}"
+        )
     return Candidate(store, context, max(models, key=lambda m: m.id))
+
+
+def _holds(model_uri: pathlib.Path, path: pathlib.Path) -> bool:
+    """Whether `path` is the model's folder or inside it."""
+    path = path.resolve()
+    return path == model_uri.resolve() or model_uri.resolve() in path.parents
+
+
+def _hint(model_path: pathlib.Path | None, run_dir: pathlib.Path) -> str:
+    """What to give instead of a path that names no model of this run folder."""
+    if model_path is None:
+        return ""
+    if run_dir not in model_path.resolve().parents:
+        return (
+            f"; {model_path} is outside this run folder ({run_dir}): give the "
+            "--config/--dataset/--output-dir its run was made with"
+        )
+    return (
+        "; give a Trainer's model folder (RUN/pipeline_root/Trainer/model/<id>, as the report "
+        "shows it), the run folder (its newest model) or the model's ML Metadata id"
+    )
 
 
 def publish(

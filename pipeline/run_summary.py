@@ -23,8 +23,8 @@ from components.pusher import (
     SERVING_CHECK_PROPERTY,
     SERVING_CHECK_SERVER_PROPERTY,
 )
+from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
-from components.serving.tflite_variants import read_measurements
 from pipeline.evaluation_results import (
     ClassMetrics,
     blessing_reason,
@@ -32,7 +32,7 @@ from pipeline.evaluation_results import (
     overall_metrics,
 )
 from pipeline.manual_blessing import manual_blessing_of
-from pipeline.pipeline import NodeIds
+from pipeline.node_ids import NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
 

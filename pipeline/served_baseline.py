@@ -19,7 +19,6 @@ import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
 
-from common.tfx_api import path_utils
 from components.serving.publish import model_fingerprint, pushed_versions
 from components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
 from pipeline.manual_blessing import artifacts_of_type, blessings_of, open_store
@@ -34,6 +33,8 @@ def follow_serving_folder(
 
     Returns the blessing ids changed, under "withdrawn" and "reinstated".
     """
+    from common.tfx_api import path_utils  # TensorFlow, as the fingerprints need it
+
     changed: dict[str, list[int]] = {"withdrawn": [], "reinstated": []}
     if not metadata_path.exists():  # a serving folder fed by no local run
         return changed

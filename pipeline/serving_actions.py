@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -165,9 +166,13 @@ def bless(
     model_id: int | None = None,
     wait_seconds: float | None = DEFAULT_WAIT_SECONDS,
     tell: Tell = _to_stderr,
+    model_path: pathlib.Path | None = None,
 ) -> list[str]:
     """Publishes a model the Evaluator refused, once it passes the serving check, and records
     a manual blessing of it in ML Metadata, so the next run takes it as its baseline.
+
+    The model: the one with `model_id`, or the one at `model_path` (its folder as the
+    report shows it; the run folder means its newest model); with neither, the newest.
 
     Raises:
       ServingActionError: refused (no reason, no such model, blessed already, a pin,
@@ -183,7 +188,7 @@ def bless(
     with _serving_action(config, "bless", wait_seconds, tell) as wait:
         chosen = _metadata_step(
             lambda: manual_blessing.candidate(
-                config.metadata_path, config.full_pipeline_name, model_id
+                config.metadata_path, config.full_pipeline_name, model_id, model_path
             ),
             "serving bless: nothing changed: ML Metadata cannot be read",
         )
@@ -200,7 +205,7 @@ def bless(
             pushed.append(push)
             how = "pushed as version" if push.newly_pushed else "already served as version"
             return [
-                f"blessed model {chosen.model.id} by hand ({reason})",
+                f"blessed model {chosen.model.id} ({chosen.model.uri}) by hand ({reason})",
                 *check.passed,
                 f"{how} {push.version}: {push.version_dir}",
             ]

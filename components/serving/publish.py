@@ -21,12 +21,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tensorflow.core.protobuf import fingerprint_pb2
-
+from common import fileio, tfx_api
 from common.atomic_file import is_remote
 from common.atomic_folder import new_folder
-from common.tfx_api import fileio, io_utils
-from components.serving.tflite_variants import TFLITE_DIR
+from components.serving.measurements import TFLITE_DIR
 
 _SAVED_MODEL_FILE = "saved_model.pb"
 _FINGERPRINT_FILE = "fingerprint.pb"
@@ -49,6 +47,9 @@ def model_fingerprint(saved_model_dir: str) -> tuple[Any, ...]:
     SavedModel with another choice of variants is a new version; their
     measurements (timings differ run to run) do not.
     """
+    # TensorFlow's proto: only an action that compares models loads TensorFlow.
+    from tensorflow.core.protobuf import fingerprint_pb2
+
     with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
         fingerprint = fingerprint_pb2.FingerprintDef.FromString(file.read())
     tflite_dir = os.path.join(saved_model_dir, TFLITE_DIR)
@@ -123,14 +124,14 @@ def push_model_version(
 def _copy_and_rename(model_dir: str, version_dir: str) -> None:
     """On a local disk: copy into a hidden folder servers ignore, then rename it into place."""
     with new_folder(pathlib.Path(version_dir)) as staging_dir:
-        io_utils.copy_dir(model_dir, str(staging_dir))
+        tfx_api.io_utils.copy_dir(model_dir, str(staging_dir))
 
 
 def _copy_saved_model_last(model_dir: str, version_dir: str) -> None:
     """On an object store: everything else first, then saved_model.pb; a copy cut short goes."""
     saved_model = os.path.join(model_dir, _SAVED_MODEL_FILE)
     try:
-        io_utils.copy_dir(
+        tfx_api.io_utils.copy_dir(
             model_dir, version_dir, deny_regex_patterns=[f"^{re.escape(saved_model)}$"]
         )
         fileio.copy(saved_model, os.path.join(version_dir, _SAVED_MODEL_FILE))

@@ -31,10 +31,8 @@ from absl import logging
 from common.config import DatasetConfig, ServingConfig, TFLiteVariant
 from components.images.examples import parse_pixels
 from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+from components.serving.measurements import MEASUREMENTS_PATH, SAVED_MODEL, TFLITE_DIR
 
-TFLITE_DIR = "tflite"
-MEASUREMENTS_PATH = os.path.join(TFLITE_DIR, "measurements.json")
-SAVED_MODEL = "saved_model"
 # Single-image latency is measured as an edge device runs it: one interpreter thread.
 INTERPRETER_THREADS = 1
 
@@ -260,12 +258,3 @@ def export_tflite_variants(
     with tf.io.gfile.GFile(os.path.join(export_dir, MEASUREMENTS_PATH), "w") as handle:
         handle.write(json.dumps(report, indent=2))
     return measurements
-
-
-def read_measurements(model_dir: str) -> dict | None:
-    """The measurements a model folder (exported or pushed) carries, or None."""
-    path = os.path.join(model_dir, MEASUREMENTS_PATH)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as handle:
-        return json.loads(handle.read())

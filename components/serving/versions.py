@@ -29,9 +29,9 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from common import fileio
 from common.atomic_file import is_remote, write_text
 from common.file_lock import LockBusyError, held_lock
-from common.tfx_api import fileio
 from components.serving.publish import model_fingerprint, pushed_versions
 
 ROLLED_BACK_DIR = ".rolled_back"

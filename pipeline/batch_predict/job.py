@@ -25,9 +25,9 @@ from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
+from common import fileio
 from common.atomic_file import replaced_when_done
 from common.config import ConfigError, DatasetConfig
-from common.tfx_api import fileio
 from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.formats import list_inputs, source_format, split_inputs
 from pipeline.batch_predict.model_handler import ServingDefaultHandler

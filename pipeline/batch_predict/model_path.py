@@ -13,8 +13,8 @@ import os
 
 from tensorflow.core.protobuf import saved_model_pb2
 
+from common import fileio
 from common.config import ConfigError
-from common.tfx_api import fileio
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from components.serving.publish import pushed_versions
 

@@ -26,7 +26,7 @@ from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.odd_images import read_odd_images
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
-from pipeline.pipeline import NodeIds
+from pipeline.node_ids import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.run_memory import read_run_memory
@@ -61,6 +61,8 @@ class TrainingFacts:
 class DeploymentFacts:
     model_dir: str  # the pushed copy, else the Trainer's export
     signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
+    model_id: int  # the Trainer's Model in ML Metadata, as `serving bless` and `serving list` say
+    model_uri: str  # the Trainer's model folder, which `serving bless` takes too
     served: bool = False  # model_dir is the served copy (else the candidate nothing serves)
 
 
@@ -228,6 +230,8 @@ def _collect_serving(
     deployment = DeploymentFacts(
         model_dir,
         {name: serving_facts.describe_signature(serve) for name, serve in signatures.items()},
+        model_id=model.id,
+        model_uri=model.uri,
         served=summary.pushed_model is not None,
     )
     serve = signatures[SERVING_SIGNATURE]

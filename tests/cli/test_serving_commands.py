@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cli.main import main
 from common.config import load_config
 from components.serving.publish import push_model_version
+from pipeline.report.run_store import open_latest_run
 from tests.components.serving.test_publish import Clock, save_model
 
 
@@ -46,3 +49,16 @@ def test_moving_versions_of_a_run_never_pushed_names_the_folder_and_creates_noth
     assert main(["serving", "rollback", "--reason", "typo in the run name", *flags]) == 1
     assert "no serving folder (no model was pushed there)" in capsys.readouterr().err
     assert not (tmp_path / "output").exists()
+
+
+@pytest.mark.slow  # reads the shared digits run
+def test_bless_finds_the_model_the_report_names_by_folder_run_folder_or_id(digits_run, capsys):
+    config, _ = digits_run
+    model = open_latest_run(config.run_dir).first_output("Trainer", "model")
+    flags = ["--output-dir", str(config.output_dir), "--reason", "demo"]
+    for given in (model.uri, f"{model.uri}/Format-Serving", str(config.run_dir), str(model.id)):
+        # The Evaluator blessed the run's model: found, and nothing to do.
+        assert main(["serving", "bless", given, *flags]) == 1
+        assert capsys.readouterr().err == (
+            f"tpu-pipeline: model {model.id} ({model.uri}) is blessed already; nothing to do\n"
+        )

@@ -272,7 +272,8 @@ def test_bless_prints_what_it_did_not_the_last_runs_summary(tmp_path, capsys, mo
     assert cli(config, "bless", "--reason", "accepted for the demo") == 0
 
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"blessed model {refused} by hand (accepted for the demo)"
+    model_dir = tmp_path / "Trainer/model/refused"
+    assert lines[0] == f"blessed model {refused} ({model_dir}) by hand (accepted for the demo)"
     assert lines[1] == "serving check: passed (serving_default in 0.1 s; stand-in up in 0.2 s)"
     (version,) = set(pushed_versions(str(config.serving_dir))) - {"100", "101"}
     assert lines[2] == f"pushed as version {version}: {config.serving_dir / version}"
@@ -329,3 +330,55 @@ def test_kill_9_between_publishing_and_recording_a_blessing_is_recorded_next(tmp
     )
     assert f"recorded the manual blessing of version {version} (blessing " in line
     assert baseline(config.metadata_path) == refused
+
+
+def test_bless_takes_the_model_folder_the_report_shows(tmp_path, capsys, monkeypatch):
+    config, _, _ = run_folder(tmp_path)
+    refused = with_a_refused_model(tmp_path, config)
+    passing_check(monkeypatch)
+    shown = (
+        tmp_path / "Trainer/model/refused/Format-Serving"
+    )  # the report's "Serving signatures of"
+
+    assert cli(config, "bless", str(shown), "--reason", "accepted for the demo") == 0
+
+    out = capsys.readouterr().out
+    assert out.startswith(f"blessed model {refused} ({shown.parent}) by hand (accepted for")
+    assert baseline(config.metadata_path) == refused
+
+
+def test_bless_of_the_run_folder_takes_its_newest_model(tmp_path, capsys, monkeypatch):
+    config, _, _ = run_folder(tmp_path)
+    refused = with_a_refused_model(tmp_path, config)
+    passing_check(monkeypatch)
+
+    assert cli(config, "bless", str(config.run_dir), "--reason", "accepted for the demo") == 0
+
+    newest = tmp_path / "Trainer/model/refused"
+    assert capsys.readouterr().out.startswith(f"blessed model {refused} ({newest}) by hand")
+    assert baseline(config.metadata_path) == refused
+
+
+def test_bless_of_a_folder_that_is_no_model_says_what_to_give_and_changes_nothing(tmp_path, capsys):
+    config, _, newer = run_folder(tmp_path)
+    with_a_refused_model(tmp_path, config)
+    elsewhere = tmp_path / "another-output" / "tpu-pipeline-digits"
+
+    assert cli(config, "bless", str(config.serving_dir), "--reason", "demo") == 1
+    assert cli(config, "bless", str(elsewhere), "--reason", "demo") == 1
+
+    inside, outside = capsys.readouterr().err.splitlines()
+    assert f"no model at {config.serving_dir} of pipeline tpu-pipeline-digits" in inside
+    assert "give a Trainer's model folder (RUN/pipeline_root/Trainer/model/<id>" in inside
+    assert f"{elsewhere} is outside this run folder ({config.run_dir})" in outside
+    assert baseline(config.metadata_path) == newer
+    assert pushed_versions(str(config.serving_dir)) == ["100", "101"]
+
+
+def test_bless_takes_a_model_id_as_model_or_as_model_id_but_not_both(tmp_path, capsys):
+    config, older, _ = run_folder(tmp_path)
+
+    assert cli(config, "bless", str(older), "--reason", "demo") == 1
+    assert f"model {older} (" in capsys.readouterr().err  # blessed already: found by its id
+    assert cli(config, "bless", str(older), "--model-id", str(older), "--reason", "demo") == 2
+    assert "give MODEL or --model-id, not both" in capsys.readouterr().err

@@ -73,13 +73,13 @@ def test_a_model_with_other_weights_gets_a_later_version_even_if_the_clock_lags(
 def test_a_failed_copy_leaves_no_version_and_no_staging_folder(tmp_path, monkeypatch):
     serving = tmp_path / "serving"
     push_model_version(save_model(tmp_path / "a", 1.0), str(serving), clock=Clock(1000))
-    real_copy = publish.io_utils.copy_dir
+    real_copy = publish.tfx_api.io_utils.copy_dir
 
     def copy_then_fail(source, destination):
         real_copy(source, destination)
         raise OSError("disk full")
 
-    monkeypatch.setattr(publish.io_utils, "copy_dir", copy_then_fail)
+    monkeypatch.setattr(publish.tfx_api.io_utils, "copy_dir", copy_then_fail)
     with pytest.raises(OSError, match="disk full"):
         push_model_version(save_model(tmp_path / "b", 2.0), str(serving), clock=Clock(2000))
     assert sorted(os.listdir(serving)) == ["1000"]

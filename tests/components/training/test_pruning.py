@@ -22,7 +22,7 @@ from components.contract import trainer_sections
 from components.device.policy import TrainingPolicy
 from components.models import build_model, compile_model
 from components.serving.export import serving_copy
-from components.serving.tflite_variants import read_measurements
+from components.serving.measurements import read_measurements
 from components.trainer import run_fn, train
 from components.training.input_pipeline import EvalInput
 from components.training.pruning import (

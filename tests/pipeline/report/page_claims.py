@@ -282,6 +282,16 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "deployment",
+            r"Model (\d+) in ML Metadata: (\S+) \(tpu-pipeline serving bless takes the id or",
+            lambda r, m: (
+                int(m.group(1)) == r.deployment.model_id
+                and m.group(2) == r.deployment.model_uri
+                # the page shows the Trainer's export itself when nothing was pushed
+                and (r.deployment.served or r.deployment.model_dir.startswith(m.group(2)))
+            ),
+        ),
+        Claim(
+            "deployment",
             r"Serving signatures of the served model (\S+) ",
             lambda r, m: (
                 pushed(r, m) and r.deployment.served and m.group(1) == r.deployment.model_dir

@@ -90,6 +90,14 @@ def test_report_names_the_trainer_device_and_the_blessing(digits_run, digits_rep
     assert "at least 0.9000" in html  # the accuracy threshold, in words
 
 
+def test_report_names_the_model_by_its_ml_metadata_id_and_folder(digits_run, digits_report):
+    config, _ = digits_run
+    _, html = digits_report
+    model = open_latest_run(config.run_dir).first_output("Trainer", "model")
+    shown = f'<p id="model">Model {model.id} in ML Metadata: <code>{html_escape(model.uri)}</code>'
+    assert shown in html  # what `serving bless` takes: the id or the folder
+
+
 def test_report_lists_every_served_model_with_its_figures(digits_run, digits_report):
     _, summary = digits_run
     _, html = digits_report
