@@ -317,6 +317,42 @@ def bench_xla(settings: Settings) -> list[Row]:
     return rows
 
 
+def bench_cpu_precision(settings: Settings) -> list[Row]:
+    """mixed_bfloat16 / float32 on this CPU, per built-in CNN, in-memory batches.
+
+    CPUs with AMX or AVX512-BF16 (this machine's Xeon has both) run oneDNN's bfloat16
+    convolutions natively; the CPU default stays float32 until that is decided per CPU.
+    """
+    rows = []
+    for name in CPU_BENCHED_MODELS:
+        dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
+        batches = in_memory_batches(dataset, settings.batch)
+        models = {}
+        for precision in ("mixed_bfloat16", "float32"):
+            model = build_model(name, dataset.image_shape, dataset.num_classes, precision)
+            optimizer = tf_keras.optimizers.Adam(TrainerConfig().learning_rate)
+            compile_model(model, optimizer, False, precision)
+            models[precision] = model
+        work = {
+            precision: fit_steps(model, batches, settings.batch, settings.steps)
+            for precision, model in models.items()
+        }
+        for fn in work.values():
+            fn()
+        rates = interleaved_rates(work, settings.repeats)
+        rows.append(
+            _ratio_row(
+                "cpu_precision",
+                f"mixed_bfloat16 / float32, {name} batch {settings.batch}",
+                rates,
+                "mixed_bfloat16",
+                "float32",
+                "ex/s",
+            )
+        )
+    return rows
+
+
 def bench_steps_per_execution(settings: Settings) -> list[Row]:
     """Trainer examples/s with SPE_N training steps per tf.function call / one, per model.
 
@@ -1154,6 +1190,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "xla": bench_xla,
     "spe": bench_steps_per_execution,
     "trainer_vs_fit": bench_trainer_vs_fit,
+    "cpu_precision": bench_cpu_precision,
     "efficiency": bench_efficiency,
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,
