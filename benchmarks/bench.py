@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import data, pruning  # noqa: E402
+from benchmarks import data, pruning, trainer_vs_fit  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -317,6 +317,42 @@ def bench_xla(settings: Settings) -> list[Row]:
     return rows
 
 
+def bench_cpu_precision(settings: Settings) -> list[Row]:
+    """mixed_bfloat16 / float32 on this CPU, per built-in CNN, in-memory batches.
+
+    CPUs with AMX or AVX512-BF16 (this machine's Xeon has both) run oneDNN's bfloat16
+    convolutions natively; the CPU default stays float32 until that is decided per CPU.
+    """
+    rows = []
+    for name in CPU_BENCHED_MODELS:
+        dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
+        batches = in_memory_batches(dataset, settings.batch)
+        models = {}
+        for precision in ("mixed_bfloat16", "float32"):
+            model = build_model(name, dataset.image_shape, dataset.num_classes, precision)
+            optimizer = tf_keras.optimizers.Adam(TrainerConfig().learning_rate)
+            compile_model(model, optimizer, False, precision)
+            models[precision] = model
+        work = {
+            precision: fit_steps(model, batches, settings.batch, settings.steps)
+            for precision, model in models.items()
+        }
+        for fn in work.values():
+            fn()
+        rates = interleaved_rates(work, settings.repeats)
+        rows.append(
+            _ratio_row(
+                "cpu_precision",
+                f"mixed_bfloat16 / float32, {name} batch {settings.batch}",
+                rates,
+                "mixed_bfloat16",
+                "float32",
+                "ex/s",
+            )
+        )
+    return rows
+
+
 def bench_steps_per_execution(settings: Settings) -> list[Row]:
     """Trainer examples/s with SPE_N training steps per tf.function call / one, per model.
 
@@ -350,6 +386,80 @@ def bench_steps_per_execution(settings: Settings) -> list[Row]:
                 "ex/s",
             )
         )
+    return rows
+
+
+def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
+    """Every built-in model through `components.trainer.fit` vs `model.fit(numpy)`, same run.
+
+    Three figures per model, each over its second epoch: images/s while training
+    (input pipeline, augmentation and per-step callbacks included), the whole
+    epoch's images/s (validation on the eval split and the epoch-end callbacks
+    added), and training with augmentation off, which tells its share apart.
+    """
+    rows = []
+    for name, dataset in [
+        ("resnet20", data.CIFAR_SHAPED),
+        ("mobilenet_v2", data.photo_dataset((224, 224, 3))),
+    ]:
+        rates = trainer_vs_fit.histogram_rates(
+            name, dataset, settings.workdir / f"histograms-{name}", settings.repeats
+        )
+        rows.append(
+            _ratio_row(
+                "trainer_vs_fit",
+                f"epoch-end weight histograms, one function / Keras's eager ops, {name}",
+                rates,
+                "trainer",
+                "keras",
+                "per s",
+            )
+        )
+    photo_steps = 3 if settings.pipeline_divisor > 1 else 6
+    for case in trainer_vs_fit.cases(settings.steps, photo_steps):
+        photos = case.dataset.image_shape[0] > 100
+        variants = {"trainer": {}}
+        if not photos:  # the backbones' minutes of CPU go to the main figures only
+            variants["no_augmentation"] = trainer_vs_fit.no_augmentation(case.dataset)
+        repeats = 1 if photos else settings.repeats
+        rates = trainer_vs_fit.compare(case, settings.workdir, repeats, variants)
+        fit = rates["fit"].train
+        train = {name: rate.train for name, rate in rates.items()}
+        rows.append(
+            _ratio_row(
+                "trainer_vs_fit",
+                f"Trainer training / fit(numpy), {case.label}",
+                train,
+                "trainer",
+                "fit",
+                "images/s",
+                0.9,
+            )
+        )
+        epoch = {"trainer": rates["trainer"].epoch, "fit": fit}
+        rows.append(
+            _ratio_row(
+                "trainer_vs_fit",
+                f"Trainer whole epoch (+ eval, epoch-end callbacks) / fit(numpy), {case.label}",
+                epoch,
+                "trainer",
+                "fit",
+                "images/s",
+            )
+        )
+        if "no_augmentation" in rates:
+            rows.append(
+                _ratio_row(
+                    "trainer_vs_fit",
+                    f"Trainer training without augmentation / fit(numpy), {case.label}",
+                    train,
+                    "no_augmentation",
+                    "fit",
+                    "images/s",
+                )
+            )
+        for row in rows[-len(variants) - 1 :]:  # figures as they come: the section is long
+            print(f"[bench] {row.figure}: {row.measured}", file=sys.stderr, flush=True)
     return rows
 
 
@@ -1079,6 +1189,8 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
     "spe": bench_steps_per_execution,
+    "trainer_vs_fit": bench_trainer_vs_fit,
+    "cpu_precision": bench_cpu_precision,
     "efficiency": bench_efficiency,
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,

@@ -138,6 +138,34 @@ class PhaseLogger(tf_keras.callbacks.Callback):
             logs["backbone_trainable"] = self._trainable
 
 
+class TensorBoard(tf_keras.callbacks.TensorBoard):
+    """Keras's TensorBoard callback, with every weight histogram of an epoch in one graph.
+
+    Keras writes each weight's histogram with ~15 eager ops; for ResNet-20's 107 weights
+    that cost ~2.4 s at every epoch's end on this 2-core machine (under load), as long as
+    a short epoch's training. One `tf.function` over all weights, traced once, writes the
+    same tags into the same run folder. The weights are read to host memory first (as
+    `get_weights` does, on every strategy), so the histograms never run on an accelerator.
+    """
+
+    def _log_weights(self, epoch: int) -> None:
+        weights = [weight for layer in self.model.layers for weight in layer.weights]
+        if getattr(self, "_histograms", None) is None:
+            tags = [weight.name.replace(":", "_") + "/histogram" for weight in weights]
+
+            @tf.function
+            def histograms(step: tf.Tensor, values: list[tf.Tensor]) -> None:
+                for tag, value in zip(tags, values, strict=True):
+                    tf.summary.histogram(tag, value, step=step)
+
+            self._histograms = histograms
+        with self.model.distribute_strategy.scope():
+            values = tf_keras.backend.batch_get_value(weights)
+        with self._train_writer.as_default(), tf.summary.record_if(True):
+            self._histograms(tf.constant(epoch, tf.int64), values)
+        self._train_writer.flush()
+
+
 def backup_dir_for(model_run_dir: str, training_inputs: dict[str, Any]) -> str:
     """A backup folder that stays the same when the same training is retried.
 
@@ -204,7 +232,7 @@ def training_callbacks(
         LearningRateLogger(),
         EpochLogger(epochs, examples_per_epoch, eval_examples, phase.name if phase else None),
         *phase_loggers,
-        tf_keras.callbacks.TensorBoard(
+        TensorBoard(
             log_dir=log_dir,
             histogram_freq=1,
             update_freq="epoch",

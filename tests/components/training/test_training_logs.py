@@ -94,3 +94,39 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(
         history.history["learning_rate"], [float(schedule(11)), float(schedule(15))], rtol=1e-5
     )
     assert not tf.io.gfile.exists(backup_dir) or not tf.io.gfile.listdir(backup_dir)
+
+
+def _histograms(run_dir) -> dict[tuple[str, int], np.ndarray]:
+    """Every histogram summary in a TensorBoard run folder, by (tag, step)."""
+    found = {}
+    for path in tf.io.gfile.glob(f"{run_dir}/events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == "histograms":
+                    found[(value.tag, event.step)] = tf.make_ndarray(value.tensor)
+    return found
+
+
+def test_weight_histograms_match_keras_own_for_every_weight_and_epoch(tmp_path):
+    """The one-function histograms write what Keras's eager ones write: same tags, buckets."""
+    images = np.random.default_rng(0).random((32, 8, 8, 1), dtype=np.float32)
+    labels = np.arange(32) % 10
+    logged = {}
+    for name, callback in [
+        ("ours", training_logs.TensorBoard),
+        ("keras", tf_keras.callbacks.TensorBoard),
+    ]:
+        tf_keras.utils.set_random_seed(0)
+        model = build_model("cnn_bn", (8, 8, 1), 10)
+        compile_model(model, tf_keras.optimizers.SGD(0.1), jit_compile=False, precision="float32")
+        log_dir = tmp_path / name
+        board = callback(log_dir=str(log_dir), histogram_freq=1, update_freq="epoch")
+        model.fit(
+            images, labels, batch_size=16, epochs=2, shuffle=False, verbose=0, callbacks=[board]
+        )
+        logged[name] = _histograms(log_dir / "train")
+    weights = len(model.weights)
+    assert len(logged["ours"]) == 2 * weights  # every weight, at both epochs
+    assert logged["ours"].keys() == logged["keras"].keys()
+    for key, buckets in logged["keras"].items():
+        np.testing.assert_allclose(logged["ours"][key], buckets, rtol=1e-6, err_msg=str(key))
