@@ -5,7 +5,8 @@ Keras's cache (~/.keras/models/) nor reach its host must stop in a few seconds, 
 photo dataset's default recipe must know at once whether a pretrained backbone is
 available: both ask here, before TensorFlow loads (~10 s). The backbone modules
 (`components/models/`) take their files from this table, so there is one list;
-tests/components/test_imagenet_files.py checks it against tf_keras's own URLs and hashes.
+tests/components/models/test_backbones.py checks it against the URLs and hashes
+tf_keras itself uses.
 """
 
 from __future__ import annotations

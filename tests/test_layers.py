@@ -68,7 +68,7 @@ COMPONENT_LEVELS = [
     ["preflight"],
     ["training", "serving"],
     ["device", "models", "example_gen", "data_checks"],
-    ["images"],
+    ["images", "imagenet_files"],
     ["contract"],
 ]
 
