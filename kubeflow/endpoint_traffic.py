@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import ModelRegistryConfig, PipelineConfig
+from kubeflow import vertex_types as gca
 from kubeflow.model_registry import is_deployment_of
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent

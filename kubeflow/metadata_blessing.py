@@ -31,9 +31,8 @@ import dataclasses
 import posixpath
 from collections.abc import Iterator
 
-from google.cloud.aiplatform_v1 import types as gca
-
 from common.config import PipelineConfig
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import Note, RegistryActionError
 from kubeflow.registry_baseline import (
     MODEL_BLESSING,

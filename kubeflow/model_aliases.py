@@ -36,11 +36,11 @@ import dataclasses
 import datetime
 from collections.abc import Sequence
 
-from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import ConfigError, PipelineConfig
 from components.serving.versions import operator_name
+from kubeflow import vertex_types as gca
 from kubeflow.model_registry import DEFAULT_ALIAS, PINNED_ALIAS, ROLLED_BACK_LABEL, is_rolled_back
 from kubeflow.runner import require_vertex
 from kubeflow.vertex_requests import ApiCall, parent

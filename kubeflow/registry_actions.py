@@ -39,8 +39,6 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from google.cloud.aiplatform_v1 import types as gca
-
 from common.config import ModelRegistryConfig, PipelineConfig
 from common.tfx_api import io_utils
 from components.serving.server_check import ServingCheckError, check_model
@@ -51,6 +49,7 @@ from kubeflow import (
     registry_baseline,
     registry_blessing,
 )
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import RegistryActionError, RegistryChange
 from kubeflow.model_registry import PINNED_ALIAS, is_rolled_back
 from kubeflow.runner import require_vertex

@@ -39,10 +39,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 
 from common.config import PipelineConfig
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import RegistryActionError, RegistryChange
 from kubeflow.model_registry import is_rolled_back
 from kubeflow.vertex_requests import ApiCall, parent

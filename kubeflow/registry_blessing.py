@@ -20,11 +20,11 @@ import datetime
 import os
 from collections.abc import Sequence
 
-from google.cloud.aiplatform_v1 import types as gca
 from pydantic import TypeAdapter, ValidationError
 
 from common.config import GcsUri, ModelRegistryConfig
 from common.tfx_api import fileio
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import (
     DEFAULT_ALIAS,
     FOUND_MODEL,

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import json
 import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from google.cloud import aiplatform
-from google.cloud.aiplatform_v1 import types as gca
 from google.protobuf import field_mask_pb2
 from pydantic import TypeAdapter, ValidationError
 
 from common.config import ConfigError, GcsUri, PipelineConfig
+from kubeflow import vertex_types as gca
 from kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
 from kubeflow.vertex_api import ApiCall
+
+if TYPE_CHECKING:  # imported where a job is built: the SDK is slow to import
+    from google.cloud import aiplatform
 
 # Stands in for the schedule's resource name, which only the lookup finds.
 FOUND_SCHEDULE = "<name of the schedule the lookup finds>"
@@ -61,6 +63,8 @@ def pipeline_job(
     credentials: Any,
 ) -> aiplatform.PipelineJob:
     """The PipelineJob for the compiled spec `template` (built offline)."""
+    from google.cloud import aiplatform
+
     vertex = require_vertex(config)
     if not pathlib.Path(template).is_file():
         raise FileNotFoundError(
@@ -103,6 +107,8 @@ def schedule_resource(
     config: PipelineConfig, job: aiplatform.PipelineJob, cron: str | None, credentials: Any
 ) -> gca.Schedule:
     """The Schedule that starts `job` on the configured cron, in the configured time zone."""
+    from google.cloud import aiplatform
+
     settings = require_vertex(config).schedule
     built = aiplatform.PipelineJobSchedule(
         pipeline_job=job, display_name=schedule_display_name(config), credentials=credentials

@@ -6,6 +6,8 @@ import io
 import os
 import pathlib
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -55,3 +57,57 @@ def digits_run(tmp_path_factory):
     config, summary = pickle.loads(done.read_bytes())
     assert summary.succeeded, summary.error  # a failed run fails every worker, run once
     return config, summary
+
+
+def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """`tpu-pipeline ARGS` in a child process, as a user runs it; output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_USE_LEGACY_KERAS": "0"},  # the CLI must force Keras 2 itself
+    )
+
+
+def write_bad_digits(path) -> None:
+    """Real digits of which some images drifted to a 0-256 pixel scale (outside the schema's
+    0-16): each record is well formed, so only the statistics show it. (A label outside
+    the classes is refused earlier, by ExampleGen, naming the record.)"""
+    import tensorflow as tf  # imported here: a conftest's imports are paid by every collection
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index, (pixels, label) in enumerate(zip(digits.data, digits.target, strict=True)):
+            scale = 16 if index % 10 == 5 else 1
+            features = {
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels * scale)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+            )
+
+
+@pytest.fixture(scope="session")
+def rejected_cli_run(tmp_path_factory):
+    """`tpu-pipeline run` as a user runs it, on digits that break the schema (rejected by DataGate).
+
+    Returns (the finished process, its --summary-json path, its output folder). Shared by
+    the tests of the command's output and of the rejected run's report: one run, read only.
+    """
+    root = tmp_path_factory.mktemp("rejected-run")
+    (root / "bad").mkdir()
+    write_bad_digits(root / "bad" / "digits.tfrecord")
+    summary_path = root / "summary.json"
+    result = run_cli(
+        "run",
+        "--data-dir",
+        str(root / "bad"),
+        "--output-dir",
+        str(root / "out"),
+        "--summary-json",
+        str(summary_path),
+    )
+    return result, summary_path, root / "out"

@@ -135,6 +135,12 @@ class TrainerConfig(_Section):
         gt=0,
         description="multi-worker (TF_CONFIG): how long each task waits for all to join",
     )
+    worker_heartbeat_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="multi-worker: how long a task may go silent before training stops as "
+        "lost (TensorFlow's coordination-service heartbeat; raise it on loaded machines)",
+    )
     promised_devices: PromisedDevices | None = Field(
         default=None,
         description="set when compiling a Vertex AI custom job: the replicas and hosts its "

@@ -22,6 +22,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "promised_devices",
         "tpu_connect_timeout_s",
         "worker_join_timeout_s",
+        "worker_heartbeat_timeout_s",
         "tpu_preflight",
         "profile_batches",
         "warm_start",

@@ -9,9 +9,10 @@ are removed, and wait for the chief's export before they return, because TFX
 checks on every replica that the model exists.
 
 A replica that dies must not leave the others waiting forever: TensorFlow's
-coordination service notices the missing heartbeat (about ten seconds) and
-aborts the pending all-reduce; `lost_worker_is_an_error` turns that into one
-error that says what happened and how to resume.
+coordination service notices the missing heartbeat (after
+`trainer.worker_heartbeat_timeout_s`, 10 s by default) and aborts the pending
+all-reduce; `lost_worker_is_an_error` turns that into one error that says what
+happened and how to resume.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import tempfile
 from collections.abc import Iterator, Mapping
 
 import tensorflow as tf
+from tensorflow.python.distribute import multi_worker_util
+from tensorflow.python.eager import context
+from tensorflow.tsl.protobuf import coordination_config_pb2
 
 from components.device.join_watchdog import killed_unless_joined
 
@@ -65,7 +69,7 @@ def this_task(environ: Mapping[str, str] = os.environ) -> str:
 
 
 def connect_workers(
-    cluster: dict, join_timeout_s: float
+    cluster: dict, join_timeout_s: float, heartbeat_timeout_s: float
 ) -> tuple[tf.distribute.Strategy, int, bool]:
     """Joins the cluster: returns the strategy, the number of workers, and whether this is chief.
 
@@ -73,12 +77,32 @@ def connect_workers(
     until every worker has joined; a task still missing after `join_timeout_s`
     stops this process with a message naming it (`components/device/join_watchdog.py`)
     instead of leaving it in a wait that TensorFlow does not let Python bound.
+    A task silent for `heartbeat_timeout_s` counts as lost.
     """
     training = {job: cluster[job] for job in TRAINING_JOBS if cluster.get(job)}
+    configure_coordination(training, heartbeat_timeout_s)
     with killed_unless_joined(training, this_task(), join_timeout_s):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     workers = sum(len(addresses) for addresses in training.values())
     return strategy, workers, strategy.extended.should_checkpoint
+
+
+def configure_coordination(training: dict, heartbeat_timeout_s: float) -> None:
+    """The coordination service MultiWorkerMirroredStrategy sets up, with our heartbeat timeout.
+
+    The strategy configures the service only when nothing has yet, and then with
+    TensorFlow's default heartbeat timeout (10 s; collective_all_reduce_strategy.py in
+    TF 2.16); this is the same configuration with the timeout set.
+    """
+    context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader=multi_worker_util.coordination_leader(training),
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(name=job, num_tasks=len(addresses))
+            for job, addresses in training.items()
+        ],
+        heartbeat_timeout_in_ms=round(heartbeat_timeout_s * 1000),
+    )
 
 
 @contextlib.contextmanager

@@ -175,9 +175,11 @@ def tpu_resolver_address(
     return None
 
 
-def join_workers(cluster: dict, wanted: str, join_timeout_s: float) -> StrategyChoice:
+def join_workers(cluster: dict, wanted: str, config: TrainerConfig) -> StrategyChoice:
     """MultiWorkerMirroredStrategy over the TF_CONFIG cluster, on each worker's GPUs or CPU."""
-    strategy, workers, is_chief = connect_workers(cluster, join_timeout_s)
+    strategy, workers, is_chief = connect_workers(
+        cluster, config.worker_join_timeout_s, config.worker_heartbeat_timeout_s
+    )
     device: Device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
     if wanted == "gpu" and device != "gpu":
         raise NoAcceleratorError("trainer.accelerator is 'gpu' but this worker has no GPU")
@@ -231,7 +233,7 @@ def _connect(config: TrainerConfig) -> StrategyChoice:
                 ) from error.__cause__
     cluster = multi_worker_cluster()
     if cluster:  # before anything else starts TensorFlow's runtime
-        return join_workers(cluster, wanted, config.worker_join_timeout_s)
+        return join_workers(cluster, wanted, config)
     if wanted in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if len(gpus) >= 2:

@@ -5,7 +5,6 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
-from sklearn.datasets import load_digits
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
 from cli.synthetic_data import synthetic_dataset
@@ -17,6 +16,8 @@ from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
 
 @pytest.fixture(scope="module")
 def transformed_digits(tmp_path_factory):
+    from sklearn.datasets import load_digits  # imported here: collecting need not pay it
+
     digits = load_digits()
     rows = [
         {"pixels": pixels.astype(np.float32), "label": [int(label)]}

@@ -13,12 +13,12 @@ import threading
 import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
-from google.cloud.aiplatform_v1 import types as gca
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import common.webhook
 import kubeflow.exit_handler
 from common.config import EvaluatorConfig
+from kubeflow import vertex_types as gca
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
@@ -33,7 +33,6 @@ SECRET_NAME = "projects/your-gcp-project/secrets/tpu-pipeline-webhook/versions/3
 NOTIFY = {"notify.webhook_secret": SECRET_NAME, "notify.timeout_seconds": 7}
 PUSHED_TO = "gs://bucket/serving_model/1764547200"
 WORKER_FAILED = "The replica workerpool0-0 exited with a non-zero status of 1."
-Task = gca.PipelineTaskDetail
 ROOT, DAG = 1, 2  # task ids of the job's root DAG and of `tfx-dag`, which holds the components
 
 
@@ -54,21 +53,39 @@ def lines(message: dict) -> list[str]:
     return message["text"].splitlines()
 
 
-def outputs(key: str, uri: str, **metadata) -> dict[str, Task.ArtifactList]:
+def outputs(key: str, uri: str, **metadata) -> dict[str, gca.PipelineTaskDetail.ArtifactList]:
     """A task's output `key`: one artifact, with TFX's properties as Vertex records them."""
-    return {key: Task.ArtifactList(artifacts=[gca.Artifact(uri=uri, metadata=metadata)])}
+    return {
+        key: gca.PipelineTaskDetail.ArtifactList(
+            artifacts=[gca.Artifact(uri=uri, metadata=metadata)]
+        )
+    }
 
 
-def job(**tasks: tuple[Task.State, dict, str]) -> gca.PipelineJob:
+def job(**tasks: tuple[gca.PipelineTaskDetail.State, dict, str]) -> gca.PipelineJob:
     """The job as the exit handler finds it: `tasks` are name=(state, outputs, error message)."""
     details = [
-        Task(task_id=ROOT, task_name="tpu-pipeline-digits-20261201", state=Task.State.RUNNING),
-        Task(task_id=DAG, parent_task_id=ROOT, task_name="tfx-dag", state=Task.State.FAILED),
-        Task(task_id=3, parent_task_id=ROOT, task_name="NotifyWebhook", state=Task.State.RUNNING),
+        gca.PipelineTaskDetail(
+            task_id=ROOT,
+            task_name="tpu-pipeline-digits-20261201",
+            state=gca.PipelineTaskDetail.State.RUNNING,
+        ),
+        gca.PipelineTaskDetail(
+            task_id=DAG,
+            parent_task_id=ROOT,
+            task_name="tfx-dag",
+            state=gca.PipelineTaskDetail.State.FAILED,
+        ),
+        gca.PipelineTaskDetail(
+            task_id=3,
+            parent_task_id=ROOT,
+            task_name="NotifyWebhook",
+            state=gca.PipelineTaskDetail.State.RUNNING,
+        ),
     ]
     for task_id, (name, (state, outs, error)) in enumerate(tasks.items(), start=10):
         details.append(
-            Task(
+            gca.PipelineTaskDetail(
                 task_id=task_id,
                 parent_task_id=DAG,
                 task_name=name,
@@ -145,7 +162,7 @@ def anomalies(tmp_path_factory) -> str:
 
 def evaluated_job(evaluation: str, blessed: float = 1.0, **pushed) -> gca.PipelineJob:
     """A job whose Evaluator and Pusher succeeded: `pushed` is the PushedModel's properties."""
-    done = Task.State.SUCCEEDED
+    done = gca.PipelineTaskDetail.State.SUCCEEDED
     return job(
         Evaluator=(
             done,
@@ -234,11 +251,11 @@ def test_a_model_the_evaluator_refused_is_not_blessed_with_its_metrics_and_why(
 def test_data_the_datagate_stopped_is_rejected_naming_example_validators_anomalies(anomalies):
     found = job(
         ExampleValidator=(
-            Task.State.SUCCEEDED,
+            gca.PipelineTaskDetail.State.SUCCEEDED,
             outputs("anomalies", anomalies, split_names='["train", "eval"]', span=0.0),
             "",
         ),
-        DataGate=(Task.State.FAILED, {}, WORKER_FAILED),
+        DataGate=(gca.PipelineTaskDetail.State.FAILED, {}, WORKER_FAILED),
     )
     title, why, *rest = message_for("FAILED", found, "The failed tasks are: [DataGate].")
     assert title == "tpu-pipeline tpu-pipeline-digits on Vertex AI: *data rejected*"
@@ -251,9 +268,9 @@ def test_data_the_datagate_stopped_is_rejected_naming_example_validators_anomali
 
 def test_a_failed_run_names_the_task_that_failed_first_and_its_error():
     found = job(
-        ExampleGen=(Task.State.SUCCEEDED, {}, ""),
-        Trainer=(Task.State.FAILED, {}, WORKER_FAILED),
-        Tuner=(Task.State.FAILED, {}, "later"),
+        ExampleGen=(gca.PipelineTaskDetail.State.SUCCEEDED, {}, ""),
+        Trainer=(gca.PipelineTaskDetail.State.FAILED, {}, WORKER_FAILED),
+        Tuner=(gca.PipelineTaskDetail.State.FAILED, {}, "later"),
     )
     assert message_for("FAILED", found, "The failed tasks are: [Trainer, Tuner].") == [
         "tpu-pipeline tpu-pipeline-digits on Vertex AI: *failed*",
@@ -263,7 +280,7 @@ def test_a_failed_run_names_the_task_that_failed_first_and_its_error():
 
 
 def test_a_cancelled_run_is_interrupted_during_the_task_it_stopped():
-    found = job(Trainer=(Task.State.CANCELLED, {}, ""))
+    found = job(Trainer=(gca.PipelineTaskDetail.State.CANCELLED, {}, ""))
     assert message_for("CANCELLED", found)[:2] == [
         "tpu-pipeline tpu-pipeline-digits on Vertex AI: *interrupted*",
         "by a cancel during Trainer; the same command resumes it",

@@ -12,10 +12,10 @@ import json
 import types
 
 import pytest
-from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
 from kubeflow import model_aliases
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import FOUND_MODEL, RegistryActionError, registry_change
 from kubeflow.model_registry import FINGERPRINT_LABEL, PINNED_ALIAS, ROLLED_BACK_LABEL
 from tests.kubeflow.test_model_registry import FakeVertex, register, saved_model_dir

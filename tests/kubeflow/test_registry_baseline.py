@@ -12,10 +12,10 @@ import json
 
 import pytest
 from google.api_core import exceptions
-from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
 from kubeflow import registry_baseline
+from kubeflow import vertex_types as gca
 from kubeflow.model_registry import ROLLED_BACK_LABEL
 from kubeflow.registry_actions import HALF_DONE, INTENT_LABEL
 from kubeflow.registry_baseline import (

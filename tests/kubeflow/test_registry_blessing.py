@@ -8,11 +8,11 @@ import types
 
 import pytest
 from google.api_core import exceptions
-from google.cloud.aiplatform_v1 import types as gca
 
 from cli.main import main
 from common.config import ModelRegistryConfig
 from kubeflow import registry_actions, registry_blessing
+from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import RegistryActionError
 from kubeflow.model_registry import FINGERPRINT_LABEL, PINNED_ALIAS, ROLLED_BACK_LABEL
 from kubeflow.registry_blessing import BLESSED_LABEL, bless_change
@@ -27,9 +27,7 @@ from tests.kubeflow.test_model_aliases import (
 
 STORE = "projects/p/locations/us-central1/metadataStores/default"
 CONTEXT = f"{STORE}/contexts/tpu-pipeline-digits"
-MODEL_ARTIFACT = gca.Artifact(
-    name=f"{STORE}/artifacts/model-7", uri="gs://my-bucket/root/Trainer/model/7"
-)
+MODEL_ARTIFACT = f"{STORE}/artifacts/model-7"  # the Trainer's Model, found in the store
 REGISTRY = ModelRegistryConfig(model_display_name="tpu-pipeline-digits")
 LOCATION = "projects/p/locations/us-central1"
 URI = "gs://my-bucket/root/Trainer/model/7/Format-Serving"
@@ -96,6 +94,9 @@ class FakeBlessingVertexApi(FakeVertexApi):
     """FakeVertexApi whose metadata store holds the Model and a run, and names what it creates."""
 
     def __init__(self, versions, endpoints, models=(MODEL_ARTIFACT,)):
+        models = [
+            gca.Artifact(name=name, uri="gs://my-bucket/root/Trainer/model/7") for name in models
+        ]
         super().__init__(versions, endpoints)
         job = gca.PipelineJob(
             name="projects/p/locations/us-central1/pipelineJobs/run-1",
@@ -103,7 +104,7 @@ class FakeBlessingVertexApi(FakeVertexApi):
         )
         self.answers.update(
             {
-                "MetadataService.ListArtifacts": list(models),
+                "MetadataService.ListArtifacts": models,
                 "PipelineService.ListPipelineJobs": [gca.PipelineJob(name=job.name)],
                 "PipelineService.GetPipelineJob": job,
             }
@@ -159,14 +160,14 @@ def test_serving_bless_vertex_uploads_records_the_blessing_then_moves_all_traffi
     assert blessing.schema_title == "tfx.ModelBlessing"
     assert blessing.state == gca.Artifact.State.LIVE
     assert blessing.metadata["blessed"] == 1  # what the Vertex resolver's query matches
-    assert blessing.metadata["current_model_id"] == MODEL_ARTIFACT.name  # what it then reads
+    assert blessing.metadata["current_model_id"] == MODEL_ARTIFACT  # what it then reads
     assert blessing.metadata["manual_blessing_reason"] == "PO accepts"
     pushed = api.sent[8].request.artifact
     assert pushed.metadata["pushed_destination"] == URI  # a rollback of version 2 finds it
     events = api.request("AddExecutionEvents")
     assert events.execution == f"{STORE}/created/10"
     assert [(e.artifact, e.type_) for e in events.events] == [
-        (MODEL_ARTIFACT.name, gca.Event.Type.INPUT),
+        (MODEL_ARTIFACT, gca.Event.Type.INPUT),
         (f"{STORE}/created/8", gca.Event.Type.OUTPUT),
         (f"{STORE}/created/9", gca.Event.Type.OUTPUT),
     ]

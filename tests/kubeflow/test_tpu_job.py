@@ -10,30 +10,31 @@ from __future__ import annotations
 import json
 
 import pytest
-from google.cloud.aiplatform_v1 import CustomJob, Scheduling
 
 from common.config import load_config
-from common.tfx_api import ai_platform_training_clients
+from kubeflow import vertex_types as gca
 from kubeflow.tpu_image import PJRT_ENV
-from kubeflow.tpu_job import tpu_custom_job
 from kubeflow.vertex_requests import parameter_values
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TFX_EXECUTOR_COMMAND = ["python", "-m", "tfx.scripts.run_executor"]
 
 
-class OfflineVertexJobClient(ai_platform_training_clients.VertexJobClient):
-    """TFX's Vertex client without its API connection: building the job needs none."""
+def submitted_job(spec: dict) -> gca.CustomJob:
+    # Imported here: TFX's Vertex extension imports the Vertex SDK, which collecting need not.
+    from common.tfx_api import ai_platform_training_clients
+    from kubeflow.tpu_job import tpu_custom_job
 
-    def create_client(self) -> None:
-        self._client = None
+    class OfflineVertexJobClient(ai_platform_training_clients.VertexJobClient):
+        """TFX's Vertex client without its API connection: building the job needs none."""
 
+        def create_client(self) -> None:
+            self._client = None
 
-def submitted_job(spec: dict) -> CustomJob:
     custom_config = task_parameter(spec, "Trainer", "custom_config")
     exec_properties = {"custom_config": json.dumps(custom_config)}
     _, _, job = tpu_custom_job({}, {}, exec_properties, client_class=OfflineVertexJobClient)
-    return CustomJob(job)
+    return gca.CustomJob(job)
 
 
 @pytest.mark.parametrize("target", ["tpu-multihost", "tpu-spot"])
@@ -59,14 +60,14 @@ def test_tpu_job_is_one_pool_of_one_replica_whose_image_entrypoint_runs_tfxs_exe
 def test_spot_job_asks_for_spot_capacity_and_restarts_as_a_whole(compile_spec):
     _, spec, _ = compile_spec("tpu-spot")
     scheduling = submitted_job(spec).job_spec.scheduling
-    assert scheduling.strategy == Scheduling.Strategy.SPOT
+    assert scheduling.strategy == gca.Scheduling.Strategy.SPOT
     assert scheduling.restart_job_on_worker_restart
 
 
 def test_on_demand_job_leaves_scheduling_to_vertex(compile_spec):
     _, spec, _ = compile_spec("tpu-multihost")
     scheduling = submitted_job(spec).job_spec.scheduling
-    assert scheduling.strategy == Scheduling.Strategy.STRATEGY_UNSPECIFIED
+    assert scheduling.strategy == gca.Scheduling.Strategy.STRATEGY_UNSPECIFIED
 
 
 def test_multi_host_trainer_is_promised_the_whole_slice_and_runs_our_executor(compile_spec):

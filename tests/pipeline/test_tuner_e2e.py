@@ -11,7 +11,7 @@ import yaml
 
 from cli.main import main
 from pipeline.report.collect import collect_report
-from tests.cli.test_main import run_cli
+from tests.conftest import run_cli
 from tests.pipeline.report.page_claims import false_sentences, read_page
 
 pytestmark = pytest.mark.slow

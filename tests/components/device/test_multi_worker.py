@@ -10,10 +10,12 @@ import sys
 
 import pytest
 import tensorflow as tf
+from tensorflow.python.eager import context
 
 from components.device.join_watchdog import killed_unless_joined
 from components.device.multi_worker import (
     WorkerLostError,
+    configure_coordination,
     lost_worker_is_an_error,
     multi_worker_cluster,
     worker_output_dir,
@@ -57,6 +59,20 @@ def test_a_vertex_chief_and_worker_make_a_cluster():
 def test_unusable_tf_config_fails_naming_it(tf_config, message):
     with pytest.raises(ValueError, match=message):
         multi_worker_cluster({"TF_CONFIG": tf_config})
+
+
+def test_the_coordination_service_waits_the_configured_heartbeat_for_a_silent_task(monkeypatch):
+    runtime = context.context()
+    # Restored after the test: this process trains on one worker.
+    monkeypatch.setattr(runtime, "_coordination_service_config", runtime.coordination_service)
+    configure_coordination({"chief": ["host-0:2222"], "worker": ["host-1:2222"]}, 42.5)
+    service = runtime.coordination_service
+    assert service.heartbeat_timeout_in_ms == 42_500
+    # What MultiWorkerMirroredStrategy itself would configure, which it then leaves alone.
+    assert service.service_type == "standalone"
+    assert service.service_leader == "/job:chief/replica:0/task:0"
+    jobs = [(job.name, job.num_tasks) for job in service.coordinated_job_list]
+    assert jobs == [("chief", 1), ("worker", 1)]
 
 
 def test_only_the_chief_writes_into_the_log_dir(tmp_path):

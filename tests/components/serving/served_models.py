@@ -12,7 +12,6 @@ import pathlib
 
 import numpy as np
 import tensorflow as tf
-from sklearn.datasets import load_digits
 
 from common.config import BUILTIN_DATASETS, DatasetConfig
 
@@ -21,6 +20,8 @@ DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
 
 def write_eval_split(folder: pathlib.Path, count: int = 20) -> list[str]:
     """`count` real digits as ExampleGen writes them: gzipped tf.Examples."""
+    from sklearn.datasets import load_digits  # imported here: collecting need not pay it
+
     digits = load_digits()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "data_tfrecord-00000-of-00001.gz"
