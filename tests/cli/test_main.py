@@ -34,6 +34,7 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(rejec
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
         "report",
         "pushed",
+        "memory",
         "logs",
     ]
 
