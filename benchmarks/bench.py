@@ -1075,6 +1075,76 @@ def bench_pruning(settings: Settings) -> list[Row]:
     return pruning.rows(Row)
 
 
+# --- Preflight memory estimate -----------------------------------------------------------
+
+# Image sides the preflight's Trainer estimate is checked at, and the two batch sizes whose
+# difference gives the growth per example (one process per model and side).
+PREFLIGHT_SIDES = (32, 224)
+PREFLIGHT_BATCHES = (4, 8)
+PREFLIGHT_STEPS = 2
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB"
+
+
+def preflight_memory_rows(result: dict) -> list[Row]:
+    """Rows of one `benchmarks.trainer_memory` result: the estimate over the measured peak at the
+    larger batch, and over the measured growth per example between the two batches."""
+    small, large = result["batches"]
+    figure = f"{result['model']} {result['side']}x{result['side']}"
+    total, measured = large["estimate"]["total"], large["measured"]
+    per_example = (large["estimate"]["activations"] - small["estimate"]["activations"]) / (
+        large["batch"] - small["batch"]
+    )
+    measured_per_example = (large["measured"] - small["measured"]) / (
+        large["batch"] - small["batch"]
+    )
+    rows = [
+        Row(
+            "preflight_memory",
+            f"estimate / measured Trainer step, {figure} batch {large['batch']}",
+            f"{_mib(total)} vs {_mib(measured)}",
+            total / measured,
+        )
+    ]
+    if measured_per_example > 0:  # a model too small to move the peak has no growth to compare
+        rows.append(
+            Row(
+                "preflight_memory",
+                f"estimate / measured per example, {figure}",
+                f"{per_example / 2**20:,.2f} vs {measured_per_example / 2**20:,.2f} MiB",
+                per_example / measured_per_example,
+            )
+        )
+    return rows
+
+
+def bench_preflight_memory(settings: Settings) -> list[Row]:
+    """The preflight's Trainer memory estimate against the measured step, every built-in model."""
+    rows = []
+    for name in MODEL_BUILDERS:
+        for side in PREFLIGHT_SIDES:
+            command = [
+                sys.executable,
+                "-m",
+                "benchmarks.trainer_memory",
+                name,
+                str(side),
+                str(PREFLIGHT_STEPS),
+                *map(str, PREFLIGHT_BATCHES),
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+            if done.returncode:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                rows.append(Row("preflight_memory", f"FAILED {name} {side}: {last}", "", None))
+                continue
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            print(json.dumps(result), file=sys.stderr, flush=True)
+            rows += preflight_memory_rows(result)
+    return rows
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -1090,6 +1160,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "predict": bench_predict,
     "predict_photos": lambda settings: bench_predict(settings, "signs"),
     "pruning": bench_pruning,
+    "preflight_memory": bench_preflight_memory,
 }
 
 
