@@ -93,7 +93,9 @@ def predict_samples(
     wrong, right = kept[False], kept[True]
     # Mistakes fill at most half the grid while there are correct predictions to show.
     chosen = (wrong[: shown // 2] + right + wrong[shown // 2 :])[:shown]
-    images, true_labels, predicted, confidence = (np.array(part) for part in zip(*chosen, strict=True))
+    images, true_labels, predicted, confidence = (
+        np.array(part) for part in zip(*chosen, strict=True)
+    )
     return Samples(
         images=images,
         true_labels=true_labels,
