@@ -868,6 +868,24 @@ def bench_photo_ingest(settings: Settings) -> list[Row]:
     return rows
 
 
+def photo_folder_dataset(
+    name: str, photos: pathlib.Path, side: int, label_names: list[str], schema: pathlib.Path
+) -> dict:
+    """The `dataset:` section for a folder of `train/<class>/` and `validation/<class>/` photos."""
+    return {
+        "name": name,
+        "data_dir": str(photos),
+        "format": "image_folder",
+        "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
+        "image_shape": [side, side, 3],
+        "pixel_feature": "image",
+        "label_feature": "label",
+        "num_classes": len(label_names),
+        "schema_file": str(schema),
+        "source": {"resize": True, "label_names": label_names},
+    }
+
+
 def bench_photo_pipeline(settings: Settings) -> list[Row]:
     """The whole pipeline on a photo folder vs a plain Keras script: same network and epochs."""
     quick = settings.pipeline_divisor > 1
@@ -884,18 +902,13 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
         json.dumps(
             {
                 "output_dir": str(settings.workdir / f"photo-runs-{count}"),
-                "dataset": {
-                    "name": "bench-photos",
-                    "data_dir": str(photos),
-                    "format": "image_folder",
-                    "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
-                    "image_shape": [side, side, 3],
-                    "pixel_feature": "image",
-                    "label_feature": "label",
-                    "num_classes": len(names),
-                    "schema_file": str(settings.workdir / f"photos-{photos.name}-schema.pbtxt"),
-                    "source": {"resize": True, "label_names": names},
-                },
+                "dataset": photo_folder_dataset(
+                    "bench-photos",
+                    photos,
+                    side,
+                    names,
+                    settings.workdir / f"photos-{photos.name}-schema.pbtxt",
+                ),
                 "trainer": {"model": "resnet20", "epochs": epochs},
                 "evaluator": {"accuracy_lower_bound": 0.0},
                 "serving": {"tflite_variants": []},
@@ -965,18 +978,13 @@ def bench_photo_memory(settings: Settings) -> list[Row]:
             json.dumps(
                 {
                     "output_dir": str(settings.workdir / f"{photos.name}-runs"),
-                    "dataset": {
-                        "name": photos.name,
-                        "data_dir": str(photos),
-                        "format": "image_folder",
-                        "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
-                        "image_shape": [PHOTO_MEMORY_SIDE, PHOTO_MEMORY_SIDE, 3],
-                        "pixel_feature": "image",
-                        "label_feature": "label",
-                        "num_classes": 10,
-                        "schema_file": str(settings.workdir / f"{photos.name}-schema.pbtxt"),
-                        "source": {"resize": True, "label_names": data.photo_class_names(10)},
-                    },
+                    "dataset": photo_folder_dataset(
+                        photos.name,
+                        photos,
+                        PHOTO_MEMORY_SIDE,
+                        data.photo_class_names(10),
+                        settings.workdir / f"{photos.name}-schema.pbtxt",
+                    ),
                     "trainer": {
                         "model": "cnn_bn",
                         "per_replica_batch_size": 16,
