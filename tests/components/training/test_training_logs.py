@@ -94,3 +94,20 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(
         history.history["learning_rate"], [float(schedule(11)), float(schedule(15))], rtol=1e-5
     )
     assert not tf.io.gfile.exists(backup_dir) or not tf.io.gfile.listdir(backup_dir)
+
+
+def test_weight_histograms_are_drawn_from_at_most_max_values_of_each_weight(tmp_path):
+    inputs = tf_keras.Input((50,))
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(40, name="wide")(inputs))
+    histograms = training_logs.WeightHistograms(str(tmp_path), max_values=300)
+    histograms.set_model(model)
+    histograms.on_epoch_end(0)
+
+    counts = {}
+    for path in (tmp_path / "train").glob("events.out.tfevents.*"):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                buckets = tf.make_ndarray(value.tensor)  # [bucket, (left, right, count)]
+                counts[value.tag] = int(buckets[:, 2].sum())
+    # The 2,000-value kernel is sampled every 7th value (286 values); the 40 biases whole.
+    assert counts == {"wide/kernel_0/histogram": 286, "wide/bias_0/histogram": 40}
