@@ -978,6 +978,24 @@ def bench_photo_ingest(settings: Settings) -> list[Row]:
     return rows
 
 
+def photo_folder_dataset(
+    name: str, photos: pathlib.Path, side: int, label_names: list[str], schema: pathlib.Path
+) -> dict:
+    """The `dataset:` section for a folder of `train/<class>/` and `validation/<class>/` photos."""
+    return {
+        "name": name,
+        "data_dir": str(photos),
+        "format": "image_folder",
+        "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
+        "image_shape": [side, side, 3],
+        "pixel_feature": "image",
+        "label_feature": "label",
+        "num_classes": len(label_names),
+        "schema_file": str(schema),
+        "source": {"resize": True, "label_names": label_names},
+    }
+
+
 def bench_photo_pipeline(settings: Settings) -> list[Row]:
     """The whole pipeline on a photo folder vs a plain Keras script: same network and epochs."""
     quick = settings.pipeline_divisor > 1
@@ -994,18 +1012,13 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
         json.dumps(
             {
                 "output_dir": str(settings.workdir / f"photo-runs-{count}"),
-                "dataset": {
-                    "name": "bench-photos",
-                    "data_dir": str(photos),
-                    "format": "image_folder",
-                    "split_patterns": {"train": "train/*/*", "eval": "validation/*/*"},
-                    "image_shape": [side, side, 3],
-                    "pixel_feature": "image",
-                    "label_feature": "label",
-                    "num_classes": len(names),
-                    "schema_file": str(settings.workdir / f"photos-{photos.name}-schema.pbtxt"),
-                    "source": {"resize": True, "label_names": names},
-                },
+                "dataset": photo_folder_dataset(
+                    "bench-photos",
+                    photos,
+                    side,
+                    names,
+                    settings.workdir / f"photos-{photos.name}-schema.pbtxt",
+                ),
                 "trainer": {"model": "resnet20", "epochs": epochs},
                 "evaluator": {"accuracy_lower_bound": 0.0},
                 "serving": {"tflite_variants": []},
@@ -1051,6 +1064,77 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
             accuracy - script["accuracy"] >= 0.05,
         ),
     ]
+
+
+# The photo run of issue 28: 224x224 photos, cnn_bn, batch 16, 20 training steps; the eval
+# split at 1x and 3x (about 20% and 43% of the photos), the training split the same.
+PHOTO_MEMORY_TRAIN, PHOTO_MEMORY_EVAL, PHOTO_MEMORY_SIDE = 2727, 682, 224
+PHOTO_MEMORY_PEAK_GB = 4.0
+
+
+def bench_photo_memory(settings: Settings) -> list[Row]:
+    """Whole-run peak memory of a 224x224 photo run, and whether it grows with the eval split."""
+    quick = settings.pipeline_divisor > 1
+    train = PHOTO_MEMORY_TRAIN // settings.pipeline_divisor
+    peaks = {}
+    for multiple in (1, 3):
+        evaluated = PHOTO_MEMORY_EVAL * multiple // settings.pipeline_divisor
+        photos = settings.workdir / f"memory-photos-{train}-{evaluated}"
+        if not photos.exists():
+            data.write_photo_folder(photos / "train", train, seed=0)
+            data.write_photo_folder(photos / "validation", evaluated, seed=1)
+        config = settings.workdir / f"{photos.name}.yaml"
+        config.write_text(
+            json.dumps(
+                {
+                    "output_dir": str(settings.workdir / f"{photos.name}-runs"),
+                    "dataset": photo_folder_dataset(
+                        photos.name,
+                        photos,
+                        PHOTO_MEMORY_SIDE,
+                        data.photo_class_names(10),
+                        settings.workdir / f"{photos.name}-schema.pbtxt",
+                    ),
+                    "trainer": {
+                        "model": "cnn_bn",
+                        "per_replica_batch_size": 16,
+                        "train_steps": 20,
+                        "epochs": 1,
+                    },
+                    "evaluator": {"accuracy_lower_bound": 0.0},
+                    "enable_cache": False,
+                }
+            )
+        )
+        run = run_measured(
+            [*TPU_PIPELINE, "run", "--config", str(config)],
+            settings.workdir / f"{photos.name}.log",
+        )
+        peaks[multiple] = (evaluated, run["peak_rss_gb"])
+    (small, small_peak), (large, large_peak) = peaks[1], peaks[3]
+    figure = f"{train:,} training photos at {PHOTO_MEMORY_SIDE}x{PHOTO_MEMORY_SIDE}, cnn_bn"
+    rows = [
+        Row(
+            "photo_memory",
+            f"whole-run peak RSS, eval {large:,} / {small:,} photos, {figure}",
+            f"{large_peak:.2f} vs {small_peak:.2f} GB",
+            large_peak / small_peak,
+            "<= 1.1",
+            large_peak / small_peak <= 1.1,
+        )
+    ]
+    if not quick:  # the 4 GB target is for the full-size run
+        rows.append(
+            Row(
+                "photo_memory",
+                f"whole-run peak RSS / {PHOTO_MEMORY_PEAK_GB:g} GB, eval {small:,} photos",
+                f"{small_peak:.2f} GB",
+                small_peak / PHOTO_MEMORY_PEAK_GB,
+                "< 1",
+                small_peak < PHOTO_MEMORY_PEAK_GB,
+            )
+        )
+    return rows
 
 
 # Dataset -> training steps of the model, copies of its files predicted on, their pattern.
@@ -1185,6 +1269,76 @@ def bench_pruning(settings: Settings) -> list[Row]:
     return pruning.rows(Row)
 
 
+# --- Preflight memory estimate -----------------------------------------------------------
+
+# Image sides the preflight's Trainer estimate is checked at, and the two batch sizes whose
+# difference gives the growth per example (one process per model and side).
+PREFLIGHT_SIDES = (32, 224)
+PREFLIGHT_BATCHES = (4, 8)
+PREFLIGHT_STEPS = 2
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:,.0f} MiB"
+
+
+def preflight_memory_rows(result: dict) -> list[Row]:
+    """Rows of one `benchmarks.trainer_memory` result: the estimate over the measured peak at the
+    larger batch, and over the measured growth per example between the two batches."""
+    small, large = result["batches"]
+    figure = f"{result['model']} {result['side']}x{result['side']}"
+    total, measured = large["estimate"]["total"], large["measured"]
+    per_example = (large["estimate"]["activations"] - small["estimate"]["activations"]) / (
+        large["batch"] - small["batch"]
+    )
+    measured_per_example = (large["measured"] - small["measured"]) / (
+        large["batch"] - small["batch"]
+    )
+    rows = [
+        Row(
+            "preflight_memory",
+            f"estimate / measured Trainer step, {figure} batch {large['batch']}",
+            f"{_mib(total)} vs {_mib(measured)}",
+            total / measured,
+        )
+    ]
+    if measured_per_example > 0:  # a model too small to move the peak has no growth to compare
+        rows.append(
+            Row(
+                "preflight_memory",
+                f"estimate / measured per example, {figure}",
+                f"{per_example / 2**20:,.2f} vs {measured_per_example / 2**20:,.2f} MiB",
+                per_example / measured_per_example,
+            )
+        )
+    return rows
+
+
+def bench_preflight_memory(settings: Settings) -> list[Row]:
+    """The preflight's Trainer memory estimate against the measured step, every built-in model."""
+    rows = []
+    for name in MODEL_BUILDERS:
+        for side in PREFLIGHT_SIDES:
+            command = [
+                sys.executable,
+                "-m",
+                "benchmarks.trainer_memory",
+                name,
+                str(side),
+                str(PREFLIGHT_STEPS),
+                *map(str, PREFLIGHT_BATCHES),
+            ]
+            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+            if done.returncode:
+                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                rows.append(Row("preflight_memory", f"FAILED {name} {side}: {last}", "", None))
+                continue
+            result = json.loads(done.stdout.strip().splitlines()[-1])
+            print(json.dumps(result), file=sys.stderr, flush=True)
+            rows += preflight_memory_rows(result)
+    return rows
+
+
 SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer": bench_trainer,
     "xla": bench_xla,
@@ -1199,9 +1353,11 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "photo_ingest": bench_photo_ingest,
     "pixel_ingest": bench_pixel_ingest,
     "photo_pipeline": bench_photo_pipeline,
+    "photo_memory": bench_photo_memory,
     "predict": bench_predict,
     "predict_photos": lambda settings: bench_predict(settings, "signs"),
     "pruning": bench_pruning,
+    "preflight_memory": bench_preflight_memory,
 }
 
 

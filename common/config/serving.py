@@ -15,9 +15,10 @@ TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8", "pruned"]
 class ServingConfig(_Section):
     """What is published beside each blessed SavedModel, and the accuracy it must keep.
 
-    Each TFLite variant is measured on the whole eval split against the
-    SavedModel and published with it only when its accuracy is at most
-    `max_accuracy_drop` lower (docs/serving/tflite.md).
+    Each TFLite variant is measured against the SavedModel on the same eval
+    images, the first `measured_examples` of the shuffled eval split, and
+    published with it only when its accuracy is at most `max_accuracy_drop`
+    lower (docs/serving/tflite.md).
     """
 
     tflite_variants: tuple[TFLiteVariant, ...] = Field(
@@ -30,6 +31,12 @@ class ServingConfig(_Section):
     )
     representative_examples: int = Field(
         default=200, ge=1, description="training examples that calibrate the int8 variant"
+    )
+    measured_examples: int = Field(
+        default=2000,
+        ge=1,
+        description="eval examples the SavedModel and each variant are classified on (the "
+        "first of the shuffled eval split); streamed, so it costs time, not memory",
     )
     latency_examples: int = Field(
         default=200, ge=1, description="eval images each model classifies one at a time, timed"

@@ -5,7 +5,9 @@ variants live inside the model artifact (`tflite/`) and the Pusher's one copy
 publishes them with the SavedModel: the same version number, the same atomic
 rename, and only files that were measured. Each variant converts the
 SavedModel's `pixels` signature (TFLite's builtin ops cannot parse
-`tf.Example`s or decode images) and is classified on the whole eval split; a
+`tf.Example`s or decode images) and is classified on the same eval images as the
+SavedModel: the first `serving.measured_examples` of the shuffled eval split (all of a
+smaller one), read a batch at a time, so memory does not grow with the split; a
 variant whose accuracy falls more than `serving.max_accuracy_drop` below the
 SavedModel's is held back and `tflite/measurements.json` says why. The
 measurements (accuracy, size, single-image latency on the CPU that ran the
@@ -35,6 +37,8 @@ from components.serving.measurements import MEASUREMENTS_PATH, SAVED_MODEL, TFLI
 
 # Single-image latency is measured as an edge device runs it: one interpreter thread.
 INTERPRETER_THREADS = 1
+# Images decoded and classified at a time: what measuring holds, however large the split.
+MEASURE_BATCH = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,34 +56,32 @@ class Measurement:
     reason: str
 
 
-def read_split(
+def split_batches(
     file_patterns: list[str], dataset: DatasetConfig, limit: int | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """Pixels [n, height, width, channels] and labels [n] of ExampleGen's gzipped examples.
+) -> tf.data.Dataset:
+    """Batches of (pixels [n, height, width, channels], labels [n]) of ExampleGen's gzipped
+    examples: the first `limit` records, in file order.
 
-    The pixels are the `pixels` signature's input: photos are decoded and resized.
+    The pixels are the `pixels` signature's input: photos are decoded and resized. Each
+    pass over the dataset reads the files again, so memory holds one batch whatever the
+    split's size, and every pass sees the same records.
     """
     files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if limit is not None:
         records = records.take(limit)
-    pixels, labels = [], []
-    for batch_pixels, batch_labels in records.batch(256).map(
-        lambda batch: parse_pixels(batch, dataset), tf.data.AUTOTUNE
-    ):
-        pixels.append(batch_pixels.numpy())
-        labels.append(batch_labels.numpy())
-    if not pixels:
-        raise ValueError(f"no examples in {file_patterns}")
-    return np.concatenate(pixels), np.concatenate(labels)
+    return records.batch(MEASURE_BATCH).map(
+        lambda batch: parse_pixels(batch, dataset), num_parallel_calls=tf.data.AUTOTUNE
+    )
 
 
-def convert(saved_model_dir: str, variant: TFLiteVariant, representative: np.ndarray) -> bytes:
+def convert(saved_model_dir: str, variant: TFLiteVariant, representative: tf.data.Dataset) -> bytes:
     """Converts the `pixels` signature into one TFLite variant.
 
     float16 and dynamic_int8 quantize the weights only (float inputs); int8 is
     full-integer, inputs and outputs included, calibrated on `representative`
-    training images, for integer-only accelerators and microcontrollers.
+    training images (batches from `split_batches`, streamed), for integer-only
+    accelerators and microcontrollers.
     pruned keeps float32 weights and stores the kernels `trainer.pruning`
     zeroed in TFLite's sparse format, so the file itself shrinks.
     """
@@ -95,8 +97,9 @@ def convert(saved_model_dir: str, variant: TFLiteVariant, representative: np.nda
     elif variant == "int8":
 
         def calibration_images() -> Iterator[list[np.ndarray]]:
-            for image in representative:
-                yield [image[np.newaxis].astype(np.float32)]
+            for images, _ in representative.as_numpy_iterator():
+                for image in images:
+                    yield [image[np.newaxis].astype(np.float32)]
 
         converter.representative_dataset = calibration_images
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -110,23 +113,26 @@ def _median_ms(seconds: list[float]) -> float:
 
 
 def _classify_one_by_one(
-    predict: Callable[[np.ndarray], np.ndarray], pixels: np.ndarray, timed: int
-) -> tuple[np.ndarray, float]:
-    """Predicted classes of every image, one image per call; median latency of the first `timed`."""
-    predicted, seconds = [], []
-    for index, image in enumerate(pixels):
-        start = time.perf_counter()
-        scores = predict(image[np.newaxis])
-        if index < timed:
-            seconds.append(time.perf_counter() - start)
-        predicted.append(int(np.argmax(scores)))
-    return np.array(predicted), _median_ms(seconds)
-
-
-def measure_tflite(
-    model: bytes, pixels: np.ndarray, labels: np.ndarray, timed: int
+    predict: Callable[[np.ndarray], np.ndarray], batches: tf.data.Dataset, timed: int
 ) -> tuple[float, float]:
-    """Accuracy on (`pixels`, `labels`) and median single-image latency in ms."""
+    """Accuracy on `batches`, one image per call; median latency of the first `timed` images."""
+    correct = seen = 0
+    seconds: list[float] = []
+    for images, labels in batches.as_numpy_iterator():
+        for image, label in zip(images, labels, strict=True):
+            start = time.perf_counter()
+            scores = predict(image[np.newaxis])
+            if seen < timed:
+                seconds.append(time.perf_counter() - start)
+            correct += int(np.argmax(scores)) == label
+            seen += 1
+    if not seen:
+        raise ValueError("no examples to measure on")
+    return correct / seen, _median_ms(seconds)
+
+
+def measure_tflite(model: bytes, batches: tf.data.Dataset, timed: int) -> tuple[float, float]:
+    """Accuracy on `batches` of (pixels, labels) and median single-image latency in ms."""
     interpreter = tf.lite.Interpreter(model_content=model, num_threads=INTERPRETER_THREADS)
     runner = interpreter.get_signature_runner(PIXELS_SIGNATURE)
     details = runner.get_input_details()[PIXELS_INPUT_KEY]
@@ -137,22 +143,28 @@ def measure_tflite(
             image = np.clip(np.round(image / scale + zero_point), -128, 127).astype(np.int8)
         return runner(**{PIXELS_INPUT_KEY: image})[SERVING_OUTPUT_KEY]
 
-    predicted, latency = _classify_one_by_one(predict, pixels, timed)
-    return float(np.mean(predicted == labels)), latency
+    return _classify_one_by_one(predict, batches, timed)
 
 
 def measure_saved_model(
-    saved_model_dir: str, pixels: np.ndarray, labels: np.ndarray, timed: int
-) -> tuple[float, float]:
-    """Accuracy of the `pixels` signature (the variants' source) and its single-image latency."""
+    saved_model_dir: str, batches: tf.data.Dataset, timed: int
+) -> tuple[float, float, int]:
+    """Accuracy of the `pixels` signature (the variants' source), a batch per call, its
+    single-image latency on the first `timed` images, and how many images it classified."""
     serve = tf.saved_model.load(saved_model_dir).signatures[PIXELS_SIGNATURE]
 
     def predict(images: np.ndarray) -> np.ndarray:
         return serve(**{PIXELS_INPUT_KEY: tf.constant(images)})[SERVING_OUTPUT_KEY].numpy()
 
-    accuracy = float(np.mean(predict(pixels).argmax(axis=1) == labels))
-    _, latency = _classify_one_by_one(predict, pixels[:timed], timed)
-    return accuracy, latency
+    correct = seen = 0
+    for images, labels in batches.as_numpy_iterator():
+        correct += int(np.sum(predict(images).argmax(axis=1) == labels))
+        seen += len(labels)
+    if not seen:
+        raise ValueError("no examples to measure on")
+    first = batches.unbatch().take(timed).batch(MEASURE_BATCH)
+    _, latency = _classify_one_by_one(predict, first, timed)
+    return correct / seen, latency, seen
 
 
 def saved_model_bytes(saved_model_dir: str) -> tuple[int, int]:
@@ -197,9 +209,10 @@ def export_tflite_variants(
     Args:
       export_dir: the exported SavedModel; variants go to its `tflite/` folder.
       train_files: ExampleGen's training split (calibration images for int8).
-      eval_files: ExampleGen's eval split, measured whole.
+      eval_files: ExampleGen's eval split (shuffled by ExampleGen): its first
+        `config.measured_examples` records are measured, streamed a batch at a time.
       dataset: shapes and feature names.
-      config: which variants, the accuracy bound, how many images to time.
+      config: which variants, the accuracy bound, how many images to measure and time.
 
     Returns:
       The SavedModel's measurement first, then one per configured variant.
@@ -207,10 +220,10 @@ def export_tflite_variants(
     if not config.tflite_variants:
         return []
     start = time.perf_counter()
-    pixels, labels = read_split(eval_files, dataset)
-    representative, _ = read_split(train_files, dataset, limit=config.representative_examples)
+    measured = split_batches(eval_files, dataset, limit=config.measured_examples)
+    representative = split_batches(train_files, dataset, limit=config.representative_examples)
     timed = config.latency_examples
-    reference, latency = measure_saved_model(export_dir, pixels, labels, timed)
+    reference, latency, examples = measure_saved_model(export_dir, measured, timed)
     measurements = [
         Measurement(
             SAVED_MODEL, ".", reference, 0.0, *saved_model_bytes(export_dir), latency, True, ""
@@ -227,7 +240,7 @@ def export_tflite_variants(
                 Measurement(variant, None, 0.0, reference, 0, 0, 0.0, False, reason)
             )
             continue
-        accuracy, latency = measure_tflite(model, pixels, labels, timed)
+        accuracy, latency = measure_tflite(model, measured, timed)
         reason = held_back_reason(reference, accuracy, config.max_accuracy_drop)
         file = None if reason else os.path.join(TFLITE_DIR, f"{variant}.tflite")
         if file:
@@ -248,7 +261,7 @@ def export_tflite_variants(
             )
         )
     report = {
-        "eval_examples": len(labels),
+        "eval_examples": examples,
         "max_accuracy_drop": config.max_accuracy_drop,
         "measured_on": cpu_name(),
         "interpreter_threads": INTERPRETER_THREADS,

@@ -21,6 +21,8 @@ from components.images.examples import parse_pixels
 from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 
 EVAL_SPLIT = "eval"
+# Examples the served model predicts at a time for the report's samples.
+PREDICT_BATCH = 32
 
 
 @dataclasses.dataclass
@@ -70,19 +72,35 @@ def predict_samples(
     dataset: DatasetConfig,
     shown: int,
 ) -> Samples:
-    """Predicts `records` with the serving signature and keeps `shown` of them, mistakes first."""
-    probabilities = serve(**{SERVING_INPUT_KEY: tf.constant(records)})[SERVING_OUTPUT_KEY].numpy()
-    images, true_labels = (tensor.numpy() for tensor in parse_pixels(tf.constant(records), dataset))
-    predicted = probabilities.argmax(axis=1)
-    wrong = np.flatnonzero(predicted != true_labels)
-    right = np.flatnonzero(predicted == true_labels)
+    """Predicts `records` with the serving signature and keeps `shown` of them, mistakes first.
+
+    A batch of `PREDICT_BATCH` records at a time, keeping only the images that can still be
+    shown (the first `shown` mistakes and `shown` right answers): what this holds does not
+    grow with `len(records)` or the image size times it.
+    """
+    kept: dict[bool, list[tuple[np.ndarray, int, int, float]]] = {False: [], True: []}
+    mistakes = 0
+    for start in range(0, len(records), PREDICT_BATCH):
+        batch = tf.constant(records[start : start + PREDICT_BATCH])
+        probabilities = serve(**{SERVING_INPUT_KEY: batch})[SERVING_OUTPUT_KEY].numpy()
+        images, labels = (tensor.numpy() for tensor in parse_pixels(batch, dataset))
+        for image, label, scores in zip(images, labels, probabilities, strict=True):
+            predicted = int(scores.argmax())
+            right = predicted == label
+            mistakes += not right
+            if len(kept[right]) < shown:
+                kept[right].append((image, int(label), predicted, float(scores[predicted])))
+    wrong, right = kept[False], kept[True]
     # Mistakes fill at most half the grid while there are correct predictions to show.
-    chosen = np.concatenate([wrong[: shown // 2], right, wrong[shown // 2 :]])[:shown]
+    chosen = (wrong[: shown // 2] + right + wrong[shown // 2 :])[:shown]
+    images, true_labels, predicted, confidence = (
+        np.array(part) for part in zip(*chosen, strict=True)
+    )
     return Samples(
-        images=images[chosen],
-        true_labels=true_labels[chosen],
-        predicted=predicted[chosen],
-        confidence=probabilities[chosen, predicted[chosen]],
+        images=images,
+        true_labels=true_labels,
+        predicted=predicted,
+        confidence=confidence,
         examined=len(records),
-        mistakes=len(wrong),
+        mistakes=mistakes,
     )

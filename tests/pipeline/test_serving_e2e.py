@@ -14,7 +14,7 @@ from PIL import Image
 
 from common.config import ServingConfig
 from components.serving import tflite_variants
-from components.serving.tflite_variants import export_tflite_variants, measure_tflite, read_split
+from components.serving.tflite_variants import export_tflite_variants, measure_tflite, split_batches
 from tests.components.images.reference import pillow_pixels
 from tests.pipeline.e2e_helpers import split_files
 
@@ -42,7 +42,9 @@ def _example(pixels: np.ndarray, pixel_feature: str) -> bytes:
 def test_png_bytes_and_examples_of_the_decoded_pixels_predict_the_same(digits_run):
     config, summary = digits_run
     dataset = config.dataset
-    pixels, _ = read_split(split_files(config, "eval"), dataset, limit=64)
+    pixels = np.concatenate(
+        [images for images, _ in split_batches(split_files(config, "eval"), dataset, limit=64)]
+    )
     pngs = [_png(image, dataset.source.image_value_range) for image in pixels]
     # ExampleGen's own decoder gives the pixels a training example of this PNG holds.
     decoded = [pillow_pixels(png, dataset) for png in pngs]
@@ -84,11 +86,11 @@ def test_variants_are_measured_published_within_the_bound_and_in_the_summary(dig
 
 def test_a_published_variant_is_the_file_that_was_measured(digits_run):
     config, summary = digits_run
-    pixels, labels = read_split(split_files(config, "eval"), config.dataset)
+    batches = split_batches(split_files(config, "eval"), config.dataset)
     for variant in summary.serving_variants[1:]:
         if variant["published"]:
             model = pathlib.Path(variant["path"]).read_bytes()
-            accuracy, _ = measure_tflite(model, pixels, labels, timed=1)
+            accuracy, _ = measure_tflite(model, batches, timed=1)
             assert accuracy == pytest.approx(variant["accuracy"]), variant["name"]
 
 
@@ -99,8 +101,8 @@ def test_a_variant_beyond_the_bound_is_held_back_with_the_reason(digits_run, tmp
     shutil.rmtree(export_dir / "tflite")
     real_measure = tflite_variants.measure_tflite
 
-    def int8_loses_two_points(model, pixels, labels, timed):
-        accuracy, latency = real_measure(model, pixels, labels, timed)
+    def int8_loses_two_points(model, batches, timed):
+        accuracy, latency = real_measure(model, batches, timed)
         is_int8 = tf.lite.Interpreter(model_content=model).get_input_details()[0]["dtype"]
         return (accuracy - 0.02, latency) if is_int8 == np.int8 else (accuracy, latency)
 

@@ -1,11 +1,20 @@
-"""Which TFLite variants are published, and how the choice is configured."""
+"""Which TFLite variants are published, how the choice is configured, and what is measured."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from common.config import ConfigError, load_config
-from components.serving.tflite_variants import held_back_reason
+from common.config import ConfigError, ServingConfig, load_config
+from components.serving import tflite_variants
+from components.serving.tflite_variants import (
+    MEASURE_BATCH,
+    MEASUREMENTS_PATH,
+    export_tflite_variants,
+    held_back_reason,
+)
+from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
 def test_a_variant_within_the_bound_is_published_even_exactly_at_it():
@@ -33,3 +42,44 @@ def test_variants_and_bound_are_configurable_and_checked():
         load_config(None, {"serving.tflite_variants": ["int8", "int8"]})
     with pytest.raises(ConfigError, match="serving.max_accuracy_drop"):
         load_config(None, {"serving.max_accuracy_drop": 2})
+
+
+def test_variants_are_measured_on_a_bounded_sample_streamed_in_batches(tmp_path, monkeypatch):
+    model_dir = save_model(tmp_path / "model")
+    eval_files = write_eval_split(tmp_path / "eval", count=100)
+    train_files = write_eval_split(tmp_path / "train", count=60)
+    measured_batches, calibration = [], {}
+    real_measure, real_convert = tflite_variants.measure_tflite, tflite_variants.convert
+
+    def recording_measure(model, batches, timed):
+        measured_batches.append([len(labels) for _, labels in batches.as_numpy_iterator()])
+        return real_measure(model, batches, timed)
+
+    def recording_convert(saved_model_dir, variant, representative):
+        calibration[variant] = sum(len(labels) for _, labels in representative.as_numpy_iterator())
+        return real_convert(saved_model_dir, variant, representative)
+
+    monkeypatch.setattr(tflite_variants, "measure_tflite", recording_measure)
+    monkeypatch.setattr(tflite_variants, "convert", recording_convert)
+    config = ServingConfig(
+        tflite_variants=("float32", "int8"),
+        max_accuracy_drop=1.0,
+        measured_examples=40,
+        representative_examples=10,
+        latency_examples=5,
+    )
+    measured = export_tflite_variants(model_dir, train_files, eval_files, DIGITS, config)
+
+    # 40 of the 100 eval examples, a batch at a time, the same ones for every variant.
+    assert measured_batches == [[MEASURE_BATCH, 40 - MEASURE_BATCH]] * 2
+    assert calibration == {"float32": 10, "int8": 10}
+    written = json.loads((tmp_path / "model" / MEASUREMENTS_PATH).read_text())
+    assert written["eval_examples"] == 40
+    assert [m.published for m in measured] == [True, True, True]
+
+
+def test_the_measured_sample_is_configurable_and_checked():
+    assert load_config().serving.measured_examples == 2000
+    assert load_config(None, {"serving.measured_examples": 50}).serving.measured_examples == 50
+    with pytest.raises(ConfigError, match="serving.measured_examples"):
+        load_config(None, {"serving.measured_examples": 0})

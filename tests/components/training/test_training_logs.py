@@ -130,3 +130,20 @@ def test_weight_histograms_match_keras_own_for_every_weight_and_epoch(tmp_path):
     assert logged["ours"].keys() == logged["keras"].keys()
     for key, buckets in logged["keras"].items():
         np.testing.assert_allclose(logged["ours"][key], buckets, rtol=1e-6, err_msg=str(key))
+
+
+def test_weight_histograms_are_drawn_from_at_most_max_values_of_each_weight(tmp_path):
+    inputs = tf_keras.Input((50,))
+    model = tf_keras.Model(inputs, tf_keras.layers.Dense(40, name="wide")(inputs))
+    model.compile(loss="mse")
+    board = training_logs.TensorBoard(
+        log_dir=str(tmp_path), histogram_freq=1, max_histogram_values=300
+    )
+    model.fit(np.zeros((4, 50)), np.zeros((4, 40)), epochs=1, verbose=0, callbacks=[board])
+
+    counts = {
+        tag: int(buckets[:, 2].sum())  # [bucket, (left, right, count)]
+        for (tag, _), buckets in _histograms(tmp_path / "train").items()
+    }
+    # The 2,000-value kernel is sampled every 7th value (286 values); the 40 biases whole.
+    assert counts == {"wide/kernel_0/histogram": 286, "wide/bias_0/histogram": 40}
