@@ -29,6 +29,7 @@ from common.config import (
 from components.models import build_model, compile_model
 from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY, serving_copy
 from components.serving.tflite_variants import (
+    array_batches,
     convert,
     measure_tflite,
     read_split,
@@ -121,10 +122,12 @@ def measure(name: str, sparsity: float) -> dict:
             "saved_model_gzip": saved_model_bytes(folder)[1],
         }
         for variant in ("float32", "pruned"):
-            tflite = convert(folder, variant, train_images[:1])
+            tflite = convert(folder, variant, array_batches(train_images[:1], train_labels[:1]))
             figures[f"{variant}_bytes"] = len(tflite)
             figures[f"{variant}_gzip"] = len(gzip.compress(tflite))
-            figures[f"{variant}_accuracy"], _ = measure_tflite(tflite, eval_images, eval_labels, 1)
+            figures[f"{variant}_accuracy"], _ = measure_tflite(
+                tflite, array_batches(eval_images, eval_labels), 1
+            )
     return figures
 
 

@@ -75,6 +75,25 @@ def split_batches(
     )
 
 
+def read_split(
+    file_patterns: list[str], dataset: DatasetConfig, limit: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """All of `split_batches` in memory: pixels [n, ...] and labels [n].
+
+    For tools that hold a small split whole (the pruning benchmark, the TF.js check);
+    the Trainer's measurements stream `split_batches` instead.
+    """
+    batches = list(split_batches(file_patterns, dataset, limit).as_numpy_iterator())
+    if not batches:
+        raise ValueError(f"no examples in {file_patterns}")
+    return np.concatenate([p for p, _ in batches]), np.concatenate([y for _, y in batches])
+
+
+def array_batches(pixels: np.ndarray, labels: np.ndarray) -> tf.data.Dataset:
+    """(pixels, labels) arrays as the batches `convert` and `measure_tflite` take."""
+    return tf.data.Dataset.from_tensor_slices((pixels, labels)).batch(MEASURE_BATCH)
+
+
 def convert(saved_model_dir: str, variant: TFLiteVariant, representative: tf.data.Dataset) -> bytes:
     """Converts the `pixels` signature into one TFLite variant.
 

@@ -83,3 +83,17 @@ def test_the_measured_sample_is_configurable_and_checked():
     assert load_config(None, {"serving.measured_examples": 50}).serving.measured_examples == 50
     with pytest.raises(ConfigError, match="serving.measured_examples"):
         load_config(None, {"serving.measured_examples": 0})
+
+
+def test_read_split_holds_in_memory_exactly_the_records_split_batches_streams(mnist_tfrecord):
+    from common.config import BUILTIN_DATASETS, DatasetConfig
+
+    dataset = DatasetConfig(**BUILTIN_DATASETS["mnist"])
+    pixels, labels = tflite_variants.read_split([str(mnist_tfrecord)], dataset, limit=70)
+    streamed = list(tflite_variants.split_batches([str(mnist_tfrecord)], dataset, 70))
+
+    assert pixels.shape == (70, *dataset.image_shape) and labels.shape == (70,)
+    assert [len(y) for _, y in streamed] == [MEASURE_BATCH, MEASURE_BATCH, 70 - 2 * MEASURE_BATCH]
+    assert (labels == [y for _, batch in streamed for y in batch.numpy()]).all()
+    again = list(tflite_variants.array_batches(pixels, labels))
+    assert [len(y) for _, y in again] == [len(y) for _, y in streamed]
