@@ -54,10 +54,10 @@ lint: $(SYNCED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Serial by default: on 2 cores two pytest-xdist workers measured slower (each collects
-# the suite, TensorFlow's thread pools contend). With more cores:
-# make test PYTEST_ARGS="-n auto --dist loadfile" (a file stays on one worker).
-PYTEST_ARGS ?=
+# Two pytest-xdist workers, a test module per worker (its module fixtures run once): the
+# suite keeps one core busy on average (Beam, imports, child processes), so on 2 cores
+# two workers took 23 min where one took 39 (README, Development). More cores: PYTEST_ARGS="-n auto --dist loadscope".
+PYTEST_ARGS ?= -n 2 --dist loadscope
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -43,26 +43,38 @@ def small_digits_config(output_dir: pathlib.Path, **overrides) -> PipelineConfig
     )
 
 
+def once_per_session(tmp_path_factory, name: str, make):
+    """make(folder)'s result, made once per test session and read by every test that asks.
+
+    Under pytest-xdist (`make test PYTEST_ARGS="-n 2"`) the first worker that needs it
+    makes it in the session's folder and the others wait for it and read the same result:
+    one run per session, not one per worker. The result must pickle.
+    """
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent  # the session's folder, above every worker's own
+    done = root / f"{name}.pickle"
+    with held_lock(root / f"{name}.lock", f"the shared {name}", wait_seconds=None):
+        if not done.exists():
+            done.write_bytes(pickle.dumps(make(root / name)))
+    return pickle.loads(done.read_bytes())
+
+
 @pytest.fixture(scope="session")
 def digits_run(tmp_path_factory):
     """One real local run of the whole digits pipeline, shared by the tests that read it.
 
     Returns (config, summary). Tests must not change its outputs; a test that
-    needs a second run makes its own copy or its own run. Under pytest-xdist
-    (`make test PYTEST_ARGS="-n auto"`) the first worker that needs it runs it and the others wait
-    for it and read the same folder: one run per session, not one per worker.
+    needs a second run makes its own copy or its own run.
     """
-    root = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        root = root.parent  # the session's folder, above every worker's own
-    done = root / "digits-run.pickle"
-    with held_lock(root / "digits-run.lock", "the shared digits run", wait_seconds=None):
-        if not done.exists():
-            from pipeline.local_runner import run_local
 
-            config = small_digits_config(root / "digits-run")
-            done.write_bytes(pickle.dumps((config, run_local(config, io.StringIO()))))
-    config, summary = pickle.loads(done.read_bytes())
+    def run(folder: pathlib.Path):
+        from pipeline.local_runner import run_local
+
+        config = small_digits_config(folder)
+        return config, run_local(config, io.StringIO())
+
+    config, summary = once_per_session(tmp_path_factory, "digits-run", run)
     assert summary.succeeded, summary.error  # a failed run fails every worker, run once
     return config, summary
 
@@ -105,17 +117,20 @@ def rejected_cli_run(tmp_path_factory):
     Returns (the finished process, its --summary-json path, its output folder). Shared by
     the tests of the command's output and of the rejected run's report: one run, read only.
     """
-    root = tmp_path_factory.mktemp("rejected-run")
-    (root / "bad").mkdir()
-    write_bad_digits(root / "bad" / "digits.tfrecord")
-    summary_path = root / "summary.json"
-    result = run_cli(
-        "run",
-        "--data-dir",
-        str(root / "bad"),
-        "--output-dir",
-        str(root / "out"),
-        "--summary-json",
-        str(summary_path),
-    )
-    return result, summary_path, root / "out"
+
+    def run(root: pathlib.Path):
+        (root / "bad").mkdir(parents=True)
+        write_bad_digits(root / "bad" / "digits.tfrecord")
+        summary_path = root / "summary.json"
+        result = run_cli(
+            "run",
+            "--data-dir",
+            str(root / "bad"),
+            "--output-dir",
+            str(root / "out"),
+            "--summary-json",
+            str(summary_path),
+        )
+        return result, summary_path, root / "out"
+
+    return once_per_session(tmp_path_factory, "rejected-run", run)
