@@ -38,8 +38,9 @@ $(UV):
 	echo "Using $$py for the tool environment ($(TOOLS))"; \
 	"$$py" -m venv $(TOOLS) && $(TOOLS)/bin/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 
-# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on our CI machines) Python
-# would otherwise recompile TensorFlow's 8,000 modules in every process: 15 s a process.
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (as on our build machines) Python
+# would otherwise compile TensorFlow's modules from source in every process (16.8 s of a
+# 29 s `pytest --collect-only`).
 $(SYNCED): requirements.lock setup.py | $(UV)
 	@py=$$($(FIND_PYTHON)) || { echo "error: Python 3.10 not found; install it (pyenv install 3.10) or set PYTHON=/path/to/python3.10" >&2; exit 1; }; \
 	[ -x $(PY) ] || { echo "Creating $(VENV) with $$py"; "$$py" -m venv $(VENV); }
@@ -56,7 +57,8 @@ lint: $(SYNCED)
 
 # Two pytest-xdist workers, a test module per worker (its module fixtures run once): the
 # suite keeps one core busy on average (Beam, imports, child processes), so on 2 cores
-# two workers took 23 min where one took 39 (README, Development). More cores: PYTEST_ARGS="-n auto --dist loadscope".
+# two workers took 23 min where one took 39 (README, Development).
+# More cores: PYTEST_ARGS="-n auto --dist loadscope"; in one process: make test PYTEST_ARGS=
 PYTEST_ARGS ?= -n 2 --dist loadscope
 
 test: lint

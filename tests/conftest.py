@@ -14,7 +14,7 @@ import pytest
 import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# XLA:CPU without LLVM's optimisations: the same HLO passes and the same results, compiled
+# XLA:CPU without LLVM's optimisations: the same HLO passes (every test passes), compiled
 # 7x faster (MobileNetV2's bfloat16 step: 40 s -> 6 s), so every test that compiles a
 # step with XLA pays seconds rather than a minute. Tests check what XLA compiles and runs,
 # not how fast the CPU code is (a TPU's compiler is another backend); `make run` and the
