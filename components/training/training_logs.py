@@ -19,12 +19,13 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 from absl import logging
+from tensorboard.plugins.histogram.summary_v2 import histogram_pb
 
 SAMPLE_IMAGE_COUNT = 8
-# Values of one weight a histogram is drawn from: TensorBoard's histogram op one-hot encodes
-# every value into its 30 buckets, 120 bytes a value, which for cnn_bn's 25.7M-value Dense
-# kernel at 224x224 took 6 GB at each epoch's end. An evenly strided sample of this many
-# values draws the same shape for at most 120 MB.
+# Values of one weight a histogram is drawn from: TensorBoard's histogram one-hot encodes
+# every value into its 30 buckets (its op: 120 bytes a value), which for cnn_bn's
+# 25.7M-value Dense kernel at 224x224 took 6 GB at each epoch's end. An evenly strided
+# sample of this many values draws the same shape for at most 120 MB.
 HISTOGRAM_MAX_VALUES = 1_000_000
 # Subfolder of the log dir for summaries written once per run (images, configuration).
 RUN_SUMMARY_DIR = "run"
@@ -145,18 +146,19 @@ class PhaseLogger(tf_keras.callbacks.Callback):
 
 
 class TensorBoard(tf_keras.callbacks.TensorBoard):
-    """Keras's TensorBoard callback, with every weight histogram of an epoch in one graph,
+    """Keras's TensorBoard callback, with every weight histogram of an epoch written at once,
     each drawn from at most `max_histogram_values` values.
 
-    Speed: Keras writes each weight's histogram with ~15 eager ops; for ResNet-20's 107
-    weights that cost ~2.4 s at every epoch's end on this 2-core machine (under load), as
-    long as a short epoch's training. One `tf.function` over all weights, traced once,
-    writes the same tags into the same run folder. The weights are read to host memory
-    first (as `get_weights` does, on every strategy), so the histograms never run on an
-    accelerator.
+    Speed: Keras writes each weight's histogram with ~15 eager ops, ~2.4 s at each epoch's
+    end for ResNet-20's 107 weights on this 2-core machine. A graph of them all costs more
+    for a backbone: MobileNetV2's 262 weights took ~35 s to trace and ~30 s to first run,
+    in each fine-tuning phase. So the buckets are counted on the host, by TensorBoard's own
+    `histogram_pb` (the same buckets as its op), and written as one batch of summaries to
+    the same tags in the same run folder. The weights are read to host memory first (as
+    `get_weights` does, on every strategy), so nothing runs on an accelerator.
 
     Memory: a weight larger than `max_histogram_values` is sampled with an even stride
-    (see HISTOGRAM_MAX_VALUES), so the histogram op's one-hot buckets stay bounded.
+    (see HISTOGRAM_MAX_VALUES), so the one-hot buckets stay bounded.
     """
 
     def __init__(self, *args, max_histogram_values: int = HISTOGRAM_MAX_VALUES, **kwargs):
@@ -165,20 +167,16 @@ class TensorBoard(tf_keras.callbacks.TensorBoard):
 
     def _log_weights(self, epoch: int) -> None:
         weights = [weight for layer in self.model.layers for weight in layer.weights]
-        if getattr(self, "_histograms", None) is None:
-            tags = [weight.name.replace(":", "_") + "/histogram" for weight in weights]
-
-            @tf.function
-            def histograms(step: tf.Tensor, values: list[tf.Tensor]) -> None:
-                for tag, value in zip(tags, values, strict=True):
-                    tf.summary.histogram(tag, value, step=step)
-
-            self._histograms = histograms
         with self.model.distribute_strategy.scope():
             values = tf_keras.backend.batch_get_value(weights)
-        values = [self._sample(value.reshape(-1)) for value in values]
+        summaries = [
+            histogram_pb(
+                weight.name.replace(":", "_") + "/histogram", self._sample(value.reshape(-1))
+            ).SerializeToString()
+            for weight, value in zip(weights, values, strict=True)
+        ]
         with self._train_writer.as_default(), tf.summary.record_if(True):
-            self._histograms(tf.constant(epoch, tf.int64), values)
+            tf.summary.experimental.write_raw_pb(summaries, step=epoch)
         self._train_writer.flush()
 
     def _sample(self, flat: np.ndarray) -> np.ndarray:
