@@ -19,6 +19,7 @@ command finish a blessing cut short, is `pipeline/serving_actions.py`'s `bless`.
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+from tfx.utils import path_constants
 
 from components.serving.publish import PushResult, push_model_version
 from components.serving.versions import (
@@ -43,6 +45,15 @@ REASON_PROPERTY = "manual_blessing_reason"
 BLESSED_BY_PROPERTY = "manual_blessed_by"
 # What TFX's Evaluator writes into a blessing folder.
 BLESSED_FILE = "BLESSED"
+
+
+def trainer_model_dir(model: metadata_store_pb2.Artifact) -> str:
+    """The SavedModel folder inside a Trainer's Model artifact (TFX's `Format-Serving`).
+
+    TFX's `path_utils.serving_model_path` says the same, but imports TensorFlow (through
+    `fileio`) to look for an estimator's export folder, which this Trainer never writes.
+    """
+    return os.path.join(model.uri, path_constants.SERVING_MODEL_DIR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,9 +157,7 @@ class Candidate:
     @property
     def model_dir(self) -> str:
         """The SavedModel folder the Trainer wrote (what is published)."""
-        from common.tfx_api import path_utils  # TensorFlow: only to publish or compare it
-
-        return path_utils.serving_model_path(self.model.uri)
+        return trainer_model_dir(self.model)
 
     def is_blessed(self) -> bool:
         """Whether some blessing (the Evaluator's or a person's) says `blessed=1` for it."""

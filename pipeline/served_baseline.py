@@ -21,7 +21,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.serving.publish import model_fingerprint, pushed_versions
 from components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
-from pipeline.manual_blessing import artifacts_of_type, blessings_of, open_store
+from pipeline.manual_blessing import artifacts_of_type, blessings_of, open_store, trainer_model_dir
 
 WITHDRAWN_PROPERTY = "withdrawn_by_rollback"
 
@@ -33,8 +33,6 @@ def follow_serving_folder(
 
     Returns the blessing ids changed, under "withdrawn" and "reinstated".
     """
-    from common.tfx_api import path_utils  # TensorFlow, as the fingerprints need it
-
     changed: dict[str, list[int]] = {"withdrawn": [], "reinstated": []}
     if not metadata_path.exists():  # a serving folder fed by no local run
         return changed
@@ -51,7 +49,7 @@ def follow_serving_folder(
     }
     updated = []
     for model in artifacts_of_type(store, context.id, "Model"):
-        model_dir = path_utils.serving_model_path(model.uri)
+        model_dir = trainer_model_dir(model)
         if not os.path.exists(os.path.join(model_dir, "fingerprint.pb")):
             continue  # a model whose files are gone cannot be served either way
         fingerprint = model_fingerprint(model_dir)

@@ -13,6 +13,7 @@ folder, so they are published by the same copy, under the same version number.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import pathlib
@@ -21,6 +22,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
 from common import fileio, tfx_api
 from common.atomic_file import is_remote
 from common.atomic_folder import new_folder
@@ -28,6 +31,43 @@ from components.serving.measurements import TFLITE_DIR
 
 _SAVED_MODEL_FILE = "saved_model.pb"
 _FINGERPRINT_FILE = "fingerprint.pb"
+
+
+# The hashes of TensorFlow's FingerprintDef (tensorflow/core/protobuf/fingerprint.proto),
+# by field number from 1, that name a SavedModel's content.
+_FINGERPRINT_HASHES = (
+    "saved_model_checksum",
+    "graph_def_program_hash",
+    "signature_def_hash",
+    "saved_object_graph_hash",
+    "checkpoint_hash",
+)
+
+
+@functools.cache
+def _fingerprint_class() -> type[message.Message]:
+    """FingerprintDef's hash fields as a protobuf message class of its own.
+
+    TensorFlow's `fingerprint_pb2` imports all of TensorFlow (10-30 s and a screen of
+    start-up lines), which rollback, pin and `serving list` must not pay to compare
+    models. Its other fields (the version) are kept as unknown fields; the test checks
+    the values against TensorFlow's own class.
+    """
+    file = descriptor_pb2.FileDescriptorProto(
+        name="tpu_pipeline/saved_model_fingerprint.proto", package="tpu_pipeline", syntax="proto3"
+    )
+    fields = file.message_type.add(name="FingerprintDef")
+    for number, name in enumerate(_FINGERPRINT_HASHES, start=1):
+        fields.field.add(
+            name=name,
+            number=number,
+            type=descriptor_pb2.FieldDescriptorProto.TYPE_UINT64,
+            label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL,
+        )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    descriptor = pool.FindMessageTypeByName("tpu_pipeline.FingerprintDef")
+    return message_factory.MessageFactory(pool).GetPrototype(descriptor)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,20 +87,13 @@ def model_fingerprint(saved_model_dir: str) -> tuple[Any, ...]:
     SavedModel with another choice of variants is a new version; their
     measurements (timings differ run to run) do not.
     """
-    # TensorFlow's proto: only an action that compares models loads TensorFlow.
-    from tensorflow.core.protobuf import fingerprint_pb2
-
     with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
-        fingerprint = fingerprint_pb2.FingerprintDef.FromString(file.read())
+        fingerprint = _fingerprint_class().FromString(file.read())
     tflite_dir = os.path.join(saved_model_dir, TFLITE_DIR)
     names = fileio.listdir(tflite_dir) if fileio.exists(tflite_dir) else []
     variants = sorted(os.path.join(tflite_dir, name) for name in names if name.endswith(".tflite"))
     return (
-        fingerprint.saved_model_checksum,
-        fingerprint.graph_def_program_hash,
-        fingerprint.signature_def_hash,
-        fingerprint.saved_object_graph_hash,
-        fingerprint.checkpoint_hash,
+        *(getattr(fingerprint, name) for name in _FINGERPRINT_HASHES),
         tuple((os.path.basename(path), _file_digest(path)) for path in variants),
     )
 

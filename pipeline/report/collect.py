@@ -20,12 +20,12 @@ from ml_metadata.proto import metadata_store_pb2
 
 from common.config import DatasetConfig, PipelineConfig
 from common.memory_meter import highest
-from common.tfx_api import path_utils
 from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.odd_images import read_odd_images
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
+from pipeline.manual_blessing import trainer_model_dir
 from pipeline.node_ids import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
@@ -225,7 +225,7 @@ def _collect_serving(
     model = stored.first_output(NodeIds.TRAINER, "model")
     if model is None:
         return None, None
-    model_dir = summary.pushed_model or path_utils.serving_model_path(model.uri)
+    model_dir = summary.pushed_model or trainer_model_dir(model)
     signatures = serving_facts.load_signatures(model_dir)
     deployment = DeploymentFacts(
         model_dir,

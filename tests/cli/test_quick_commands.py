@@ -113,3 +113,15 @@ def test_tensorboard_prints_its_command_without_tensorflow(digits_run):
     assert (code, err, loaded) == (0, [], "")
     (line,) = out
     assert line.startswith(f"tensorboard --logdir {config.pipeline_root}/Trainer/model_run/")
+
+
+def test_rollback_and_a_pin_in_place_answer_without_tensorflow(tmp_path):
+    """Neither runs the serving check (nothing comes back from aside), so neither loads TF."""
+    config, _, _ = run_folder(tmp_path)
+    where = ("--output-dir", str(config.output_dir))
+    code, out, err, loaded = run_command("serving", "rollback", "--reason", "wrong labels", *where)
+    assert (code, err, loaded) == (0, [], "")
+    assert out[0].startswith("rolled back 101 to ") and out[0].endswith("; serving 100")
+    code, out, err, loaded = run_command("serving", "pin", "100", "--reason", "freeze", *where)
+    assert (code, err, loaded) == (0, [], "")
+    assert out[-1] == "pinned 100; runs push nothing until `serving unpin`"

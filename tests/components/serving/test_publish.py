@@ -27,6 +27,25 @@ class Clock:
         return self.now
 
 
+def test_a_model_is_named_by_the_hashes_tensorflow_reads_from_its_fingerprint(tmp_path):
+    """Read without TensorFlow's proto class, the hashes are the ones that class reads."""
+    from tensorflow.core.protobuf import fingerprint_pb2
+
+    model = save_model(tmp_path / "model", 1.0)
+    with open(os.path.join(model, "fingerprint.pb"), "rb") as file:
+        theirs = fingerprint_pb2.FingerprintDef.FromString(file.read())
+    expected = (
+        theirs.saved_model_checksum,
+        theirs.graph_def_program_hash,
+        theirs.signature_def_hash,
+        theirs.saved_object_graph_hash,
+        theirs.checkpoint_hash,
+        (),  # no TFLite files
+    )
+    assert all(expected[:5]) and publish.model_fingerprint(model) == expected
+    assert publish.model_fingerprint(save_model(tmp_path / "other", 2.0)) != expected
+
+
 def test_first_push_creates_a_numbered_version_with_the_whole_model(tmp_path):
     model = save_model(tmp_path / "model", 1.0)
     result = push_model_version(model, str(tmp_path / "serving"), clock=Clock(1000))
