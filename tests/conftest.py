@@ -29,6 +29,17 @@ from common.file_lock import held_lock  # noqa: E402
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules holding a `slow` test run first, every module's tests kept together in order.
+
+    Under `--dist loadscope` a worker takes the next module when it finishes one, in
+    this order: the long real runs start first and the unit-test modules fill in at the
+    end, instead of one worker finishing a long run alone while the other idles.
+    """
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(scope="session")
 def mnist_tfrecord() -> pathlib.Path:
     """The 1,000 real MNIST examples the repository ships, gzipped (read-only)."""
