@@ -31,6 +31,8 @@ import dataclasses
 import posixpath
 from collections.abc import Iterator
 
+from tfx.utils.path_constants import SERVING_MODEL_DIR
+
 from common.config import PipelineConfig
 from kubeflow import vertex_types as gca
 from kubeflow.model_aliases import Note, RegistryActionError
@@ -46,7 +48,6 @@ from pipeline.manual_blessing import BLESSED_BY_PROPERTY, EXECUTION_TYPE, REASON
 
 MODEL = "tfx.Model"
 EXECUTION_SCHEMA = "system.Run"
-SERVING_FOLDER = "Format-Serving"  # what TFX's path_utils adds to a Model artifact's URI
 # Stand-ins, in a dry run, for what only the lookups and the creations find.
 FOUND_MODEL_ARTIFACT = "<the Model artifact with that URI>"
 FOUND_JOB = "<the pipeline's newest run>"
@@ -61,7 +62,9 @@ def model_artifact_uri(model_uri: str) -> str:
     """The Model artifact's URI for the Trainer's serving folder the person named."""
     stripped = model_uri.rstrip("/")
     return (
-        posixpath.dirname(stripped) if posixpath.basename(stripped) == SERVING_FOLDER else stripped
+        posixpath.dirname(stripped)
+        if posixpath.basename(stripped) == SERVING_MODEL_DIR
+        else stripped
     )
 
 

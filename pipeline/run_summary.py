@@ -12,6 +12,8 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tfx.utils.path_constants import SERVING_MODEL_DIR
+
 from common.interrupts import received_signal
 from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
@@ -36,7 +38,6 @@ from pipeline.node_ids import NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
 
-SERVING_MODEL_DIR = "Format-Serving"  # TFX's folder for the exported model in a Model artifact
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
 
 

@@ -180,8 +180,9 @@ class TensorBoard(tf_keras.callbacks.TensorBoard):
         self._train_writer.flush()
 
     def _sample(self, flat: np.ndarray) -> np.ndarray:
-        """At most `max_histogram_values` of a weight's values, evenly strided."""
-        stride = -(-flat.size // self._max_histogram_values)
+        """At most `max_histogram_values` of a weight's values, evenly strided (an empty
+        weight stays empty: its histogram is all zeros, as TensorBoard's op writes it)."""
+        stride = max(1, -(-flat.size // self._max_histogram_values))
         return flat[::stride]
 
 

@@ -108,7 +108,7 @@ def _histograms(run_dir) -> dict[tuple[str, int], np.ndarray]:
 
 
 def test_weight_histograms_match_keras_own_for_every_weight_and_epoch(tmp_path):
-    """The one-function histograms write what Keras's eager ones write: same tags, buckets."""
+    """The histograms counted on the host write what Keras's eager ones write: tags, buckets."""
     images = np.random.default_rng(0).random((32, 8, 8, 1), dtype=np.float32)
     labels = np.arange(32) % 10
     logged = {}
@@ -130,6 +130,29 @@ def test_weight_histograms_match_keras_own_for_every_weight_and_epoch(tmp_path):
     assert logged["ours"].keys() == logged["keras"].keys()
     for key, buckets in logged["keras"].items():
         np.testing.assert_allclose(logged["ours"][key], buckets, rtol=1e-6, err_msg=str(key))
+
+
+class _WithAnEmptyWeight(tf_keras.layers.Layer):
+    """Passes its input on; holds a weight of no values (as a zero-width layer would)."""
+
+    def build(self, input_shape):
+        self.nothing = self.add_weight(name="nothing", shape=(0,))
+
+    def call(self, inputs):
+        return inputs
+
+
+def test_an_empty_weight_gets_an_all_zero_histogram_and_training_goes_on(tmp_path):
+    inputs = tf_keras.Input((3,))
+    model = tf_keras.Model(
+        inputs, tf_keras.layers.Dense(3)(_WithAnEmptyWeight(name="empty")(inputs))
+    )
+    model.compile(loss="mse")
+    board = training_logs.TensorBoard(log_dir=str(tmp_path), histogram_freq=1)
+    model.fit(np.zeros((4, 3)), np.zeros((4, 3)), epochs=1, verbose=0, callbacks=[board])
+
+    buckets = _histograms(tmp_path / "train")[("empty/nothing_0/histogram", 0)]
+    assert buckets.shape == (30, 3) and not buckets.any()
 
 
 def test_weight_histograms_are_drawn_from_at_most_max_values_of_each_weight(tmp_path):
