@@ -54,8 +54,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         nargs="?",
         metavar="MODEL",
         help="the model: its folder as the report shows it (RUN/pipeline_root/Trainer/model/<id>, "
-        "or its Format-Serving), the run folder (its newest model), or its ML Metadata id "
-        "(default: the newest model)",
+        "its Format-Serving, or a served version's folder), the run folder (its newest model), "
+        "or its ML Metadata id (default: the newest model)",
     )
     parsers["bless"].add_argument(
         "--model-id", type=int, help="ML Metadata id of the Model (as MODEL given as an id)"

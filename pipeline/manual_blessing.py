@@ -29,7 +29,12 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.utils import path_constants
 
-from components.serving.publish import PushResult, push_model_version
+from components.serving.publish import (
+    FINGERPRINT_FILE,
+    PushResult,
+    model_fingerprint,
+    push_model_version,
+)
 from components.serving.versions import (
     UNBOUNDED_WAIT,
     LockWait,
@@ -173,8 +178,9 @@ def candidate(
     """The pipeline's newest Model, the one with `model_id`, or the one at `model_path`.
 
     `model_path` is what the report and the run summary show: the Trainer's model
-    folder (`.../Trainer/model/<id>`), its `Format-Serving` or anything inside it;
-    the run folder itself means its newest model.
+    folder (`.../Trainer/model/<id>`), its `Format-Serving` or anything inside it, or
+    a served copy of it (a version folder: the same SavedModel fingerprint); the run
+    folder itself means its newest model.
 
     Raises:
       ServingFolderError: no such model.
@@ -189,7 +195,8 @@ def candidate(
         which = f"model {model_id}"
     run_dir = metadata_path.parent.resolve()
     if model_path is not None and model_path.resolve() != run_dir:
-        models = [m for m in models if _holds(pathlib.Path(m.uri), model_path)]
+        held = [m for m in models if _holds(pathlib.Path(m.uri), model_path)]
+        models = held or [m for m in models if _is_copy_of(m, model_path)]
         which = f"model at {model_path}"
     if not models:
         raise ServingFolderError(
@@ -204,6 +211,16 @@ def _holds(model_uri: pathlib.Path, path: pathlib.Path) -> bool:
     return path == model_uri.resolve() or model_uri.resolve() in path.parents
 
 
+def _is_copy_of(model: metadata_store_pb2.Artifact, path: pathlib.Path) -> bool:
+    """Whether `path` is a copy of the model's SavedModel, as a served version is."""
+    original = trainer_model_dir(model)
+    if not (path / FINGERPRINT_FILE).is_file() or not os.path.isfile(
+        os.path.join(original, FINGERPRINT_FILE)
+    ):
+        return False
+    return model_fingerprint(str(path)) == model_fingerprint(original)
+
+
 def _hint(model_path: pathlib.Path | None, run_dir: pathlib.Path) -> str:
     """What to give instead of a path that names no model of this run folder."""
     if model_path is None:
@@ -215,7 +232,8 @@ def _hint(model_path: pathlib.Path | None, run_dir: pathlib.Path) -> str:
         )
     return (
         "; give a Trainer's model folder (RUN/pipeline_root/Trainer/model/<id>, as the report "
-        "shows it), the run folder (its newest model) or the model's ML Metadata id"
+        "shows it), a served version's folder, the run folder (its newest model) or the "
+        "model's ML Metadata id"
     )
 
 

@@ -30,7 +30,7 @@ from common.atomic_folder import new_folder
 from components.serving.measurements import TFLITE_DIR
 
 _SAVED_MODEL_FILE = "saved_model.pb"
-_FINGERPRINT_FILE = "fingerprint.pb"
+FINGERPRINT_FILE = "fingerprint.pb"
 
 
 # The hashes of TensorFlow's FingerprintDef (tensorflow/core/protobuf/fingerprint.proto),
@@ -87,7 +87,7 @@ def model_fingerprint(saved_model_dir: str) -> tuple[Any, ...]:
     SavedModel with another choice of variants is a new version; their
     measurements (timings differ run to run) do not.
     """
-    with fileio.open(os.path.join(saved_model_dir, _FINGERPRINT_FILE), "rb") as file:
+    with fileio.open(os.path.join(saved_model_dir, FINGERPRINT_FILE), "rb") as file:
         fingerprint = _fingerprint_class().FromString(file.read())
     tflite_dir = os.path.join(saved_model_dir, TFLITE_DIR)
     names = fileio.listdir(tflite_dir) if fileio.exists(tflite_dir) else []

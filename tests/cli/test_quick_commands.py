@@ -86,12 +86,14 @@ def test_serving_list_of_a_run_never_pushed_says_so_without_tensorflow(tmp_path)
     [
         (("serving", "unpin"), "nothing was pinned"),
         (("serving", "bless", "OLDER", "--reason", "demo"), "is blessed already"),
+        (("serving", "bless", "SERVED", "--reason", "demo"), "is blessed already"),
         (("serving", "bless", "--model-id", "99", "--reason", "demo"), "no model 99 of pipeline"),
     ],
 )
 def test_serving_commands_that_change_nothing_answer_without_tensorflow(served_run, args, said):
     config, older, _, _ = served_run
-    args = [str(older) if arg == "OLDER" else arg for arg in args]
+    named = {"OLDER": str(older), "SERVED": str(config.serving_dir / "101")}  # a copy of newer
+    args = [named.get(arg, arg) for arg in args]
     code, out, err, loaded = run_command(*args, "--output-dir", str(config.output_dir))
     assert loaded == ""
     assert said in "\n".join(out + err)
