@@ -55,9 +55,9 @@ lint: $(SYNCED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 
-# Two pytest-xdist workers, a test module per worker (its module fixtures run once): the
-# suite keeps one core busy on average (Beam, imports, child processes), so on 2 cores
-# two workers took 23 min where one took 39 (README, Development).
+# Two pytest-xdist workers, a test module per worker (its module fixtures run once): in
+# one process the suite kept one core busy on average (Beam, imports, child processes);
+# on 2 cores two workers took 23 min where one took 39 (README, Development).
 # More cores: PYTEST_ARGS="-n auto --dist loadscope"; in one process: make test PYTEST_ARGS=
 PYTEST_ARGS ?= -n 2 --dist loadscope
 
