@@ -33,7 +33,7 @@ from pipeline.evaluation_results import (
     class_metrics,
     overall_metrics,
 )
-from pipeline.manual_blessing import manual_blessing_of
+from pipeline.manual_blessing import manual_blessing_of, trainer_model_dir
 from pipeline.node_ids import NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
@@ -354,6 +354,6 @@ def summarize_run(
     if trainer.outputs.get("model"):
         _apply_manual_blessing(summary, record, pipeline_name, trainer.outputs["model"][0].id)
     if trainer.status != "skipped" and trainer.outputs.get("model"):
-        model_dir = str(pathlib.Path(trainer.outputs["model"][0].uri) / SERVING_MODEL_DIR)
+        model_dir = trainer_model_dir(trainer.outputs["model"][0])
         summary.serving_variants = serving_variants(model_dir, summary.pushed_model)
     return summary
