@@ -116,7 +116,7 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
 
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
-    config = small_digits_config(tmp_path, dataset="mnist", **{"trainer.train_steps": 600})
+    config = small_digits_config(tmp_path, dataset="mnist", **{"trainer.train_steps": 300})
     summary = run_local(config, io.StringIO())
     assert summary.succeeded, summary.error
     assert summary.metrics["accuracy"] >= 0.90
