@@ -6,20 +6,30 @@ dataset fields as flags or from `--config`, as `run` and `data import` take
 them), the output file, and Beam's own arguments (`--beam-arg ARG` or anything
 after `--`), so `--runner=DataflowRunner ...` runs the same job on Dataflow.
 Library logs go to a file in the temp folder; progress to stderr; the result
-line to stdout.
+line to stdout. Every job also compares its images with the model's reference
+(`drift:`, docs/drift.md): one `data shift:` line on stderr says what moved and by
+how much, or that nothing did; `--fail-on-drift` makes a shift exit 3 for scripts.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import pathlib
 import sys
 import tempfile
+from typing import TYPE_CHECKING
 
 from cli.config_flags import add_config_flags, config_from_args, positive_int
 
+if TYPE_CHECKING:  # the job's module loads TensorFlow and Beam: only when predicting
+    from common.config import NotifyConfig
+    from pipeline.batch_predict import BatchResult
+
 PREDICT_COMMAND = "predict"
+# cli/main.py's EXIT_DATA_REJECTED: data that drifts, whichever command finds it.
+EXIT_DRIFTED = 3
 
 
 def add_predict_command(commands: argparse._SubParsersAction) -> None:
@@ -66,6 +76,17 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
         "--batch-size", type=positive_int, default=256, help="records per model call (256)"
     )
     predict.add_argument(
+        "--fail-on-drift",
+        action="store_true",
+        help="exit 3 when the images moved away from the model's reference (the "
+        "predictions are written all the same)",
+    )
+    predict.add_argument(
+        "--summary-json",
+        metavar="FILE",
+        help="also write the job's result, its drift check with every signal, to this JSON file",
+    )
+    predict.add_argument(
         "--beam-arg",
         dest="beam_flags",
         action="append",
@@ -107,6 +128,7 @@ def run_predict(args: argparse.Namespace) -> int:
                 batch_size=args.batch_size,
                 beam_args=beam_args(args),
                 status=status,
+                drift=config.drift,
             )
         finally:
             status.stop()
@@ -116,5 +138,36 @@ def run_predict(args: argparse.Namespace) -> int:
             f"; {result.labelled:,} labelled, accuracy {result.correct / result.labelled:.4f}"
         )
     print(f"model: {result.model_dir} ({status.elapsed():.1f} s)", file=sys.stderr)
+    print(result.drift.headline(), file=sys.stderr)
+    if result.drift.shifts and config.notify is not None:
+        _notify_shift(config.notify, result)
+    if args.summary_json:
+        _write_summary(args.summary_json, result)
     print(f"wrote {result.predictions:,} predictions to {result.output}{accuracy}", flush=True)
-    return 0
+    return EXIT_DRIFTED if args.fail_on_drift and result.drift.shifts else 0
+
+
+def _notify_shift(notify: NotifyConfig, result: BatchResult) -> None:
+    """Posts the shift to the `notify:` webhook; a webhook that fails is one warning line."""
+    from common.webhook import post_notification, slack_message
+
+    text = f"tpu-pipeline predict: the data moved ({result.output})"
+    details = [result.drift.headline(), f"model: {result.model_dir}"]
+    warning = post_notification(notify, slack_message(text, details))
+    if warning:
+        print(f"tpu-pipeline: warning: {warning}", file=sys.stderr)
+
+
+def _write_summary(path: str, result: BatchResult) -> None:
+    """`--summary-json`: the counts and the drift check, replaced whole or not at all."""
+    from common.atomic_file import write_text
+
+    summary = {
+        "model": result.model_dir,
+        "output": result.output,
+        "predictions": result.predictions,
+        "labelled": result.labelled,
+        "correct": result.correct,
+        "drift": result.drift.to_json(),
+    }
+    write_text(path, json.dumps(summary, indent=2) + "\n")

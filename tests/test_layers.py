@@ -67,7 +67,7 @@ COMPONENT_LEVELS = [
     ENTRY_MODULES,
     ["preflight"],
     ["training", "serving"],
-    ["device", "models", "example_gen", "data_checks"],
+    ["device", "models", "example_gen", "data_checks", "drift"],
     ["images", "imagenet_files"],
     ["contract"],
 ]

@@ -20,6 +20,7 @@ from common.config.dataset import (
     SourceConfig,
     SplitPatterns,
 )
+from common.config.drift import DriftConfig
 from common.config.evaluator import EvaluatorConfig
 from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
@@ -74,6 +75,7 @@ __all__ = [
     "ConfigError",
     "DataflowConfig",
     "DatasetConfig",
+    "DriftConfig",
     "EvaluatorConfig",
     "GcsUri",
     "LearningRateDecay",

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 
 from common.config.base import _Section
 from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
+from common.config.drift import DriftConfig
 from common.config.evaluator import EvaluatorConfig
 from common.config.notify import NotifyConfig
 from common.config.secrets import plain_credentials
@@ -53,6 +54,7 @@ class PipelineConfig(_Section):
     tuner: TunerConfig = TunerConfig()
     evaluator: EvaluatorConfig = EvaluatorConfig()
     serving: ServingConfig = ServingConfig()
+    drift: DriftConfig = DriftConfig()
     enable_cache: bool = True
     beam_pipeline_args: list[str] = Field(
         default_factory=list,

@@ -33,6 +33,15 @@ def decode_8bit_pixels(stored: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
     return tf.cast(tf.ensure_shape(pixels, [None, dataset.pixel_count]), tf.float32)
 
 
+def _stored_pixels(stored: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
+    """The parsed pixel feature [n, ...] -> pixels [n, height, width, channels]."""
+    if dataset.stores_encoded_images:
+        return decode_encoded_images(tf.reshape(stored, [-1]), dataset)
+    if dataset.stores_8bit_pixels:
+        return tf.reshape(decode_8bit_pixels(stored, dataset), [-1, *dataset.image_shape])
+    return tf.reshape(stored, [-1, *dataset.image_shape])
+
+
 def parse_pixels(serialized: tf.Tensor, dataset: DatasetConfig) -> tuple[tf.Tensor, tf.Tensor]:
     """A batch of serialized examples -> (pixels [n, height, width, channels], labels [n])."""
     spec = {
@@ -40,11 +49,12 @@ def parse_pixels(serialized: tf.Tensor, dataset: DatasetConfig) -> tuple[tf.Tens
         dataset.label_feature: tf.io.FixedLenFeature([1], tf.int64),
     }
     parsed = tf.io.parse_example(serialized, spec)
-    stored = parsed[dataset.pixel_feature]
-    if dataset.stores_encoded_images:
-        pixels = decode_encoded_images(tf.reshape(stored, [-1]), dataset)
-    elif dataset.stores_8bit_pixels:
-        pixels = tf.reshape(decode_8bit_pixels(stored, dataset), [-1, *dataset.image_shape])
-    else:
-        pixels = tf.reshape(stored, [-1, *dataset.image_shape])
-    return pixels, parsed[dataset.label_feature][:, 0]
+    return _stored_pixels(parsed[dataset.pixel_feature], dataset), parsed[dataset.label_feature][
+        :, 0
+    ]
+
+
+def parse_images(serialized: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
+    """A batch of serialized examples, labelled or not -> pixels [n, height, width, channels]."""
+    spec = {dataset.pixel_feature: pixel_feature_spec(dataset)}
+    return _stored_pixels(tf.io.parse_example(serialized, spec)[dataset.pixel_feature], dataset)

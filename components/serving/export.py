@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,12 @@ def serving_copy(
     copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
     copy.set_weights(weights)
     return copy
+
+
+def serving_default_function(model_dir: str) -> Callable[[tf.Tensor], np.ndarray]:
+    """The SavedModel in `model_dir` as a function: serialized examples [n] -> probabilities."""
+    serve = tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
+    return lambda serialized: serve(**{SERVING_INPUT_KEY: serialized})[SERVING_OUTPUT_KEY].numpy()
 
 
 def export_serving_model(

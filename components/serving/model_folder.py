@@ -1,7 +1,8 @@
 """Everything one trained model is served as, written into the Trainer's model folder.
 
-The SavedModel first, then TF Serving's warmup requests for it, then each variant
-measured against it (TFLite today).
+The SavedModel first, then TF Serving's warmup requests for it and the drift
+reference `predict` compares its input with (`components/drift/reference.py`),
+then each variant measured against it (TFLite today).
 The Trainer writes them, not a later component, so the variants are part of
 the model artifact and the Pusher's one copy publishes exactly what was
 measured. A new serving format is one more step here and a module beside this one.
@@ -16,7 +17,12 @@ import tensorflow_transform as tft
 from absl import logging
 
 from common.config import DatasetConfig, ServingConfig
-from components.serving.export import export_serving_model, serving_copy
+from components.drift.reference import write_drift_reference
+from components.serving.export import (
+    export_serving_model,
+    serving_copy,
+    serving_default_function,
+)
 from components.serving.tflite_variants import export_tflite_variants
 from components.serving.warmup import write_warmup_requests
 
@@ -55,5 +61,10 @@ def write_model_folder(
         training_info,
     )
     write_warmup_requests(export_dir, eval_files, dataset)
+    predict = serving_default_function(export_dir)
+    reference = write_drift_reference(
+        export_dir, train_files, eval_files, dataset, serving.measured_examples, predict
+    )
+    logging.info("Drift reference: the signals of %s", reference.describe())
     for measured in export_tflite_variants(export_dir, train_files, eval_files, dataset, serving):
         logging.info("Serving variant %s", measured)

@@ -1,9 +1,11 @@
-"""The Beam job behind `tpu-pipeline predict`: read and check records, batch, predict, write.
+r"""The Beam job behind `tpu-pipeline predict`: read and check records, batch, predict, write.
 
     files -> Reshuffle -> read each file with ExampleGen's checks, in chunks of records
           -> RunInference (BatchElements gathers small files; serving_default per batch)
           -> counters -> a block of CSV / JSON lines per batch (or PredictionLogs)
           -> one output file
+                     \-> drift signals per record -> TFDV statistics
+    the model's reference signals -> TFDV statistics  (compared after the job)
 
 The model step is Beam's RunInference with a handler for the pipeline's
 `serving_default` (`model_handler.py`): the SavedModel loads once per worker
@@ -27,9 +29,11 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from common import fileio
 from common.atomic_file import replaced_when_done
-from common.config import ConfigError, DatasetConfig
+from common.config import ConfigError, DatasetConfig, DriftConfig
+from components.drift.compare import DriftCheck
 from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.formats import list_inputs, source_format, split_inputs
+from pipeline.batch_predict.drift_check import DriftPlan, check_drift
 from pipeline.batch_predict.model_handler import ServingDefaultHandler
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
 from pipeline.batch_predict.outputs import output_extension, write_predictions
@@ -64,6 +68,7 @@ class BatchResult:
     predictions: int
     labelled: int
     correct: int
+    drift: DriftCheck
 
 
 def input_files(dataset: DatasetConfig, data_dir: str, pattern: str | None = None) -> list[str]:
@@ -114,18 +119,22 @@ def build_pipeline(
     rows: RowFormat,
     output: str,
     batch_size: int,
+    drift: DriftPlan | None = None,
 ) -> None:
     """Adds the job's steps to `pipeline`: every record of `files` predicted into `output`,
-    by the SavedModel in `model_dir`, `batch_size` records a call."""
-    _ = (
+    by the SavedModel in `model_dir`, `batch_size` records a call, and the statistics
+    `drift` compares, if given."""
+    predictions = (
         pipeline
         | "ListFiles" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()  # a distributed runner reads files in parallel
         | "ReadRecords" >> beam.ParDo(ReadRecords(dataset, max(batch_size, READ_CHUNK)))
         | "Predict" >> RunInference(ServingDefaultHandler(model_dir, batch_size))
         | "Count" >> beam.ParDo(_CountPredictions())
-        | "WritePredictions" >> write_predictions(output, rows)
     )
+    _ = predictions | "WritePredictions" >> write_predictions(output, rows)
+    if drift is not None:
+        drift.add_statistics(pipeline, predictions)
 
 
 def _counter(result, name: str) -> int:
@@ -179,6 +188,7 @@ def run_batch_predictions(
     batch_size: int = 64,
     beam_args: Sequence[str] = (),
     status: LiveStatus | None = None,
+    drift: DriftConfig | None = None,
 ) -> BatchResult:
     """Predicts every record under `data_dir` with the pushed model `model` into `output`.
 
@@ -192,6 +202,8 @@ def run_batch_predictions(
       batch_size: records per call of the model.
       beam_args: Beam pipeline options (`--runner=...` and the runner's own).
       status: shows the records predicted so far while the job runs, if given.
+      drift: the thresholds of the shift check against the model's reference
+        (default: the `drift:` section's defaults).
 
     Raises:
       ConfigError: a bad model path, output extension, or a model whose class count
@@ -212,8 +224,10 @@ def run_batch_predictions(
     rows = RowFormat(dataset.class_names, top_k, int(version) if version.isdigit() else 0)
     options = PipelineOptions(list(beam_args))
     with replaced_when_done(output) as partial:
+        # Beside the new output, in its scratch folder: every runner's workers reach it.
+        plan = DriftPlan.for_model(model_dir, dataset, drift or DriftConfig(), partial)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size)
+        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size, plan)
         try:
             if status is None:
                 result = pipeline.run()
@@ -225,10 +239,12 @@ def run_batch_predictions(
             if cause is None:
                 raise
             raise DataFormatError(cause) from None
+        drift_check = check_drift(plan, model_dir)
     return BatchResult(
         model_dir,
         output,
         _counter(result, "predictions"),
         _counter(result, "labelled"),
         _counter(result, "correct"),
+        drift_check,
     )
