@@ -44,6 +44,7 @@ def stop_summary(
         "serving_variants": [],
         "class_names": [],
         "per_class_metrics": [],
+        "calibration": None,
         "schema_bootstrapped": None,
         "manual_blessing": None,
         "serving_check": None,

@@ -8,6 +8,9 @@ from common.config import DatasetConfig, EvaluatorConfig
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"
+CALIBRATION_PLOT = "CalibrationPlot"
+# Buckets of the top probability in the reliability diagram and its calibration error.
+CALIBRATION_BUCKETS = 10
 
 
 def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfma.EvalConfig:
@@ -42,7 +45,23 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
                 ]
             ),
             per_class_metrics_spec(dataset.num_classes),
+            calibration_metrics_spec(),
         ],
+    )
+
+
+def calibration_metrics_spec() -> tfma.MetricsSpec:
+    """TFMA's calibration plot of the top probability: how often the model is right when
+    it says p, in CALIBRATION_BUCKETS buckets of p.
+
+    `k: 1` binarizes each example into (is the top class the label, the top
+    probability), top-label calibration. The plot's range is set: left to its default,
+    TFMA takes it from the schema's label domain (0..num_classes-1), not 0..1.
+    """
+    plot = f'{{"num_buckets": {CALIBRATION_BUCKETS}, "left": 0.0, "right": 1.0}}'
+    return tfma.MetricsSpec(
+        metrics=[tfma.MetricConfig(class_name=CALIBRATION_PLOT, config=plot)],
+        binarize=tfma.BinarizationOptions(k_list={"values": [1]}),
     )
 
 

@@ -1,7 +1,8 @@
 """The one reader of the Evaluator's TFMA output, for the run summary and the report.
 
 Overall metrics (candidate and baseline), the blessing decision in words, per-class
-metrics, the confusion matrix and the thresholds, all through TFMA's public loaders.
+metrics, the confusion matrix, the calibration of the top probability and the
+thresholds, all through TFMA's public loaders.
 """
 
 from __future__ import annotations
@@ -40,6 +41,32 @@ class ClassMetrics:
     recall: float | None  # None: the eval split has no example of the class
     examples: int  # eval examples of the class: its confusion-matrix row
     predicted: int  # eval examples predicted as the class: its column
+
+
+@dataclasses.dataclass
+class CalibrationBucket:
+    """Eval examples whose top probability fell in [low, high): how sure, how often right."""
+
+    low: float
+    high: float
+    examples: int
+    confidence: float  # their mean top probability
+    accuracy: float  # the share whose top class is the label
+
+
+@dataclasses.dataclass
+class Calibration:
+    """The candidate's top-label calibration on the eval split.
+
+    `expected_calibration_error` is the examples' mean gap between how sure the
+    model was and how often it was right, bucket by bucket (Guo et al., 2017):
+    sum over buckets of |right - sum of top probabilities| / examples. 0 is perfect;
+    a model that says 0.999 and is right 90% of the time has about 0.1.
+    """
+
+    expected_calibration_error: float
+    examples: int
+    buckets: list[CalibrationBucket]
 
 
 @dataclasses.dataclass
@@ -145,6 +172,37 @@ def confusion_matrix(evaluation_uri: str, num_classes: int) -> np.ndarray | None
                         cell.num_weighted_examples
                     )
             return counts
+    return None
+
+
+def calibration(evaluation_uri: str) -> Calibration | None:
+    """The candidate's calibration plot (`eval_config.calibration_metrics_spec`), bucketed
+    and summed into its expected calibration error; None if the evaluation has none."""
+    for plots_for_slice in tfma.load_plots(evaluation_uri):
+        if plots_for_slice.slice_key.single_slice_keys:
+            continue
+        for entry in plots_for_slice.plot_keys_and_values:
+            if not _is_candidate(entry.key) or entry.key.sub_key.k.value != 1:
+                continue
+            histogram = entry.value.calibration_histogram_buckets.buckets
+            if not histogram:
+                continue
+            buckets, gaps = [], 0.0
+            for bucket in histogram:
+                count = bucket.num_weighted_examples.value
+                if count <= 0:
+                    continue
+                right = bucket.total_weighted_label.value
+                said = bucket.total_weighted_refined_prediction.value
+                gaps += abs(right - said)
+                low = max(bucket.lower_threshold_inclusive, 0.0)
+                high = min(bucket.upper_threshold_exclusive, 1.0)
+                buckets.append(
+                    CalibrationBucket(low, high, round(count), said / count, right / count)
+                )
+            examples = sum(bucket.examples for bucket in buckets)
+            if examples:
+                return Calibration(gaps / examples, examples, buckets)
     return None
 
 

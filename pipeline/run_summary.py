@@ -28,8 +28,10 @@ from components.pusher import (
 from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
 from pipeline.evaluation_results import (
+    Calibration,
     ClassMetrics,
     blessing_reason,
+    calibration,
     class_metrics,
     overall_metrics,
 )
@@ -126,6 +128,8 @@ class RunSummary(MeasuredMemory):
     # and each class's precision, recall and counts on the eval split, in that order.
     class_names: list[str] = dataclasses.field(default_factory=list)
     per_class_metrics: list[ClassMetrics] = dataclasses.field(default_factory=list)
+    # How sure the candidate was against how often it was right (eval split), bucketed.
+    calibration: Calibration | None = None
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
     schema_bootstrapped: str | None = None
     # Set when a person blessed the model the Evaluator refused: reason and blessed_by.
@@ -254,6 +258,13 @@ class RunSummary(MeasuredMemory):
             lines.append(
                 f"never predicted: {', '.join(never_predicted)} (recall 0 on the eval split)"
             )
+        if self.calibration:
+            lines.append(
+                f"calibration: expected calibration error "
+                f"{self.calibration.expected_calibration_error:.4f} on "
+                f"{self.calibration.examples:,} eval examples (top probability against "
+                "how often it is right)"
+            )
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
@@ -344,6 +355,7 @@ def summarize_run(
         evaluation_uri = evaluator.outputs["evaluation"][0].uri
         blessing = evaluator.outputs["blessing"][0]
         summary.add_evaluation(evaluation_uri, bool(custom_property(blessing, "blessed")))
+        summary.calibration = calibration(evaluation_uri)
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 

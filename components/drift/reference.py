@@ -30,8 +30,9 @@ from components.drift.examples import image_signals
 from components.drift.signals import prediction_signals
 
 REFERENCE_PATH = os.path.join("assets.extra", "drift_reference.json")
-# Examples read and predicted at a time: what making the reference holds in memory.
-_BATCH = 256
+# Examples read and predicted at a time: what making the reference holds in memory
+# (64 photos at 224x224: 38 MB of float pixels).
+_BATCH = 64
 # Digits enough for any comparison; keeps the file small (2,000 photos: ~0.3 MB).
 _DIGITS = 6
 
@@ -98,15 +99,26 @@ def _arrays(columns: dict[str, list]) -> dict[str, np.ndarray]:
     }
 
 
+class DamagedReference(ValueError):
+    """The reference file is there but cannot be read as one."""
+
+
 def read_drift_reference(model_dir: str) -> Reference | None:
     """The reference kept with the model in `model_dir`; None for a model exported before
-    references were kept, or one whose splits held no example."""
+    references were kept, or one whose splits held no example.
+
+    Raises:
+      DamagedReference: the file is not the JSON `write_drift_reference` writes.
+    """
     path = os.path.join(model_dir, REFERENCE_PATH)
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as handle:
-        kept = json.load(handle)
-    reference = Reference(_arrays(kept.get("train", {})), _arrays(kept.get("eval", {})))
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            kept = json.load(handle)
+        reference = Reference(_arrays(kept["train"]), _arrays(kept["eval"]))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise DamagedReference(f"{path} is damaged ({type(error).__name__}: {error})") from None
     if not _count(reference.images) or not _count(reference.answers):
         return None
     return reference

@@ -19,7 +19,12 @@ import tensorflow_data_validation as tfdv
 from common.config import DatasetConfig, DriftConfig
 from components.drift.compare import DriftCheck, compare
 from components.drift.examples import example_signals, record_batch
-from components.drift.reference import REFERENCE_PATH, Reference, read_drift_reference
+from components.drift.reference import (
+    REFERENCE_PATH,
+    DamagedReference,
+    Reference,
+    read_drift_reference,
+)
 from components.drift.signals import with_unsure
 from pipeline.batch_predict.predictions import Predictions
 
@@ -54,12 +59,15 @@ class DriftPlan:
     @classmethod
     def for_model(
         cls, model_dir: str, dataset: DatasetConfig, drift: DriftConfig, output: str
-    ) -> DriftPlan | None:
-        """The plan for the model in `model_dir`, writing beside `output`; None without a
-        reference."""
-        reference = read_drift_reference(model_dir)
+    ) -> DriftPlan | str:
+        """The plan for the model in `model_dir`, writing beside `output`; or why there
+        is none (no reference, or a damaged one: the job predicts all the same)."""
+        try:
+            reference = read_drift_reference(model_dir)
+        except DamagedReference as error:
+            return str(error)
         if reference is None:
-            return None
+            return f"{model_dir} keeps no {REFERENCE_PATH} (exported before drift references)"
         return cls(dataset, drift, reference, posixpath.dirname(output))
 
     def path(self, name: str) -> str:
@@ -92,11 +100,10 @@ class DriftPlan:
         )
 
 
-def check_drift(plan: DriftPlan | None, model_dir: str) -> DriftCheck:
+def check_drift(plan: DriftPlan | str) -> DriftCheck:
     """After the job: its records against the reference, or why they were not compared."""
-    if plan is None:
-        note = f"{model_dir} keeps no {REFERENCE_PATH} (exported before drift references)"
-        return DriftCheck(0, "", note=note)
+    if isinstance(plan, str):
+        return DriftCheck(0, "", note=plan)
     current = tfdv.load_stats_binary(plan.path(_JOB_STATISTICS))
     if not current.datasets or not current.datasets[0].num_examples:
         return DriftCheck(0, plan.reference.describe(), note="no record was predicted")

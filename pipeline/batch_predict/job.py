@@ -227,7 +227,8 @@ def run_batch_predictions(
         # Beside the new output, in its scratch folder: every runner's workers reach it.
         plan = DriftPlan.for_model(model_dir, dataset, drift or DriftConfig(), partial)
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size, plan)
+        compared = plan if isinstance(plan, DriftPlan) else None
+        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size, compared)
         try:
             if status is None:
                 result = pipeline.run()
@@ -239,7 +240,7 @@ def run_batch_predictions(
             if cause is None:
                 raise
             raise DataFormatError(cause) from None
-        drift_check = check_drift(plan, model_dir)
+        drift_check = check_drift(plan)
     return BatchResult(
         model_dir,
         output,

@@ -81,6 +81,7 @@ def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFil
         if evaluation
         else None,
         "per_class": plots.per_class_metrics(evaluation.per_class) if evaluation else None,
+        "calibration": plots.reliability_diagram(report.summary.calibration),
         "samples": plots.sample_predictions(report.samples, report.class_names),
     }
     pngs: dict[str, bytes] = {}

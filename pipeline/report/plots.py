@@ -13,7 +13,7 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.evaluation_results import ClassMetrics
+from pipeline.evaluation_results import Calibration, ClassMetrics
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
 from pipeline.run_summary import ComponentResult
@@ -174,6 +174,38 @@ def per_class_metrics(per_class: list[ClassMetrics]) -> Figure | None:
     axes.set_ylim(0, 1.0)  # from 0: a bar's height is its value, however low
     axes.set_title("Per-class metrics (eval split)")
     figure.legend(loc="outside right upper")  # bars at 0 would hide under a legend inside
+    return figure
+
+
+def reliability_diagram(calibration: Calibration | None) -> Figure | None:
+    """How often the model is right against how sure it says it is, per bucket of its top
+    probability; the diagonal is a perfectly calibrated model, bar widths the buckets."""
+    if calibration is None:
+        return None
+    figure = Figure(figsize=(7, 3.4), layout="constrained")
+    accuracy_axes, count_axes = figure.subplots(1, 2)
+    buckets = calibration.buckets
+    lows = [b.low for b in buckets]
+    widths = [b.high - b.low for b in buckets]
+    accuracy_axes.bar(lows, [b.accuracy for b in buckets], widths, align="edge", label="right")
+    accuracy_axes.plot(
+        [b.confidence for b in buckets], [b.accuracy for b in buckets], "o", color="tab:red",
+        label="mean top probability",
+    )  # fmt: skip
+    accuracy_axes.plot([0, 1], [0, 1], "--", color="gray", label="calibrated")
+    accuracy_axes.set_xlim(0, 1)
+    accuracy_axes.set_ylim(0, 1.02)
+    accuracy_axes.set_xlabel("top probability")
+    accuracy_axes.set_ylabel("share right")
+    accuracy_axes.set_title(
+        f"Reliability (ECE {calibration.expected_calibration_error:.4f})", fontsize=10
+    )
+    accuracy_axes.legend(loc="upper left", fontsize=7)
+    count_axes.bar(lows, [b.examples for b in buckets], widths, align="edge", color="tab:gray")
+    count_axes.set_xlim(0, 1)
+    count_axes.set_xlabel("top probability")
+    count_axes.set_ylabel("eval examples")
+    count_axes.set_title("How often it is that sure", fontsize=10)
     return figure
 
 

@@ -118,7 +118,7 @@ def test_photos_of_hands_are_a_shift_in_one_line_on_the_webhook_and_exit_3_if_as
     assert code == 0 and "signals moved" in err
 
 
-def test_a_model_without_a_reference_and_a_handful_of_images_are_not_checked_and_say_why(
+def test_a_model_without_a_reference_a_damaged_one_and_a_handful_of_images_say_why_not(
     digits_run, folders, tmp_path, capfd
 ):
     config, summary = digits_run
@@ -128,6 +128,12 @@ def test_a_model_without_a_reference_and_a_handful_of_images_are_not_checked_and
     code, _, err = _predict(capfd, copy, folders[1], tmp_path / "p.csv", "--fail-on-drift")
     assert code == 0, err
     assert f"data shift: not checked: {copy} keeps no {REFERENCE_PATH}" in err
+
+    (copy / REFERENCE_PATH).write_text('{"train": {"brightness": [4.5')  # cut off
+    code, _, err = _predict(capfd, copy, folders[1], tmp_path / "d.csv", "--fail-on-drift")
+    assert code == 0 and (tmp_path / "d.csv").exists(), err
+    assert f"data shift: not checked: {copy / REFERENCE_PATH} is damaged (JSONDecodeError" in err
+    assert "Traceback" not in err
 
     few = _write_npz(tmp_path / "few", np.zeros((5, 8, 8)), np.zeros(5, dtype=np.int64))
     code, _, err = _predict(capfd, config.run_dir, few, tmp_path / "q.csv", "--fail-on-drift")

@@ -266,6 +266,17 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "evaluation",
+            r"Expected calibration error (\d\.\d{4}) on (\d+) eval examples: the mean gap "
+            r"between the top probability the model gave and how often that top class was "
+            r"right, in buckets of that probability \(0 is perfect\)\.$",
+            lambda r, m: (
+                r.summary.calibration is not None
+                and m.group(1) == f"{r.summary.calibration.expected_calibration_error:.4f}"
+                and int(m.group(2)) == r.summary.calibration.examples
+            ),
+        ),
+        Claim(
+            "evaluation",
             r"The Evaluator did not run\.$",
             lambda r, m: not r.summary.metrics and _status(r, "Evaluator") == "skipped",
         ),

@@ -67,7 +67,15 @@ def test_report_rebuilt_from_the_run_folder_agrees_with_the_run_summary(digits_r
 
 def test_report_writes_every_figure_as_a_png_and_embeds_it(digits_report):
     files, html = digits_report
-    expected = {"components", "data", "training", "comparison", "confusion_matrix", "per_class"}
+    expected = {
+        "components",
+        "data",
+        "training",
+        "comparison",
+        "confusion_matrix",
+        "per_class",
+        "calibration",
+    }
     assert expected | {"samples"} == set(files.figures)
     for path in files.figures.values():
         data = path.read_bytes()
@@ -162,3 +170,10 @@ def test_report_shows_every_components_peak_memory_and_the_runs(digits_run, digi
     )
     assert shown.group(2) == describe_bytes(peak)
     assert shown.group(3) == next(c.id for c in summary.components if c.peak_rss_bytes == peak)
+
+
+def test_the_calibration_section_gives_the_error_the_summary_holds(digits_report, digits_run):
+    _, html = digits_report
+    _, summary = digits_run
+    error = summary.calibration.expected_calibration_error
+    assert f'<b id="ece">{error:.4f}</b> on {summary.calibration.examples} eval examples' in html
