@@ -45,8 +45,9 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
     }
 
 
-def serving_accuracy(saved_model_dir: str | pathlib.Path, config: PipelineConfig) -> float:
-    """Accuracy of a SavedModel's serving signature on the eval split's serialized examples."""
+def eval_answers(saved_model_dir: str | pathlib.Path, config: PipelineConfig):
+    """(probabilities [n, classes], labels [n]) of a SavedModel's serving signature on the
+    eval split's serialized examples."""
     records = [
         record.numpy()
         for record in tf.data.TFRecordDataset(split_files(config, "eval"), compression_type="GZIP")
@@ -60,7 +61,12 @@ def serving_accuracy(saved_model_dir: str | pathlib.Path, config: PipelineConfig
         ]
     )
     serve = tf.saved_model.load(str(saved_model_dir)).signatures["serving_default"]
-    probabilities = serve(examples=tf.constant(records))["probabilities"].numpy()
+    return serve(examples=tf.constant(records))["probabilities"].numpy(), labels
+
+
+def serving_accuracy(saved_model_dir: str | pathlib.Path, config: PipelineConfig) -> float:
+    """Accuracy of a SavedModel's serving signature on the eval split's serialized examples."""
+    probabilities, labels = eval_answers(saved_model_dir, config)
     return float((probabilities.argmax(axis=1) == labels).mean())
 
 
