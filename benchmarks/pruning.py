@@ -32,6 +32,7 @@ from components.serving.tflite_variants import (
     array_batches,
     convert,
     measure_tflite,
+    pixels_converter,
     read_split,
     saved_model_bytes,
 )
@@ -122,7 +123,9 @@ def measure(name: str, sparsity: float) -> dict:
             "saved_model_gzip": saved_model_bytes(folder)[1],
         }
         for variant in ("float32", "pruned"):
-            tflite = convert(folder, variant, array_batches(train_images[:1], train_labels[:1]))
+            tflite = convert(
+                pixels_converter(folder), variant, array_batches(train_images[:1], train_labels[:1])
+            )
             figures[f"{variant}_bytes"] = len(tflite)
             figures[f"{variant}_gzip"] = len(gzip.compress(tflite))
             figures[f"{variant}_accuracy"], _ = measure_tflite(

@@ -7,6 +7,8 @@ own layer, not at TensorFlow internals.
 
 from __future__ import annotations
 
+import functools
+
 import tensorflow as tf
 import tf_keras
 from tensorflow.python.framework import kernels
@@ -63,6 +65,7 @@ def _unused_constant(op: tf.Operation) -> bool:
     return op.type == "Const" and not any(output.consumers() for output in op.outputs)
 
 
+@functools.cache  # a step has thousands of ops of a few dozen types; the registry is fixed
 def _has_xla_kernel(op_type: str) -> bool:
     registered = kernels.get_registered_kernels_for_op(op_type).kernel
     return any(kernel.device_type in _XLA_DEVICES for kernel in registered)

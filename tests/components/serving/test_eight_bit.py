@@ -7,7 +7,7 @@ import tensorflow_transform as tft
 from cli.synthetic_data import synthetic_dataset
 from components.models import build_model
 from components.serving.export import export_serving_model
-from components.serving.tflite_variants import array_batches, convert
+from components.serving.tflite_variants import array_batches, convert, pixels_converter
 
 
 def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every_variant(
@@ -35,9 +35,10 @@ def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every
     as_floats = signatures["pixels"](pixels=tf.constant(pixels))["probabilities"]
 
     np.testing.assert_array_equal(as_floats.numpy(), stored.numpy())
+    converter = pixels_converter(export_dir)
     for variant in ("float32", "float16", "dynamic_int8", "int8"):
         runner = tf.lite.Interpreter(
-            model_content=convert(export_dir, variant, array_batches(pixels[:8], np.zeros(8)))
+            model_content=convert(converter, variant, array_batches(pixels[:8], np.zeros(8)))
         ).get_signature_runner("pixels")
         details = runner.get_input_details()["pixels"]
         image = pixels[:1]

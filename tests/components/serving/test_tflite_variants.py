@@ -55,9 +55,9 @@ def test_variants_are_measured_on_a_bounded_sample_streamed_in_batches(tmp_path,
         measured_batches.append([len(labels) for _, labels in batches.as_numpy_iterator()])
         return real_measure(model, batches, timed)
 
-    def recording_convert(saved_model_dir, variant, representative):
+    def recording_convert(converter, variant, representative):
         calibration[variant] = sum(len(labels) for _, labels in representative.as_numpy_iterator())
-        return real_convert(saved_model_dir, variant, representative)
+        return real_convert(converter, variant, representative)
 
     monkeypatch.setattr(tflite_variants, "measure_tflite", recording_measure)
     monkeypatch.setattr(tflite_variants, "convert", recording_convert)
@@ -76,6 +76,25 @@ def test_variants_are_measured_on_a_bounded_sample_streamed_in_batches(tmp_path,
     written = json.loads((tmp_path / "model" / MEASUREMENTS_PATH).read_text())
     assert written["eval_examples"] == 40
     assert [m.published for m in measured] == [True, True, True]
+
+
+def test_variants_converted_after_a_full_integer_one_are_what_a_fresh_converter_makes(tmp_path):
+    """The variants share one loaded SavedModel: int8's options must not leak into the next."""
+    model_dir = save_model(tmp_path / "model")
+    representative = tflite_variants.split_batches(
+        write_eval_split(tmp_path / "train", count=8), DIGITS
+    )
+    shared = tflite_variants.pixels_converter(model_dir)
+
+    def fresh(variant):
+        return tflite_variants.convert(
+            tflite_variants.pixels_converter(model_dir), variant, representative
+        )
+
+    full_integer = tflite_variants.convert(shared, "int8", representative)
+    assert full_integer == fresh("int8")
+    for variant in ("float32", "float16"):
+        assert tflite_variants.convert(shared, variant, representative) == fresh(variant), variant
 
 
 def test_the_measured_sample_is_configurable_and_checked():
