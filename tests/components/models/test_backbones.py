@@ -8,7 +8,10 @@ built with `weights=None`, saved as .h5), and what tf_keras would download for
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
+import pathlib
+import tempfile
 
 import numpy as np
 import pytest
@@ -53,11 +56,22 @@ def _scaled(model: tf_keras.Model, images: np.ndarray) -> np.ndarray:
     return scaling(images).numpy()
 
 
-def _weights_file(name: str, path, shape=SHAPE) -> list[np.ndarray]:
-    """Saves a randomly initialised application's weights (no top) as .h5; returns them."""
+@functools.cache
+def _saved_application(name: str, shape: tuple[int, ...]) -> tuple[bytes, list[np.ndarray]]:
+    """A randomly initialised application's .h5 bytes (no top) and weights, built once per
+    module: building one takes a second or more, and every test only reads the file."""
     application = BACKBONES[name].application(include_top=False, weights=None, input_shape=shape)
-    application.save_weights(str(path))
-    return application.get_weights()
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / "backbone.h5"
+        application.save_weights(str(path))
+        return path.read_bytes(), application.get_weights()
+
+
+def _weights_file(name: str, path, shape=SHAPE) -> list[np.ndarray]:
+    """Writes a randomly initialised application's weights (no top) as .h5; returns them."""
+    contents, weights = _saved_application(name, tuple(shape))
+    pathlib.Path(path).write_bytes(contents)
+    return weights
 
 
 def test_backbones_are_the_three_applications_the_issue_names():
