@@ -69,7 +69,10 @@ def test_pushed_model_records_how_it_was_trained(digits_run):
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory):
-    config = small_digits_config(tmp_path_factory.mktemp("rerun"))
+    # No TFLite variants: these tests are about caching and the baseline (digits_run checks them).
+    config = small_digits_config(
+        tmp_path_factory.mktemp("rerun"), **{"serving.tflite_variants": []}
+    )
     first = run_local(config, io.StringIO())
     second = run_local(config, io.StringIO())
     assert first.succeeded and second.succeeded, (first.error, second.error)
@@ -116,7 +119,9 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
 
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
-    config = small_digits_config(tmp_path, dataset="mnist", **{"trainer.train_steps": 300})
+    config = small_digits_config(  # its subject is accuracy: no TFLite variants to measure
+        tmp_path, dataset="mnist", **{"trainer.train_steps": 300, "serving.tflite_variants": []}
+    )
     summary = run_local(config, io.StringIO())
     assert summary.succeeded, summary.error
     assert summary.metrics["accuracy"] >= 0.90
