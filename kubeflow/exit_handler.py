@@ -22,15 +22,16 @@ succeeds: a notification never turns a run's result into a failure.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
+import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from absl import logging
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from common.config import NotifyConfig, PipelineConfig
+from common.config import EvaluatorConfig, NotifyConfig, PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
 from common.webhook import post_notification, slack_message
@@ -83,6 +84,8 @@ def vertex_run_message(
     final_status: str,
     read_job: "Callable[[str], gca.PipelineJob] | None" = None,
     budget_s: float = READ_BUDGET_S,
+    class_names: Sequence[str] = (),
+    evaluator: EvaluatorConfig | None = None,
 ) -> dict:
     """The Slack-compatible message for a Vertex AI run's final status (JSON).
 
@@ -91,6 +94,8 @@ def vertex_run_message(
       final_status: KFP's PipelineTaskFinalStatus of the DAG, as JSON.
       read_job: reads the pipeline job by its resource name; by default from Vertex AI.
       budget_s: the most reading the job and its artifacts may take.
+      class_names: every class's name, in label order, for the slices.
+      evaluator: the run's `evaluator:` section, whose margin flags weak slices.
     """
     try:
         status = json_format.Parse(
@@ -106,7 +111,7 @@ def vertex_run_message(
     read_job = read_job or read_pipeline_job
     try:
         summary = call_with_timeout(
-            lambda: job_summary(pipeline_name, status, read_job(name)),
+            lambda: job_summary(pipeline_name, status, read_job(name), class_names, evaluator),
             budget_s,
             f"reading {name or 'the pipeline job'}",
         )
@@ -122,11 +127,23 @@ def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
     webhook_secret: Parameter[str],
     timeout_seconds: Parameter[float],
     pipeline_name: Parameter[str],
+    class_names: Parameter[str],
+    evaluator_config: Parameter[str],
 ):
-    """Posts the run's outcome; whatever fails is one warning in the log, never a failed step."""
+    """Posts the run's outcome; whatever fails is one warning in the log, never a failed step.
+
+    `class_names` (a JSON list) and `evaluator_config` (the `evaluator:` section as JSON)
+    name and flag the slices as a local run does.
+    """
     try:
         notify = NotifyConfig(webhook_secret=webhook_secret, timeout_seconds=timeout_seconds)
-        warning = post_notification(notify, vertex_run_message(pipeline_name, final_status))
+        message = vertex_run_message(
+            pipeline_name,
+            final_status,
+            class_names=json.loads(class_names),
+            evaluator=EvaluatorConfig.model_validate_json(evaluator_config),
+        )
+        warning = post_notification(notify, message)
     except Exception as error:  # the run's result stands whatever happened here
         warning = f"the run's outcome was not told: {error_line(error)}"
     if warning:
@@ -148,4 +165,6 @@ def notify_exit_handler(config: PipelineConfig) -> BaseComponent | None:
         webhook_secret=notify.webhook_secret,
         timeout_seconds=notify.timeout_seconds,
         pipeline_name=config.full_pipeline_name,
+        class_names=json.dumps(list(config.dataset.class_names)),
+        evaluator_config=config.evaluator.model_dump_json(),
     )

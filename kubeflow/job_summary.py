@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kfp.pipeline_spec import pipeline_spec_pb2
 
+from common.config import EvaluatorConfig
 from common.tfx_api import ExampleAnomalies
 from components.data_checks.anomalies import (
     DataRejectedError,
@@ -121,8 +122,11 @@ def job_summary(
     pipeline_name: str,
     status: pipeline_spec_pb2.PipelineTaskFinalStatus,
     job: gca.PipelineJob,
+    class_names: Sequence[str] = (),
+    evaluator: EvaluatorConfig | None = None,
 ) -> RunSummary:
-    """The run's summary from the DAG's final `status` and the `job`'s tasks and artifacts.
+    """The run's summary from the DAG's final `status` and the `job`'s tasks and artifacts;
+    `class_names` name the class slices and `evaluator` flags the slices, as locally.
 
     Raises:
       LookupError: the DAG succeeded but the Evaluator's or the Pusher's artifact is
@@ -134,6 +138,7 @@ def job_summary(
     state = gca.PipelineTaskDetail.State
     tasks = _component_tasks(job)
     summary = RunSummary.without_results(pipeline_name, [], None, None)
+    summary.class_names = list(class_names)
     summary.succeeded = status.state == "SUCCEEDED"
     # The first task to fail stopped the run (the DAG's own error only lists them).
     failed = sorted(
@@ -161,7 +166,7 @@ def job_summary(
         )
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
-            summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]))
+            summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
     if pushed is not None:
         summary.add_push(pushed.metadata.get)
     return summary

@@ -1,25 +1,35 @@
-"""The TFMA evaluation that decides whether a model is blessed, plus per-class metrics."""
+"""The TFMA evaluation that decides whether a model is blessed, plus per-class and
+per-slice metrics."""
 
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from common.config import DatasetConfig, EvaluatorConfig
+from common.config import DatasetConfig, EvaluatorConfig, SliceKind
+from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"
 CALIBRATION_PLOT = "CalibrationPlot"
 # Buckets of the top probability in the reliability diagram and its calibration error.
 CALIBRATION_BUCKETS = 10
+# The size slices: the stored image's longer side, in pixels, up to each limit.
+IMAGE_SIZE_SLICE = "image_size"
+SIZE_BUCKET_LIMITS = (64, 128, 256, 512)
+SIZE_BUCKETS = ("up to 64 px", "65-128 px", "129-256 px", "257-512 px", "over 512 px")
 
 
 def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfma.EvalConfig:
-    """Accuracy must clear an absolute bound and must not drop against the baseline.
+    """Accuracy must clear an absolute bound and must not drop against the baseline, on
+    the whole eval split; TFMA also measures each slice (`slicing_specs`).
 
     The baseline is the last blessed model; on the very first run there is none
-    and TFX checks the absolute bound alone.
+    and TFX checks the absolute bound alone. The overall thresholds are per-slice
+    thresholds of the overall slice: a metric's plain `threshold` applies to every
+    slice, and would hold each class to the overall bound. Each of
+    `evaluator.slice_accuracy_lower_bounds` holds every slice of its kind to its bound.
     """
-    accuracy_threshold = tfma.MetricThreshold(
+    overall_threshold = tfma.MetricThreshold(
         value_threshold=tfma.GenericValueThreshold(
             lower_bound={"value": evaluator.accuracy_lower_bound}
         ),
@@ -29,17 +39,32 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
             absolute={"value": -evaluator.max_accuracy_drop - 1e-10},
         ),
     )
+    kinds = slicing_specs(dataset)
+    accuracy_thresholds = [
+        tfma.PerSliceMetricThreshold(
+            slicing_specs=[tfma.SlicingSpec()], threshold=overall_threshold
+        )
+    ] + [
+        tfma.PerSliceMetricThreshold(
+            slicing_specs=[threshold_spec(kind, kinds[kind])],
+            threshold=tfma.MetricThreshold(
+                value_threshold=tfma.GenericValueThreshold(lower_bound={"value": bound})
+            ),
+        )
+        for kind, bound in evaluator.slice_accuracy_lower_bounds.items()
+    ]
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(signature_name="serving_default", label_key=dataset.label_feature)
         ],
-        slicing_specs=[tfma.SlicingSpec()],
+        slicing_specs=[tfma.SlicingSpec(), *kinds.values()],
         metrics_specs=[
             tfma.MetricsSpec(
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
                     tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy", threshold=accuracy_threshold
+                        class_name="SparseCategoricalAccuracy",
+                        per_slice_thresholds=accuracy_thresholds,
                     ),
                     tfma.MetricConfig(class_name=CONFUSION_MATRIX_PLOT),
                 ]
@@ -47,6 +72,55 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
             per_class_metrics_spec(dataset.num_classes),
             calibration_metrics_spec(),
         ],
+    )
+
+
+def slicing_specs(dataset: DatasetConfig) -> dict[SliceKind, tfma.SlicingSpec]:
+    """The slices of the eval split TFMA measures beside the whole: each class, and for
+    photos each stored format and each size bucket of the stored image's longer side.
+
+    The size buckets come from a SQL slice (TFMA wraps the query in
+    `SELECT ARRAY(...) AS slice_key FROM Examples AS example`), so a slice is a
+    readable range rather than one slice per distinct size.
+    """
+    kinds: dict[SliceKind, tfma.SlicingSpec] = {
+        "class": tfma.SlicingSpec(feature_keys=[dataset.label_feature])
+    }
+    if dataset.stores_encoded_images:
+        kinds["image_format"] = tfma.SlicingSpec(feature_keys=[IMAGE_FORMAT_FEATURE])
+        kinds["image_size"] = tfma.SlicingSpec(slice_keys_sql=_size_bucket_sql())
+    return kinds
+
+
+def slice_feature(kind: SliceKind, dataset: DatasetConfig) -> str:
+    """The key TFMA names a slice of `kind` by."""
+    return {
+        "class": dataset.label_feature,
+        "image_format": IMAGE_FORMAT_FEATURE,
+        "image_size": IMAGE_SIZE_SLICE,
+    }[kind]
+
+
+def threshold_spec(kind: SliceKind, spec: tfma.SlicingSpec) -> tfma.SlicingSpec:
+    """The spec a per-slice threshold names to apply to every slice of `kind`.
+
+    TFMA matches a threshold's spec to a slice by its keys and ignores SQL, so the
+    size buckets are named by the key the query gives them.
+    """
+    if spec.slice_keys_sql:
+        return tfma.SlicingSpec(feature_keys=[IMAGE_SIZE_SLICE])
+    return spec
+
+
+def _size_bucket_sql() -> str:
+    longer = "GREATEST(height, width)"
+    cases = " ".join(
+        f"WHEN {longer} <= {high} THEN '{label}'"
+        for label, high in zip(SIZE_BUCKETS, SIZE_BUCKET_LIMITS, strict=False)
+    )
+    return (
+        f"SELECT STRUCT(CASE {cases} ELSE '{SIZE_BUCKETS[-1]}' END AS {IMAGE_SIZE_SLICE}) "
+        f"FROM example.{IMAGE_HEIGHT_FEATURE} AS height, example.{IMAGE_WIDTH_FEATURE} AS width"
     )
 
 

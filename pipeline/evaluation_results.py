@@ -1,8 +1,8 @@
 """The one reader of the Evaluator's TFMA output, for the run summary and the report.
 
 Overall metrics (candidate and baseline), the blessing decision in words, per-class
-metrics, the confusion matrix, the calibration of the top probability and the
-thresholds, all through TFMA's public loaders.
+metrics, the confusion matrix, the calibration of the top probability, the metrics of
+each slice and the thresholds, all through TFMA's public loaders.
 """
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ from collections.abc import Sequence
 
 import numpy as np
 import tensorflow_model_analysis as tfma
+from tensorflow_model_analysis.writers import eval_config_writer
 
-from pipeline.eval_config import ACCURACY_METRIC
+from common.config import EvaluatorConfig
+from components.contract import IMAGE_FORMAT_FEATURE
+from pipeline.eval_config import ACCURACY_METRIC, IMAGE_SIZE_SLICE, SIZE_BUCKETS
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).
@@ -23,11 +26,31 @@ _SHOWN_NAMES = {"SparseCategoricalAccuracy": "accuracy"}
 
 @dataclasses.dataclass
 class Threshold:
-    """One threshold of the eval config, in words (and its bound, to draw it)."""
+    """One threshold of the eval config, in words (and its bound, to draw it).
+
+    `slices` is None for the whole eval split, else the kind of slice every one of
+    which must meet it ("class", "image_format", "image_size").
+    """
 
     metric: str
     rule: str
     lower_bound: float | None = None
+    slices: str | None = None
+
+
+@dataclasses.dataclass
+class SliceMetrics:
+    """The candidate on one slice of the eval split: which, how many examples, how right.
+
+    `flagged`: its accuracy is below the overall accuracy by more than the margin
+    (`evaluator.slice_margin`), and it holds at least `evaluator.slice_min_examples`.
+    """
+
+    kind: str  # class | image_format | image_size
+    value: str  # the class name, the format, or the size bucket
+    examples: int
+    accuracy: float
+    flagged: bool = False
 
 
 @dataclasses.dataclass
@@ -122,29 +145,66 @@ def per_class_metrics(evaluation_uri: str) -> dict[str, dict[int, float]]:
     return per_class
 
 
-def _describe_failure(failure) -> str:
-    """Says in words which threshold a metric missed, and by how much."""
+def _slice_kind(column: str, label_key: str) -> str | None:
+    return {label_key: "class", IMAGE_FORMAT_FEATURE: "image_format"}.get(
+        column, "image_size" if column == IMAGE_SIZE_SLICE else None
+    )
+
+
+def _slice_value(single_key, kind: str | None, class_names: Sequence[str]) -> str:
+    """A slice's value as people read it: a class's name, a format, a size bucket."""
+    if single_key.HasField("int64_value"):
+        value = single_key.int64_value
+        return (
+            class_names[value] if kind == "class" and 0 <= value < len(class_names) else str(value)
+        )
+    if single_key.HasField("bytes_value"):
+        return single_key.bytes_value.decode("utf-8", "replace")
+    return f"{single_key.float_value:g}"
+
+
+def _slice_name(slice_key, label_key: str, class_names: Sequence[str]) -> str:
+    """`class=cat`, `image_size=65-128 px`; empty for the whole eval split."""
+    names = []
+    for single_key in slice_key.single_slice_keys:
+        kind = _slice_kind(single_key.column, label_key)
+        names.append(f"{kind or single_key.column}={_slice_value(single_key, kind, class_names)}")
+    return ", ".join(names)
+
+
+def _describe_failure(failure, where: str) -> str:
+    """Says in words which threshold a metric missed, on which slice, and by how much."""
     name = "accuracy" if failure.metric_key.name == ACCURACY_METRIC else failure.metric_key.name
+    on = f" on {where}" if where else ""
     value = failure.metric_value.double_value.value
     threshold = failure.metric_threshold
     if failure.metric_key.is_diff:
         allowed = threshold.change_threshold.absolute.value
         return (
-            f"{name} changed by {value:+.4f} against the last blessed model "
+            f"{name}{on} changed by {value:+.4f} against the last blessed model "
             f"(allowed: {allowed:+.4f} or better)"
         )
     bound = threshold.value_threshold.lower_bound.value
-    return f"{name} {value:.4f} is below the lower bound {bound:.4f}"
+    return f"{name}{on} {value:.4f} is below the lower bound {bound:.4f}"
 
 
-def blessing_reason(evaluation_uri: str, blessed: bool, has_baseline: bool) -> str:
-    """Why the model was blessed or not: each missed threshold, or that all passed."""
+def _describe_missing(spec) -> str:
+    keys = list(spec.feature_keys) or ["a SQL slice"]
+    return f"no eval example fell in a slice of {', '.join(keys)}, which a threshold names"
+
+
+def blessing_reason(
+    evaluation_uri: str, blessed: bool, has_baseline: bool, class_names: Sequence[str] = ()
+) -> str:
+    """Why the model was blessed or not: each missed threshold (naming its slice), each
+    slice a threshold names and no example fell in, or that all passed."""
     result = tfma.load_validation_result(evaluation_uri)
+    label_key = _label_key(_eval_config(evaluation_uri))
     failures = [
-        _describe_failure(failure)
+        _describe_failure(failure, _slice_name(per_slice.slice_key, label_key, class_names))
         for per_slice in result.metric_validations_per_slice
         for failure in per_slice.failures
-    ]
+    ] + [_describe_missing(spec) for spec in result.missing_slices]
     if failures:
         return "; ".join(failures)
     if blessed:
@@ -152,6 +212,68 @@ def blessing_reason(evaluation_uri: str, blessed: bool, has_baseline: bool) -> s
             " against the last blessed model" if has_baseline else " (first model: no baseline yet)"
         )
     return "validation failed"
+
+
+def _eval_config(evaluation_uri: str):
+    """The EvalConfig the Evaluator ran with, or None (only the config file is read)."""
+    return eval_config_writer.load_eval_run(evaluation_uri)[0]
+
+
+def _label_key(eval_config) -> str:
+    return eval_config.model_specs[0].label_key if eval_config and eval_config.model_specs else ""
+
+
+def slice_metrics(
+    evaluation_uri: str, class_names: Sequence[str], rule: EvaluatorConfig
+) -> list[SliceMetrics]:
+    """The candidate's example count and accuracy on every slice, flagged by `rule`'s
+    margin and minimum size against the overall accuracy; in kind order (class,
+    image_format, image_size), then class order, format name, bucket size."""
+    label_key = _label_key(_eval_config(evaluation_uri))
+    overall = None
+    slices = []
+    for metrics_for_slice in tfma.load_metrics(evaluation_uri):
+        values = {
+            entry.key.name: entry.value.double_value.value
+            for entry in metrics_for_slice.metric_keys_and_values
+            if _is_candidate(entry.key)
+            and not entry.key.is_diff
+            and not entry.key.HasField("sub_key")
+            and entry.value.HasField("double_value")
+        }
+        keys = metrics_for_slice.slice_key.single_slice_keys
+        if not keys:
+            overall = values.get(ACCURACY_METRIC)
+            continue
+        if len(keys) != 1 or ACCURACY_METRIC not in values:
+            continue
+        kind = _slice_kind(keys[0].column, label_key)
+        if kind is None:
+            continue
+        value = _slice_value(keys[0], kind, class_names)
+        slices.append(
+            SliceMetrics(
+                kind, value, round(values.get("example_count", 0)), values[ACCURACY_METRIC]
+            )
+        )
+    for s in slices:
+        s.flagged = (
+            overall is not None
+            and s.examples >= rule.slice_min_examples
+            and overall - s.accuracy > rule.slice_margin
+        )
+    return sorted(slices, key=lambda s: _slice_order(s, class_names))
+
+
+def _slice_order(s: SliceMetrics, class_names: Sequence[str]) -> tuple:
+    kinds = ("class", "image_format", "image_size")
+    if s.kind == "class":
+        within = class_names.index(s.value) if s.value in class_names else len(class_names)
+    elif s.kind == "image_size":
+        within = SIZE_BUCKETS.index(s.value) if s.value in SIZE_BUCKETS else len(SIZE_BUCKETS)
+    else:
+        within = 0
+    return (kinds.index(s.kind), within, s.value)
 
 
 def confusion_matrix(evaluation_uri: str, num_classes: int) -> np.ndarray | None:
@@ -206,38 +328,58 @@ def calibration(evaluation_uri: str) -> Calibration | None:
     return None
 
 
-def _describe_threshold(class_name: str, threshold) -> list[Threshold]:
+_SLICE_SCOPES = {
+    "class": "on every class",
+    "image_format": "on every image format",
+    "image_size": "on every image size",
+}
+
+
+def _describe_threshold(class_name: str, threshold, slices: str | None) -> list[Threshold]:
     shown = _SHOWN_NAMES.get(class_name, class_name)
+    scope = f" {_SLICE_SCOPES.get(slices, f'on every {slices} slice')}" if slices else ""
     rules = []
     if threshold.HasField("value_threshold"):
         bounds = threshold.value_threshold
         if bounds.HasField("lower_bound"):
             bound = bounds.lower_bound.value
-            rules.append(Threshold(shown, f"at least {bound:.4f}", lower_bound=bound))
+            rules.append(Threshold(shown, f"at least {bound:.4f}{scope}", bound, slices))
         if bounds.HasField("upper_bound"):
-            rules.append(Threshold(shown, f"at most {bounds.upper_bound.value:.4f}"))
+            rules.append(
+                Threshold(shown, f"at most {bounds.upper_bound.value:.4f}{scope}", None, slices)
+            )
     if threshold.HasField("change_threshold"):
         allowed = -threshold.change_threshold.absolute.value
         rules.append(
             Threshold(
                 shown,
-                f"may drop by at most {max(allowed, 0.0):.4f} against the last blessed model",
+                f"may drop by at most {max(allowed, 0.0):.4f}{scope} against the last blessed "
+                "model",
+                None,
+                slices,
             )
         )
     return rules
 
 
 def thresholds(evaluation_uri: str) -> list[Threshold]:
-    """The thresholds the Evaluator applied (TFX drops change thresholds on a first run)."""
-    eval_config = tfma.load_eval_result(evaluation_uri).config
+    """The thresholds the Evaluator applied (TFX drops change thresholds on a first run):
+    the whole eval split's first, then those every slice of a kind must meet."""
+    eval_config = _eval_config(evaluation_uri)
     if eval_config is None:
         return []
+    label_key = _label_key(eval_config)
     rules = []
     for spec in eval_config.metrics_specs:
         for metric in spec.metrics:
             if metric.HasField("threshold"):
-                rules += _describe_threshold(metric.class_name, metric.threshold)
-    return rules
+                rules += _describe_threshold(metric.class_name, metric.threshold, None)
+            for per_slice in metric.per_slice_thresholds:
+                for slicing_spec in per_slice.slicing_specs:
+                    keys = list(slicing_spec.feature_keys)
+                    slices = (_slice_kind(keys[0], label_key) or keys[0]) if keys else None
+                    rules += _describe_threshold(metric.class_name, per_slice.threshold, slices)
+    return sorted(rules, key=lambda rule: rule.slices is not None)
 
 
 def _defined(value: float | None) -> float | None:

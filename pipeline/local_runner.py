@@ -34,7 +34,12 @@ from pipeline.pipeline import create_pipeline
 from pipeline.progress import LiveStatus
 from pipeline.run_memory import write_run_memory
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
-from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
+from pipeline.run_summary import (
+    EVALUATOR_RULES_PROPERTY,
+    ComponentResult,
+    RunSummary,
+    summarize_run,
+)
 from pipeline.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
@@ -236,6 +241,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     run_peak = progress.run_peak() if progress else (None, None)
     if bootstrapped is not None:  # kept in MLMD for a report rebuilt after the run
         record.note(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY, str(bootstrapped))
+    # Kept in MLMD so a report rebuilt after the run flags slices by this run's margin.
+    record.note(NodeIds.EVALUATOR, EVALUATOR_RULES_PROPERTY, config.evaluator.model_dump_json())
     summary = summarize_run(
         record,
         components,
@@ -243,6 +250,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         log_file,
         config.full_pipeline_name,
         config.dataset.class_names,
+        config.evaluator,
     )
     if bootstrapped is not None:  # also when the run stopped before ImportSchemaGen
         summary.schema_bootstrapped = str(bootstrapped)

@@ -70,6 +70,8 @@ def run_message(
         if summary.baseline_metrics and "accuracy" in summary.baseline_metrics:
             shown += f" (baseline accuracy={summary.baseline_metrics['accuracy']:.4g})"
         details.append(f"metrics: {shown}")
+    if any(s.flagged for s in summary.slices):
+        details.append(summary.describe_slices())
     if summary.pushed_model:
         details.append(f"pushed: {summary.pushed_model}")
     if report:

@@ -14,6 +14,7 @@ from typing import Any
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
 
+from common.config import EvaluatorConfig
 from common.interrupts import received_signal
 from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
@@ -30,10 +31,12 @@ from components.serving.server_check import ServingCheckError
 from pipeline.evaluation_results import (
     Calibration,
     ClassMetrics,
+    SliceMetrics,
     blessing_reason,
     calibration,
     class_metrics,
     overall_metrics,
+    slice_metrics,
 )
 from pipeline.manual_blessing import manual_blessing_of, trainer_model_dir
 from pipeline.node_ids import NodeIds
@@ -41,6 +44,9 @@ from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_
 from pipeline.tuning_results import TuningResult, read_tuning
 
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
+# Noted on the run (`RunRecord.note`): the `evaluator:` section the run flagged slices
+# by, so a report rebuilt from the run folder flags them by the same margin.
+EVALUATOR_RULES_PROPERTY = "evaluator_config"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -130,6 +136,12 @@ class RunSummary(MeasuredMemory):
     per_class_metrics: list[ClassMetrics] = dataclasses.field(default_factory=list)
     # How sure the candidate was against how often it was right (eval split), bucketed.
     calibration: Calibration | None = None
+    # The candidate on each slice of the eval split (class; for photos, stored format and
+    # size bucket), each flagged when its accuracy is below the overall one by more than
+    # slice_margin and it holds at least slice_min_examples examples.
+    slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
+    slice_margin: float | None = None
+    slice_min_examples: int | None = None
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
     schema_bootstrapped: str | None = None
     # Set when a person blessed the model the Evaluator refused: reason and blessed_by.
@@ -186,18 +198,26 @@ class RunSummary(MeasuredMemory):
             serving_check_server=error.server if failed_check else None,
         )
 
-    def add_evaluation(self, evaluation_uri: str, blessed: bool) -> None:
-        """Takes the metrics (candidate and baseline) and the blessing from the Evaluator.
+    def add_evaluation(
+        self, evaluation_uri: str, blessed: bool, rules: EvaluatorConfig | None = None
+    ) -> None:
+        """Takes the metrics (candidate and baseline), the blessing and the slices from the
+        Evaluator; `class_names` must be set first, to name the classes.
 
         Args:
           evaluation_uri: the Evaluator's TFMA output (a local path or a gs:// URI).
           blessed: its ModelBlessing's `blessed` property.
+          rules: the `evaluator:` section whose margin flags slices (default: the defaults).
         """
+        rules = rules or EvaluatorConfig()
         self.metrics, self.baseline_metrics = overall_metrics(evaluation_uri)
         self.blessed = blessed
         self.blessing_reason = blessing_reason(
-            evaluation_uri, blessed, self.baseline_metrics is not None
+            evaluation_uri, blessed, self.baseline_metrics is not None, self.class_names
         )
+        self.calibration = calibration(evaluation_uri)
+        self.slices = slice_metrics(evaluation_uri, self.class_names, rules)
+        self.slice_margin, self.slice_min_examples = rules.slice_margin, rules.slice_min_examples
 
     def add_push(self, pushed_property: Callable[[str], Any]) -> None:
         """Takes the push from the Pusher's PushedModel: `pushed_property(name)` reads one of
@@ -219,6 +239,21 @@ class RunSummary(MeasuredMemory):
         if peak is not None:
             self.add_memory(peak)
             self.peak_rss_component = component
+
+    def describe_slices(self) -> str:
+        """One line: the flagged slices with accuracy and size, or that none is flagged."""
+        flagged = [s for s in self.slices if s.flagged]
+        rule = (
+            f"more than {self.slice_margin:.2f} below the overall accuracy "
+            f"with at least {self.slice_min_examples} examples"
+        )
+        if not flagged:
+            kinds = ", ".join(dict.fromkeys(s.kind for s in self.slices))
+            return f"slices: none {rule} ({len(self.slices)} slices of {kinds})"
+        shown = "; ".join(
+            f"{s.kind}={s.value} {s.accuracy:.4f} ({s.examples:,} examples)" for s in flagged
+        )
+        return f"weak slices ({rule}): {shown}"
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
@@ -258,6 +293,8 @@ class RunSummary(MeasuredMemory):
             lines.append(
                 f"never predicted: {', '.join(never_predicted)} (recall 0 on the eval split)"
             )
+        if self.slices:
+            lines.append(self.describe_slices())
         if self.calibration:
             lines.append(
                 f"calibration: expected calibration error "
@@ -333,10 +370,13 @@ def summarize_run(
     log_file: str | None,
     pipeline_name: str,
     class_names: Sequence[str] = (),
+    evaluator: EvaluatorConfig | None = None,
 ) -> RunSummary:
     """Collects statuses, metrics, the blessing and the push of the run just finished.
 
-    `class_names` (every class, in label order) names the per-class metrics.
+    `class_names` (every class, in label order) names the per-class metrics and the
+    class slices; `evaluator` flags the slices, by default as the run noted it
+    (EVALUATOR_RULES_PROPERTY), else by the defaults.
     """
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
     summary.class_names = list(class_names)
@@ -350,12 +390,15 @@ def summarize_run(
         if info_path.exists():
             summary.trainer = json.loads(info_path.read_text())
 
-    evaluator = record.node(NodeIds.EVALUATOR)
-    if evaluator.outputs.get("evaluation") and evaluator.outputs.get("blessing"):
-        evaluation_uri = evaluator.outputs["evaluation"][0].uri
-        blessing = evaluator.outputs["blessing"][0]
-        summary.add_evaluation(evaluation_uri, bool(custom_property(blessing, "blessed")))
-        summary.calibration = calibration(evaluation_uri)
+    evaluator_node = record.node(NodeIds.EVALUATOR)
+    if evaluator_node.outputs.get("evaluation") and evaluator_node.outputs.get("blessing"):
+        evaluation_uri = evaluator_node.outputs["evaluation"][0].uri
+        blessing = evaluator_node.outputs["blessing"][0]
+        if evaluator is None:
+            noted = record.noted(NodeIds.EVALUATOR, EVALUATOR_RULES_PROPERTY)
+            evaluator = EvaluatorConfig.model_validate_json(noted) if noted else None
+        blessed = bool(custom_property(blessing, "blessed"))
+        summary.add_evaluation(evaluation_uri, blessed, evaluator)
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 

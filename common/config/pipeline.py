@@ -10,7 +10,7 @@ from pydantic import Field, model_validator
 from common.config.base import _Section
 from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from common.config.drift import DriftConfig
-from common.config.evaluator import EvaluatorConfig
+from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig
 from common.config.notify import NotifyConfig
 from common.config.secrets import plain_credentials
 from common.config.serving import ServingConfig
@@ -74,6 +74,19 @@ class PipelineConfig(_Section):
                 "trainer.random_crop_area crops photos stored encoded (image folders, TFRecords "
                 f"of PNG/JPEG); dataset {self.dataset.name!r} holds pixel values: use "
                 "trainer.random_shift"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _photo_slices_need_photos(self) -> PipelineConfig:
+        photo_kinds = [
+            kind for kind in self.evaluator.slice_accuracy_lower_bounds if kind in PHOTO_SLICE_KINDS
+        ]
+        if photo_kinds and not self.dataset.stores_encoded_images:
+            raise ValueError(
+                f"evaluator.slice_accuracy_lower_bounds: {', '.join(photo_kinds)} slices are "
+                "the stored photos' formats and sizes; dataset "
+                f"{self.dataset.name!r} holds pixel values: bound class slices only"
             )
         return self
 

@@ -62,7 +62,14 @@ def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFil
     output_dir.mkdir(parents=True, exist_ok=True)
     evaluation = report.evaluation
     lower_bound = (
-        next((t.lower_bound for t in evaluation.thresholds if t.lower_bound is not None), None)
+        next(
+            (
+                t.lower_bound
+                for t in evaluation.thresholds
+                if t.lower_bound is not None and t.slices is None
+            ),
+            None,
+        )
         if evaluation
         else None
     )
@@ -81,6 +88,11 @@ def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFil
         if evaluation
         else None,
         "per_class": plots.per_class_metrics(evaluation.per_class) if evaluation else None,
+        "slices": plots.slice_accuracies(
+            report.summary.slices,
+            report.summary.metrics.get("accuracy"),
+            report.summary.slice_margin,
+        ),
         "calibration": plots.reliability_diagram(report.summary.calibration),
         "samples": plots.sample_predictions(report.samples, report.class_names),
     }

@@ -15,7 +15,7 @@ import jinja2
 import markupsafe
 
 from components.training.hyperparameters import format_value
-from pipeline.evaluation_results import ClassMetrics
+from pipeline.evaluation_results import ClassMetrics, SliceMetrics
 from pipeline.pipeline import NodeIds
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult
@@ -97,6 +97,19 @@ def per_class_rows(per_class: list[ClassMetrics]) -> list[list[str]]:
     return rows
 
 
+SLICE_COLUMNS = ["slice", "value", "eval examples", "accuracy", "flagged"]
+
+
+def slice_rows(slices: list[SliceMetrics], min_examples: int | None) -> list[list[str]]:
+    """One row per slice (SLICE_COLUMNS); a slice too small to be flagged says so."""
+    rows = []
+    for s in slices:
+        too_few = min_examples is not None and s.examples < min_examples
+        flagged = "yes" if s.flagged else "too few examples to flag" if too_few else ""
+        rows.append([s.kind, s.value, str(s.examples), f"{s.accuracy:.4f}", flagged])
+    return rows
+
+
 def trial_table(tuning: TuningResult | None) -> dict[str, list]:
     """Column titles and one row per trial: id, status, objective, seconds, then its values."""
     if tuning is None:
@@ -124,7 +137,8 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
     """The report page, with `figures` (name -> PNG bytes) embedded where the template names them.
 
     The template places: components, data, training, comparison,
-    confusion_matrix, per_class and samples; a missing figure is left out.
+    confusion_matrix, per_class, slices, calibration and samples; a missing figure is
+    left out.
     """
     environment = jinja2.Environment(
         loader=jinja2.PackageLoader("pipeline.report", ""),
@@ -152,6 +166,8 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         epoch_rows=epoch_rows(report.training.scalars) if report.training else [],
         per_class_columns=PER_CLASS_COLUMNS,
         per_class_rows=per_class_rows(per_class),
+        slice_columns=SLICE_COLUMNS,
+        slice_rows=slice_rows(report.summary.slices, report.summary.slice_min_examples),
         **trial_table(report.summary.tuning),
         class_weight=trainer_section.get("class_weight"),
         trainer_status=component_status(report, NodeIds.TRAINER),

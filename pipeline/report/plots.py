@@ -13,7 +13,7 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from pipeline.evaluation_results import Calibration, ClassMetrics
+from pipeline.evaluation_results import Calibration, ClassMetrics, SliceMetrics
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
 from pipeline.run_summary import ComponentResult
@@ -174,6 +174,33 @@ def per_class_metrics(per_class: list[ClassMetrics]) -> Figure | None:
     axes.set_ylim(0, 1.0)  # from 0: a bar's height is its value, however low
     axes.set_title("Per-class metrics (eval split)")
     figure.legend(loc="outside right upper")  # bars at 0 would hide under a legend inside
+    return figure
+
+
+def slice_accuracies(
+    slices: list[SliceMetrics], overall: float | None, margin: float | None
+) -> Figure | None:
+    """Accuracy of each slice as a bar, the overall accuracy and the flagging line drawn;
+    flagged slices in red, each bar labelled with its example count."""
+    if not slices or overall is None or margin is None:
+        return None
+    figure = Figure(figsize=(7, 0.28 * len(slices) + 1.2), layout="constrained")
+    axes = figure.subplots()
+    rows = np.arange(len(slices))[::-1]  # the first slice on top
+    colors = ["tab:red" if s.flagged else "tab:blue" for s in slices]
+    axes.barh(rows, [s.accuracy for s in slices], color=colors)
+    for row, s in zip(rows, slices, strict=True):
+        axes.text(s.accuracy, row, f" {s.accuracy:.3f} ({s.examples:,})", va="center", fontsize=7)
+    axes.set_yticks(rows, [f"{s.kind}={s.value}" for s in slices], fontsize=7)
+    axes.axvline(overall, color="black", linewidth=1, label=f"overall {overall:.3f}")
+    axes.axvline(
+        overall - margin, color="tab:red", linestyle="--", linewidth=1,
+        label=f"flagged below {overall - margin:.3f}",
+    )  # fmt: skip
+    axes.set_xlim(0, 1.25)  # room for the labels right of a bar at 1.0
+    axes.set_xlabel("accuracy (eval examples in brackets)")
+    axes.set_title("Accuracy per slice (eval split)")
+    axes.legend(loc="lower right", fontsize=7)
     return figure
 
 

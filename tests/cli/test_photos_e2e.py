@@ -24,6 +24,7 @@ from components import imagenet_files
 from components.contract import IMAGE_HEIGHT_FEATURE
 from components.serving.export import IMAGES_SIGNATURE, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
 from pipeline.report.collect import collect_report
+from tests.pipeline.e2e_helpers import eval_answers
 
 pytestmark = pytest.mark.slow
 
@@ -138,3 +139,30 @@ def test_the_report_shows_the_photos_sizes_and_formats(photo_run):
     assert features[IMAGE_HEIGHT_FEATURE].maximum == 512
     assert features["image_format"].values == [("jpeg", 241)]
     assert pathlib.Path(summary["pushed_model"]).is_dir()
+
+
+def test_the_summary_slices_the_eval_photos_by_class_format_and_stored_size(photo_run):
+    code, summary, config = photo_run
+    assert code == EXIT_OK, summary["error"]
+    examples = _examples(config, "Split-eval")
+    probabilities, labels = eval_answers(summary["pushed_model"], config)
+    right = probabilities.argmax(axis=1) == labels
+    longer = np.array(
+        [
+            max(
+                e.features.feature[name].int64_list.value[0]
+                for name in ("image_height", "image_width")
+            )
+            for e in examples
+        ]
+    )
+    expected = {("class", name): labels == c for c, name in enumerate(config.dataset.class_names)}
+    expected[("image_format", "jpeg")] = np.ones(len(examples), bool)  # every photo is a JPEG
+    expected[("image_size", "65-128 px")] = (longer > 64) & (longer <= 128)
+    expected[("image_size", "257-512 px")] = (longer > 256) & (longer <= 512)
+    found = {(s["kind"], s["value"]): s for s in summary["slices"]}
+    assert found.keys() == {key for key, mask in expected.items() if mask.any()}
+    for key, slice_ in found.items():
+        mask = expected[key]
+        assert slice_["examples"] == mask.sum(), key
+        assert slice_["accuracy"] == pytest.approx(right[mask].mean(), abs=1e-6), key

@@ -205,8 +205,14 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
         "webhook_secret",
         "timeout_seconds",
         "pipeline_name",
+        "class_names",
+        "evaluator_config",
     }
     assert task_parameter(spec, "NotifyWebhook", "pipeline_name") == config.full_pipeline_name
+    # The slices are named and flagged as a local run of the same config does.
+    assert task_parameter(spec, "NotifyWebhook", "class_names") == list(config.dataset.class_names)
+    evaluator = task_parameter(spec, "NotifyWebhook", "evaluator_config")
+    assert EvaluatorConfig.model_validate(evaluator) == config.evaluator
     executor = pipeline["deploymentSpec"]["executors"]["NotifyWebhook_executor"]["container"]
     assert executor["image"] == config.vertex.pipeline_image
     assert "kubeflow.exit_handler.NotifyWebhook_Executor" in json.dumps(executor)
@@ -356,6 +362,8 @@ def run_exit_handler(final_status_json: str, name: str = SECRET_NAME) -> None:
             "webhook_secret": name,
             "timeout_seconds": 5.0,
             "pipeline_name": "tpu-pipeline-digits",
+            "class_names": json.dumps([str(digit) for digit in range(10)]),
+            "evaluator_config": EvaluatorConfig().model_dump_json(),
         },
     )
 

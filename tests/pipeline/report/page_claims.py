@@ -83,6 +83,25 @@ def _trained(report: RunReport) -> bool:
     return _status(report, "Trainer") in ("executed", "cached")
 
 
+def _slice_rule_is(report: RunReport, margin: str, min_examples: str) -> bool:
+    return (
+        report.summary.slice_margin is not None
+        and margin == f"{report.summary.slice_margin:.2f}"
+        and int(min_examples) == report.summary.slice_min_examples
+    )
+
+
+def _weak_slices(report: RunReport) -> list:
+    """The slices the rule flags, worked out here from the accuracies, not the flags."""
+    overall = report.summary.metrics["accuracy"]
+    return [
+        s
+        for s in report.summary.slices
+        if s.examples >= report.summary.slice_min_examples
+        and overall - s.accuracy > report.summary.slice_margin
+    ]
+
+
 def _class_weight(report: RunReport) -> str | None:
     return ((report.config or {}).get("trainer") or {}).get("class_weight")
 
@@ -274,6 +293,38 @@ def _claims() -> list[Claim]:
                 and m.group(1) == f"{r.summary.calibration.expected_calibration_error:.4f}"
                 and int(m.group(2)) == r.summary.calibration.examples
             ),
+        ),
+        Claim(
+            "evaluation",
+            r"slices: none more than (\d\.\d\d) below the overall accuracy with at least (\d+) "
+            r"examples \((\d+) slices of ([a-z_, ]+)\)\.$",
+            lambda r, m: (
+                _slice_rule_is(r, m.group(1), m.group(2))
+                and not _weak_slices(r)
+                and int(m.group(3)) == len(r.summary.slices)
+                and m.group(4).split(", ") == list(dict.fromkeys(s.kind for s in r.summary.slices))
+            ),
+        ),
+        Claim(
+            "evaluation",
+            r"weak slices \(more than (\d\.\d\d) below the overall accuracy with at least (\d+) "
+            r"examples\): (.+)\.$",
+            lambda r, m: (
+                _slice_rule_is(r, m.group(1), m.group(2))
+                and m.group(3).split("; ")
+                == [
+                    f"{s.kind}={s.value} {s.accuracy:.4f} ({s.examples:,} examples)"
+                    for s in _weak_slices(r)
+                ]
+            ),
+        ),
+        Claim(
+            "evaluation",
+            r"A slice is flagged when its accuracy is more than (\d\.\d\d) below the overall "
+            r"accuracy and it holds at least (\d+) eval examples \(evaluator\.slice_margin, "
+            r"evaluator\.slice_min_examples\); evaluator\.slice_accuracy_lower_bounds makes a "
+            r"slice kind's bound a condition of the blessing\.$",
+            lambda r, m: _slice_rule_is(r, m.group(1), m.group(2)),
         ),
         Claim(
             "evaluation",
