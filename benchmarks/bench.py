@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import data, pruning, trainer_vs_fit  # noqa: E402
+from benchmarks import data, evaluator_slices, pruning, trainer_vs_fit  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -1264,6 +1264,24 @@ def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]
     ]
 
 
+def bench_evaluator_slices(settings: Settings) -> list[Row]:
+    """The Evaluator with every slice against the whole split alone, digits and photos."""
+    rows = []
+    for dataset in ("digits", "signs"):
+        run_dir = _pushed_model(settings, dataset)
+        seconds = evaluator_slices.slice_seconds(run_dir.parent, dataset, settings.repeats)
+        rows.append(
+            Row(
+                "evaluator_slices",
+                f"Evaluator with slices / whole split only, {dataset} "
+                "(class; photos also format and size)",
+                f"{seconds['sliced']:.2f} s vs {seconds['whole']:.2f} s",
+                seconds["sliced"] / seconds["whole"],
+            )
+        )
+    return rows
+
+
 def bench_pruning(settings: Settings) -> list[Row]:
     """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
     return pruning.rows(Row)
@@ -1357,6 +1375,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "predict": bench_predict,
     "predict_photos": lambda settings: bench_predict(settings, "signs"),
     "pruning": bench_pruning,
+    "evaluator_slices": bench_evaluator_slices,
     "preflight_memory": bench_preflight_memory,
 }
 

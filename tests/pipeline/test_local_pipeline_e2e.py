@@ -130,15 +130,21 @@ def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
 
 @pytest.fixture(scope="module")
 def blessed_by_hand(tmp_path_factory):
-    """A run the Evaluator refuses, blessed by hand through the CLI, then a second run."""
+    """A run the Evaluator refuses (every class must be perfect), blessed by hand through
+    the CLI, then a second run."""
     from cli.main import main
 
     output_dir = tmp_path_factory.mktemp("manual-blessing")
-    unreachable = {"evaluator.accuracy_lower_bound": 1.0}
+    unreachable = {"evaluator.slice_accuracy_lower_bounds": {"class": 1.0}}
     config = small_digits_config(output_dir, **unreachable)
     refused = run_local(config, io.StringIO())
     assert refused.succeeded and not refused.blessed, refused.error
-    flags = ["--output-dir", str(output_dir), "--set", "evaluator.accuracy_lower_bound=1.0"]
+    flags = [
+        "--output-dir",
+        str(output_dir),
+        "--set",
+        "evaluator.slice_accuracy_lower_bounds={class: 1.0}",
+    ]
     bless = ["serving", "bless", "--reason", "accepted for the demo", *flags]
     codes = [main(bless), main(bless)]  # the second finds it blessed already
     second = run_local(config, io.StringIO())
@@ -149,6 +155,13 @@ def blessed_by_hand(tmp_path_factory):
 def test_a_manual_blessing_is_recorded_in_mlmd_and_pushes_the_refused_model(blessed_by_hand):
     config, refused, codes, _ = blessed_by_hand
     assert refused.pushed_model is None and codes == [0, 1]
+    # Refused for the classes it missed, each named, though the whole split cleared 0.9.
+    assert refused.metrics["accuracy"] >= 0.9
+    missed = [s for s in refused.slices if s.accuracy < 1.0]
+    assert missed and set(refused.blessing_reason.split("; ")) == {
+        f"accuracy on class={s.value} {s.accuracy:.4f} is below the lower bound 1.0000"
+        for s in missed
+    }
     store = mlmd_store(config)
     (model,) = store.get_artifacts_by_type("Model")
     blessings = [
