@@ -92,13 +92,13 @@ def slicing_specs(dataset: DatasetConfig) -> dict[SliceKind, tfma.SlicingSpec]:
     return kinds
 
 
-def slice_feature(kind: SliceKind, dataset: DatasetConfig) -> str:
-    """The key TFMA names a slice of `kind` by."""
+def slice_kinds_by_key(label_feature: str) -> dict[str, SliceKind]:
+    """The kind of slice each slice key TFMA writes stands for."""
     return {
-        "class": dataset.label_feature,
-        "image_format": IMAGE_FORMAT_FEATURE,
-        "image_size": IMAGE_SIZE_SLICE,
-    }[kind]
+        label_feature: "class",
+        IMAGE_FORMAT_FEATURE: "image_format",
+        IMAGE_SIZE_SLICE: "image_size",
+    }
 
 
 def threshold_spec(kind: SliceKind, spec: tfma.SlicingSpec) -> tfma.SlicingSpec:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from collections.abc import Sequence
 
 import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
 
-from common.config import EvaluatorConfig
-from components.contract import IMAGE_FORMAT_FEATURE
-from pipeline.eval_config import ACCURACY_METRIC, IMAGE_SIZE_SLICE, SIZE_BUCKETS
+from common.config import EvaluatorConfig, SliceKind
+from pipeline.eval_config import ACCURACY_METRIC, SIZE_BUCKETS, slice_kinds_by_key
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).
@@ -46,7 +46,7 @@ class SliceMetrics:
     (`evaluator.slice_margin`), and it holds at least `evaluator.slice_min_examples`.
     """
 
-    kind: str  # class | image_format | image_size
+    kind: SliceKind
     value: str  # the class name, the format, or the size bucket
     examples: int
     accuracy: float
@@ -146,9 +146,7 @@ def per_class_metrics(evaluation_uri: str) -> dict[str, dict[int, float]]:
 
 
 def _slice_kind(column: str, label_key: str) -> str | None:
-    return {label_key: "class", IMAGE_FORMAT_FEATURE: "image_format"}.get(
-        column, "image_size" if column == IMAGE_SIZE_SLICE else None
-    )
+    return slice_kinds_by_key(label_key).get(column)
 
 
 def _slice_value(single_key, kind: str | None, class_names: Sequence[str]) -> str:
@@ -266,7 +264,7 @@ def slice_metrics(
 
 
 def _slice_order(s: SliceMetrics, class_names: Sequence[str]) -> tuple:
-    kinds = ("class", "image_format", "image_size")
+    kinds = typing.get_args(SliceKind)
     if s.kind == "class":
         within = class_names.index(s.value) if s.value in class_names else len(class_names)
     elif s.kind == "image_size":

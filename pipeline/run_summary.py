@@ -28,6 +28,7 @@ from components.pusher import (
 )
 from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
+from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
 from pipeline.evaluation_results import (
     Calibration,
     ClassMetrics,
@@ -240,6 +241,11 @@ class RunSummary(MeasuredMemory):
             self.add_memory(peak)
             self.peak_rss_component = component
 
+    def temperature_fit(self) -> TemperatureFit | None:
+        """The Trainer's temperature fit (`serving.temperature_scaling`), if it made one."""
+        recorded = (self.trainer or {}).get(TEMPERATURE_INFO_KEY)
+        return TemperatureFit.from_json(recorded) if recorded else None
+
     def describe_slices(self) -> str:
         """One line: the flagged slices with accuracy and size, or that none is flagged."""
         flagged = [s for s in self.slices if s.flagged]
@@ -302,6 +308,9 @@ class RunSummary(MeasuredMemory):
                 f"{self.calibration.examples:,} eval examples (top probability against "
                 "how often it is right)"
             )
+        fit = self.temperature_fit()
+        if fit:
+            lines.append(fit.describe())
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")

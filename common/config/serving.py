@@ -41,6 +41,12 @@ class ServingConfig(_Section):
     latency_examples: int = Field(
         default=200, ge=1, description="eval images each model classifies one at a time, timed"
     )
+    temperature_scaling: bool = Field(
+        default=False,
+        description="fit one temperature on the eval split's answers (the first "
+        "measured_examples) and serve softmax(log p / T) when it lowers the expected "
+        "calibration error; the class each image gets is unchanged",
+    )
     check_timeout_seconds: float = Field(
         default=120.0,
         gt=0,

@@ -31,6 +31,7 @@ from components.contract import IMAGE_KEY
 from components.images.decode import decode_encoded_images, unit_range
 from components.models import build_model
 from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from components.serving.temperature import rescale_tensor
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"
@@ -67,6 +68,7 @@ def export_serving_model(
     dataset: DatasetConfig,
     export_dir: str,
     training_info: dict[str, Any],
+    temperature: float | None = None,
 ) -> None:
     """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
 
@@ -77,6 +79,8 @@ def export_serving_model(
       export_dir: where the SavedModel goes (TFX's `serving_model_dir`).
       training_info: device, strategy and policy the model was trained with;
         written to `assets.extra/training_info.json`.
+      temperature: if set, every signature answers softmax(log p / temperature)
+        (`components/serving/temperature.py`).
     """
     model.tft_layer = transform_output.transform_features_layer()
     # Requests carry the image only: no label, ids or the image's size statistics.
@@ -86,17 +90,21 @@ def export_serving_model(
     if dataset.stores_8bit_pixels:
         scaled_values = scaled_8bit_values(model.tft_layer, dataset)
 
+    def classify(images: tf.Tensor) -> dict[str, tf.Tensor]:
+        probabilities = model(images, training=False)
+        if temperature is not None:
+            probabilities = rescale_tensor(probabilities, temperature)
+        return {SERVING_OUTPUT_KEY: probabilities}
+
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        images = model.tft_layer(raw)[IMAGE_KEY]
-        return {SERVING_OUTPUT_KEY: model(images, training=False)}
+        return classify(model.tft_layer(raw)[IMAGE_KEY])
 
     def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
         if dataset.stores_encoded_images:
             # The Transform graph takes encoded photos: decoded pixels skip to its last step.
-            return {SERVING_OUTPUT_KEY: model(unit_range(pixels), training=False)}
+            return classify(unit_range(pixels))
         if dataset.stores_8bit_pixels:  # the Transform graph takes bytes: its table instead
-            images = scale_8bit_pixels(pixels, scaled_values)
-            return {SERVING_OUTPUT_KEY: model(images, training=False)}
+            return classify(scale_8bit_pixels(pixels, scaled_values))
         # The flat pixel list of a tf.Example; the label and other features are not needed.
         return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
 
@@ -123,6 +131,11 @@ def export_serving_model(
     if dataset.image_shape[2] in (1, 3):  # encoded images decode to gray or RGB only
         signatures[IMAGES_SIGNATURE] = serve_images
     model.save(export_dir, save_format="tf", signatures=signatures)
+    write_training_info(export_dir, training_info)
+
+
+def write_training_info(export_dir: str, training_info: dict[str, Any]) -> None:
+    """Writes (or rewrites) the model's `assets.extra/training_info.json`."""
     info_path = os.path.join(export_dir, TRAINING_INFO_PATH)
     tf.io.gfile.makedirs(os.path.dirname(info_path))
     with tf.io.gfile.GFile(info_path, "w") as handle:

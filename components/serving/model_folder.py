@@ -1,6 +1,7 @@
 """Everything one trained model is served as, written into the Trainer's model folder.
 
-The SavedModel first, then TF Serving's warmup requests for it and the drift
+The SavedModel first (refitted to a temperature when `serving.temperature_scaling` asks
+and it helps), then TF Serving's warmup requests for it and the drift
 reference `predict` compares its input with (`components/drift/reference.py`),
 then each variant measured against it (TFLite today).
 The Trainer writes them, not a later component, so the variants are part of
@@ -13,18 +14,39 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
 
 from common.config import DatasetConfig, ServingConfig
 from components.drift.reference import write_drift_reference
 from components.serving.export import (
+    PIXELS_INPUT_KEY,
+    PIXELS_SIGNATURE,
+    SERVING_OUTPUT_KEY,
     export_serving_model,
     serving_copy,
     serving_default_function,
+    write_training_info,
 )
-from components.serving.tflite_variants import export_tflite_variants
+from components.serving.temperature import TEMPERATURE_INFO_KEY, fit_temperature
+from components.serving.tflite_variants import export_tflite_variants, split_batches
 from components.serving.warmup import write_warmup_requests
+
+
+def _eval_answers(
+    export_dir: str, eval_files: list[str], dataset: DatasetConfig, serving: ServingConfig
+) -> tuple[np.ndarray, np.ndarray]:
+    """The exported model's probabilities and the labels of the first
+    `serving.measured_examples` eval examples, a batch at a time."""
+    classify = tf.saved_model.load(export_dir).signatures[PIXELS_SIGNATURE]
+    probabilities, labels = [], []
+    for pixels, batch_labels in split_batches(eval_files, dataset, serving.measured_examples):
+        probabilities.append(classify(**{PIXELS_INPUT_KEY: pixels})[SERVING_OUTPUT_KEY].numpy())
+        labels.append(batch_labels.numpy())
+    if not labels:
+        return np.zeros((0, dataset.num_classes)), np.zeros(0, np.int64)
+    return np.concatenate(probabilities), np.concatenate(labels)
 
 
 def write_model_folder(
@@ -53,13 +75,19 @@ def write_model_folder(
       eval_files: the eval split every variant is measured on.
       training_info: how the model was trained, saved beside it.
     """
-    export_serving_model(
-        serving_copy(weights, model_name, dataset),
-        transform_output,
-        dataset,
-        export_dir,
-        training_info,
-    )
+    model = serving_copy(weights, model_name, dataset)
+    export_serving_model(model, transform_output, dataset, export_dir, training_info)
+    if serving.temperature_scaling:
+        fit = fit_temperature(*_eval_answers(export_dir, eval_files, dataset, serving))
+        training_info = {**training_info, TEMPERATURE_INFO_KEY: fit.as_json()}
+        logging.info("Temperature scaling: %s", fit.as_json())
+        if fit.applied:  # the same model again, its signatures answering the scaled softmax
+            tf.io.gfile.rmtree(export_dir)
+            export_serving_model(
+                model, transform_output, dataset, export_dir, training_info, fit.temperature
+            )
+        else:
+            write_training_info(export_dir, training_info)
     write_warmup_requests(export_dir, eval_files, dataset)
     predict = serving_default_function(export_dir)
     reference = write_drift_reference(

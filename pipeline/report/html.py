@@ -166,6 +166,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         epoch_rows=epoch_rows(report.training.scalars) if report.training else [],
         per_class_columns=PER_CLASS_COLUMNS,
         per_class_rows=per_class_rows(per_class),
+        temperature_fit=report.summary.temperature_fit(),
         slice_columns=SLICE_COLUMNS,
         slice_rows=slice_rows(report.summary.slices, report.summary.slice_min_examples),
         **trial_table(report.summary.tuning),

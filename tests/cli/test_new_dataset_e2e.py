@@ -22,12 +22,19 @@ from cli.main import EXIT_DATA_REJECTED, main
 from cli.synthetic_data import write_synthetic
 from common.config import load_config
 from components.images.examples import parse_pixels
+from components.serving.temperature import calibration_error
 from pipeline.data_sources import write_digits_tfrecord
 from pipeline.report import write_report_files
 from pipeline.report.collect import SAMPLES_SHOWN, collect_report
 from pipeline.report.tensorboard_logs import summary_kinds
 from tests.components.example_gen.conftest import record_ends
-from tests.pipeline.e2e_helpers import executions_of, mlmd_store, serving_accuracy, split_files
+from tests.pipeline.e2e_helpers import (
+    eval_answers,
+    executions_of,
+    mlmd_store,
+    serving_accuracy,
+    split_files,
+)
 from tests.pipeline.report.page_claims import false_sentences, read_page
 
 pytestmark = pytest.mark.slow
@@ -56,6 +63,7 @@ trainer:
   train_steps: 120
 serving:
   tflite_variants: []
+  temperature_scaling: true
 """
     )
     return str(config)
@@ -71,6 +79,18 @@ def _assert_pixels_signature_serves_the_stored_examples_floats(saved_model_dir, 
     np.testing.assert_allclose(
         from_pixels["probabilities"], from_examples["probabilities"], atol=1e-6
     )
+
+
+def _assert_the_served_model_carries_its_temperature_fit(summary: dict, config) -> None:
+    """The fit on the 120 eval digits is what the served model's answers and the
+    Evaluator's calibration error show: after the scaling if it was applied, else before."""
+    fit = summary["trainer"]["temperature_scaling"]
+    assert fit["examples"] == 120
+    assert fit["applied"] == (fit["calibration_error_after"] < fit["calibration_error_before"])
+    served = fit["calibration_error_after" if fit["applied"] else "calibration_error_before"]
+    probabilities, labels = eval_answers(summary["pushed_model"], config)
+    assert calibration_error(probabilities, labels) == pytest.approx(served, abs=1e-6)
+    assert summary["calibration"]["expected_calibration_error"] == pytest.approx(served, abs=1e-4)
 
 
 def _run(config: str, summary_path, capfd) -> tuple[int, str, dict]:
@@ -106,6 +126,7 @@ def test_first_run_of_a_new_dataset_bootstraps_its_schema_and_trains(tmp_path, c
         summary["metrics"]["accuracy"], abs=1e-6
     )
     _assert_pixels_signature_serves_the_stored_examples_floats(summary["pushed_model"], config)
+    _assert_the_served_model_carries_its_temperature_fit(summary, config)
 
     # Class names wherever classes are shown: summary, report, TensorBoard.
     assert summary["class_names"] == NAMES
@@ -123,7 +144,9 @@ def test_first_run_of_a_new_dataset_bootstraps_its_schema_and_trains(tmp_path, c
     rebuilt = write_report_files(report, tmp_path / "rebuilt").html.read_text(encoding="utf-8")
     assert report.summary.schema_bootstrapped == str(schema_file)
     for page in (html, rebuilt):
-        assert false_sentences(read_page(page), report, "data") == []
+        assert "temperature scaling: T=" in page
+        for section in ("data", "evaluation"):  # evaluation: the temperature fit's line
+            assert false_sentences(read_page(page), report, section) == []
         assert "this run inferred the schema" in page and "curated" not in page
         assert "__BYTES_VALUE__" not in page and "binary, 784 B a value on average" in page
     samples = report.samples

@@ -8,6 +8,7 @@ from cli.synthetic_data import synthetic_dataset
 from components.models import build_model
 from components.serving.export import export_serving_model
 from components.serving.tflite_variants import array_batches, convert, pixels_converter
+from tests.components.serving.byte_examples import serialized_byte_examples
 
 
 def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every_variant(
@@ -19,16 +20,7 @@ def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every
     model = build_model("mnist_cnn", dataset.image_shape, dataset.num_classes)
     export_serving_model(model, tft.TFTransformOutput(graph), dataset, export_dir, {})
     signatures = tf.saved_model.load(export_dir).signatures
-    examples = [
-        tf.train.Example(
-            features=tf.train.Features(
-                feature={
-                    "pixels": tf.train.Feature(bytes_list=tf.train.BytesList(value=[i.tobytes()]))
-                }
-            )
-        ).SerializeToString()
-        for i in images
-    ]
+    examples = serialized_byte_examples(images)
     pixels = images.astype(np.float32)
 
     stored = signatures["serving_default"](examples=tf.constant(examples))["probabilities"]

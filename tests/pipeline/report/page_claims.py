@@ -83,6 +83,19 @@ def _trained(report: RunReport) -> bool:
     return _status(report, "Trainer") in ("executed", "cached")
 
 
+def _temperature_is(report: RunReport, m: re.Match) -> bool:
+    recorded = (report.summary.trainer or {}).get("temperature_scaling")
+    return bool(recorded) and (
+        m.group(1) == f"{recorded['temperature']:.3f}"
+        and int(m.group(2).replace(",", "")) == recorded["examples"]
+        and m.group(3) == f"{recorded['calibration_error_before']:.4f}"
+        and m.group(4) == f"{recorded['calibration_error_after']:.4f}"
+        and (m.group(5) == "served") == recorded["applied"]
+        and recorded["applied"]
+        == (recorded["calibration_error_after"] < recorded["calibration_error_before"])
+    )
+
+
 def _slice_rule_is(report: RunReport, margin: str, min_examples: str) -> bool:
     return (
         report.summary.slice_margin is not None
@@ -325,6 +338,14 @@ def _claims() -> list[Claim]:
             r"evaluator\.slice_min_examples\); evaluator\.slice_accuracy_lower_bounds makes a "
             r"slice kind's bound a condition of the blessing\.$",
             lambda r, m: _slice_rule_is(r, m.group(1), m.group(2)),
+        ),
+        Claim(
+            "evaluation",
+            r"temperature scaling: T=(\d+\.\d{3}) fitted on ([\d,]+) eval examples, expected "
+            r"calibration error (\d\.\d{4}) -> (\d\.\d{4}) \((served|not applied: it would not "
+            r"lower the error)\) \(serving\.temperature_scaling; the reliability diagram is the "
+            r"served model's\)\.$",
+            lambda r, m: _temperature_is(r, m),
         ),
         Claim(
             "evaluation",
