@@ -21,7 +21,7 @@ from common.config.dataset import (
     SplitPatterns,
 )
 from common.config.drift import DriftConfig
-from common.config.evaluator import EvaluatorConfig, SliceKind
+from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig, SliceKind
 from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
@@ -85,6 +85,7 @@ __all__ = [
     "Optimizer",
     "PHOTO_DEFAULT_IMAGE_SHAPE",
     "PHOTO_DEFAULT_MODEL",
+    "PHOTO_SLICE_KINDS",
     "PipelineConfig",
     "Precision",
     "PromisedDevices",

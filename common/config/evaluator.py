@@ -13,7 +13,7 @@ from common.config.base import _Section
 # the size bucket of the stored image's longer side (pipeline/eval_config.py).
 SliceKind = Literal["class", "image_format", "image_size"]
 PHOTO_SLICE_KINDS: tuple[SliceKind, ...] = ("image_format", "image_size")
-Accuracy = Annotated[float, Field(ge=0, le=1)]
+_Accuracy = Annotated[float, Field(ge=0, le=1)]
 
 
 class EvaluatorConfig(_Section):
@@ -36,7 +36,7 @@ class EvaluatorConfig(_Section):
         description="slices with fewer eval examples are shown but never flagged: their "
         "accuracy is too noisy to call a weakness",
     )
-    slice_accuracy_lower_bounds: dict[SliceKind, Accuracy] = Field(
+    slice_accuracy_lower_bounds: dict[SliceKind, _Accuracy] = Field(
         default_factory=dict,
         description="opt-in blessing bounds: every slice of the kind (every class, every "
         "format, every size bucket) must reach the accuracy, or the model is not blessed",
