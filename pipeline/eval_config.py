@@ -46,7 +46,7 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
         )
     ] + [
         tfma.PerSliceMetricThreshold(
-            slicing_specs=[threshold_spec(kind, kinds[kind])],
+            slicing_specs=[threshold_spec(kinds[kind])],
             threshold=tfma.MetricThreshold(
                 value_threshold=tfma.GenericValueThreshold(lower_bound={"value": bound})
             ),
@@ -101,8 +101,8 @@ def slice_kinds_by_key(label_feature: str) -> dict[str, SliceKind]:
     }
 
 
-def threshold_spec(kind: SliceKind, spec: tfma.SlicingSpec) -> tfma.SlicingSpec:
-    """The spec a per-slice threshold names to apply to every slice of `kind`.
+def threshold_spec(spec: tfma.SlicingSpec) -> tfma.SlicingSpec:
+    """The spec a per-slice threshold names to apply to every slice `spec` makes.
 
     TFMA matches a threshold's spec to a slice by its keys and ignores SQL, so the
     size buckets are named by the key the query gives them.
