@@ -9,6 +9,7 @@ Library logs go to a file in the temp folder; progress to stderr; the result
 line to stdout. Every job also compares its images with the model's reference
 (`drift:`, docs/drift.md): one `data shift:` line on stderr says what moved and by
 how much, or that nothing did; `--fail-on-drift` makes a shift exit 3 for scripts.
+`--explain N` draws what drove the N answers the model was least sure of.
 """
 
 from __future__ import annotations
@@ -82,6 +83,19 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
         "predictions are written all the same)",
     )
     predict.add_argument(
+        "--explain",
+        type=positive_int,
+        metavar="N",
+        help="also draw attribution maps of the N answers the model was least sure of "
+        "(method and steps: the explain section of --config; docs/explain.md)",
+    )
+    predict.add_argument(
+        "--explain-dir",
+        metavar="DIR",
+        help="where --explain writes attributions.png, .json and maps.npz (default: beside "
+        "--output, named after it with -explained)",
+    )
+    predict.add_argument(
         "--summary-json",
         metavar="FILE",
         help="also write the job's result, its drift check with every signal, to this JSON file",
@@ -129,6 +143,9 @@ def run_predict(args: argparse.Namespace) -> int:
                 beam_args=beam_args(args),
                 status=status,
                 drift=config.drift,
+                explain=args.explain or 0,
+                explain_dir=args.explain_dir,
+                explain_settings=config.explain,
             )
         finally:
             status.stop()
@@ -141,10 +158,25 @@ def run_predict(args: argparse.Namespace) -> int:
     print(result.drift.headline(), file=sys.stderr)
     if result.drift.shifts and config.notify is not None:
         _notify_shift(config.notify, result)
+    if result.explained is not None:
+        print(_explained_line(result), file=sys.stderr)
     if args.summary_json:
         _write_summary(args.summary_json, result)
     print(f"wrote {result.predictions:,} predictions to {result.output}{accuracy}", flush=True)
     return EXIT_DRIFTED if args.fail_on_drift and result.drift.shifts else 0
+
+
+def _explained_line(result: BatchResult) -> str:
+    from pipeline.batch_predict.explain import PICTURE_FILE
+
+    explained = result.explained
+    if not explained.chosen:
+        return f"explained: nothing (no record was predicted); {result.explain_dir}"
+    return (
+        f"explained: the {len(explained.chosen)} least confident answers "
+        f"({explained.method_name}, {explained.settings['seconds']:.1f} s): "
+        f"{result.explain_dir.rstrip('/')}/{PICTURE_FILE}"
+    )
 
 
 def _notify_shift(notify: NotifyConfig, result: BatchResult) -> None:
@@ -169,5 +201,12 @@ def _write_summary(path: str, result: BatchResult) -> None:
         "labelled": result.labelled,
         "correct": result.correct,
         "drift": result.drift.to_json(),
+        "explained": None
+        if result.explained is None
+        else {
+            "folder": result.explain_dir,
+            "method": result.explained.method,
+            "answers": [c.as_json() for c in result.explained.chosen],
+        },
     }
     write_text(path, json.dumps(summary, indent=2) + "\n")

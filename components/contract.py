@@ -14,6 +14,7 @@ from typing import Any
 
 from common.config import (
     DatasetConfig,
+    ExplainConfig,
     PipelineConfig,
     ServingConfig,
     TrainerConfig,
@@ -34,6 +35,7 @@ IMAGE_FORMAT_FEATURE = "image_format"
 DATASET_SECTION = "dataset"
 TRAINER_SECTION = "trainer"
 SERVING_SECTION = "serving"
+EXPLAIN_SECTION = "explain"
 TUNER_SECTION = "tuner"
 # A fingerprint of the code, so editing it reruns the component instead of hitting the cache.
 CODE_VERSION_KEY = "code_version"
@@ -49,13 +51,15 @@ def component_sections(config: PipelineConfig, code_version: str) -> dict[str, A
 
 
 def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
-    """The Trainer's: also the `serving` section, which its export step reads.
+    """The Trainer's: also the `serving` section, which its export step reads, and the
+    `explain` section of its attribution step.
 
-    Only the Trainer gets it, so changing the TFLite variants does not rerun Transform.
+    Only the Trainer gets them, so changing the TFLite variants does not rerun Transform.
     """
     return {
         **component_sections(config, code_version),
         SERVING_SECTION: config.serving.model_dump(mode="json"),
+        EXPLAIN_SECTION: config.explain.model_dump(mode="json"),
     }
 
 
@@ -88,6 +92,11 @@ def read_trainer(custom_config: dict[str, Any]) -> TrainerConfig:
 def read_serving(custom_config: dict[str, Any]) -> ServingConfig:
     """The serving section (the Trainer's and the Pusher's custom_config)."""
     return ServingConfig.model_validate(custom_config[SERVING_SECTION])
+
+
+def read_explain(custom_config: dict[str, Any]) -> ExplainConfig:
+    """The attribution step's section (the Trainer's custom_config only)."""
+    return ExplainConfig.model_validate(custom_config[EXPLAIN_SECTION])
 
 
 def read_tuner(custom_config: dict[str, Any]) -> TunerConfig:

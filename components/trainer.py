@@ -18,7 +18,7 @@ from absl import logging
 
 from common.config import DatasetConfig, TrainerConfig
 from common.tfx_api import FnArgs
-from components.contract import read_dataset, read_serving, read_trainer
+from components.contract import read_dataset, read_explain, read_serving, read_trainer
 from components.device.multi_worker import (
     lost_worker_is_an_error,
     wait_for_all_workers,
@@ -26,6 +26,7 @@ from components.device.multi_worker import (
 )
 from components.device.policy import resolve_training_policy
 from components.device.strategy import StrategyChoice, resolve_strategy
+from components.explain.eval_split import explain_eval_split
 from components.models import build_model, compile_model, is_backbone, load_pretrained_weights
 from components.preflight import require_preflight
 from components.serving.model_folder import write_model_folder
@@ -256,3 +257,11 @@ def run_fn(fn_args: FnArgs) -> None:
     )
     if choice.num_workers > 1:
         wait_for_all_workers(choice.strategy)  # the other workers wait for this export
+    # After the other workers are released: explaining takes no collective, only time.
+    explain_eval_split(
+        fn_args.model_run_dir,
+        fn_args.serving_model_dir,
+        fn_args.eval_files,
+        dataset,
+        read_explain(fn_args.custom_config),
+    )

@@ -22,6 +22,7 @@ from common.config.dataset import (
 )
 from common.config.drift import DriftConfig
 from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig, SliceKind
+from common.config.explain import ExplainBaseline, ExplainConfig, ExplainMethod
 from common.config.loading import explicit_fields, load_config
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
@@ -77,6 +78,9 @@ __all__ = [
     "DatasetConfig",
     "DriftConfig",
     "EvaluatorConfig",
+    "ExplainBaseline",
+    "ExplainConfig",
+    "ExplainMethod",
     "GcsUri",
     "LearningRateDecay",
     "LearningRateScaling",

@@ -11,6 +11,7 @@ from common.config.base import _Section
 from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from common.config.drift import DriftConfig
 from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig
+from common.config.explain import ExplainConfig
 from common.config.notify import NotifyConfig
 from common.config.secrets import plain_credentials
 from common.config.serving import ServingConfig
@@ -55,6 +56,7 @@ class PipelineConfig(_Section):
     evaluator: EvaluatorConfig = EvaluatorConfig()
     serving: ServingConfig = ServingConfig()
     drift: DriftConfig = DriftConfig()
+    explain: ExplainConfig = ExplainConfig()
     enable_cache: bool = True
     beam_pipeline_args: list[str] = Field(
         default_factory=list,

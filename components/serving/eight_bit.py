@@ -34,6 +34,21 @@ def scaled_8bit_values(
 
 
 def scale_8bit_pixels(pixels: tf.Tensor, scaled_values: tf.Tensor) -> tf.Tensor:
-    """Float pixels (whole 0..255 values; others are rounded and clipped) -> the graph's floats."""
-    index = tf.cast(tf.clip_by_value(tf.round(pixels), 0.0, 255.0), tf.int32)
-    return tf.gather(scaled_values, index)
+    """Float pixels (whole 0..255 values; others are rounded and clipped) -> the graph's floats.
+
+    A table lookup has no gradient, which attributions (`components/explain/`) need: its
+    gradient is the table's slope from each value to the next, as if the graph's scaling
+    were drawn through the 256 points. The answer itself stays the lookup.
+    """
+
+    @tf.custom_gradient
+    def lookup(values: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+        index = tf.cast(tf.clip_by_value(tf.round(values), 0.0, 255.0), tf.int32)
+        slopes = scaled_values[1:] - scaled_values[:-1]
+
+        def gradient(upstream: tf.Tensor) -> tf.Tensor:
+            return upstream * tf.gather(slopes, tf.minimum(index, EIGHT_BIT_VALUES - 2))
+
+        return tf.gather(scaled_values, index), gradient
+
+    return lookup(pixels)

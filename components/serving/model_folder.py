@@ -20,33 +20,16 @@ from absl import logging
 
 from common.config import DatasetConfig, ServingConfig
 from components.drift.reference import write_drift_reference
+from components.serving.answers import PixelClassifier, eval_answers
 from components.serving.export import (
-    PIXELS_INPUT_KEY,
-    PIXELS_SIGNATURE,
-    SERVING_OUTPUT_KEY,
     export_serving_model,
     serving_copy,
     serving_default_function,
     write_training_info,
 )
 from components.serving.temperature import TEMPERATURE_INFO_KEY, fit_temperature
-from components.serving.tflite_variants import export_tflite_variants, split_batches
+from components.serving.tflite_variants import export_tflite_variants
 from components.serving.warmup import write_warmup_requests
-
-
-def _eval_answers(
-    export_dir: str, eval_files: list[str], dataset: DatasetConfig, serving: ServingConfig
-) -> tuple[np.ndarray, np.ndarray]:
-    """The exported model's probabilities and the labels of the first
-    `serving.measured_examples` eval examples, a batch at a time."""
-    classify = tf.saved_model.load(export_dir).signatures[PIXELS_SIGNATURE]
-    probabilities, labels = [], []
-    for pixels, batch_labels in split_batches(eval_files, dataset, serving.measured_examples):
-        probabilities.append(classify(**{PIXELS_INPUT_KEY: pixels})[SERVING_OUTPUT_KEY].numpy())
-        labels.append(batch_labels.numpy())
-    if not labels:
-        return np.zeros((0, dataset.num_classes)), np.zeros(0, np.int64)
-    return np.concatenate(probabilities), np.concatenate(labels)
 
 
 def write_model_folder(
@@ -78,7 +61,10 @@ def write_model_folder(
     model = serving_copy(weights, model_name, dataset)
     export_serving_model(model, transform_output, dataset, export_dir, training_info)
     if serving.temperature_scaling:
-        fit = fit_temperature(*_eval_answers(export_dir, eval_files, dataset, serving))
+        answers = eval_answers(
+            PixelClassifier(export_dir), eval_files, dataset, serving.measured_examples
+        )
+        fit = fit_temperature(*answers)
         training_info = {**training_info, TEMPERATURE_INFO_KEY: fit.as_json()}
         logging.info("Temperature scaling: %s", fit.as_json())
         if fit.applied:  # the same model again, its signatures answering the scaled softmax

@@ -29,11 +29,13 @@ from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions,
 
 from common import fileio
 from common.atomic_file import replaced_when_done
-from common.config import ConfigError, DatasetConfig, DriftConfig
+from common.config import ConfigError, DatasetConfig, DriftConfig, ExplainConfig
 from components.drift.compare import DriftCheck
 from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.formats import list_inputs, source_format, split_inputs
+from components.explain.store import Attributions
 from pipeline.batch_predict.drift_check import DriftPlan, check_drift
+from pipeline.batch_predict.explain import ExplainPlan, explain_least_confident
 from pipeline.batch_predict.model_handler import ServingDefaultHandler
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
 from pipeline.batch_predict.outputs import output_extension, write_predictions
@@ -69,6 +71,8 @@ class BatchResult:
     labelled: int
     correct: int
     drift: DriftCheck
+    explained: Attributions | None = None  # `predict --explain N`: the least confident N
+    explain_dir: str | None = None
 
 
 def input_files(dataset: DatasetConfig, data_dir: str, pattern: str | None = None) -> list[str]:
@@ -120,10 +124,11 @@ def build_pipeline(
     output: str,
     batch_size: int,
     drift: DriftPlan | None = None,
+    explain: ExplainPlan | None = None,
 ) -> None:
     """Adds the job's steps to `pipeline`: every record of `files` predicted into `output`,
-    by the SavedModel in `model_dir`, `batch_size` records a call, and the statistics
-    `drift` compares, if given."""
+    by the SavedModel in `model_dir`, `batch_size` records a call, the statistics
+    `drift` compares and the records `explain` keeps, if given."""
     predictions = (
         pipeline
         | "ListFiles" >> beam.Create(files)
@@ -135,6 +140,8 @@ def build_pipeline(
     _ = predictions | "WritePredictions" >> write_predictions(output, rows)
     if drift is not None:
         drift.add_statistics(pipeline, predictions)
+    if explain is not None:
+        explain.add_to(predictions)
 
 
 def _counter(result, name: str) -> int:
@@ -189,6 +196,9 @@ def run_batch_predictions(
     beam_args: Sequence[str] = (),
     status: LiveStatus | None = None,
     drift: DriftConfig | None = None,
+    explain: int = 0,
+    explain_dir: str | None = None,
+    explain_settings: ExplainConfig | None = None,
 ) -> BatchResult:
     """Predicts every record under `data_dir` with the pushed model `model` into `output`.
 
@@ -204,6 +214,9 @@ def run_batch_predictions(
       status: shows the records predicted so far while the job runs, if given.
       drift: the thresholds of the shift check against the model's reference
         (default: the `drift:` section's defaults).
+      explain: attribution maps of this many of the least confident answers
+        (`explain.py`), written to `explain_dir` (default: beside `output`, named
+        after it) with the method and steps of `explain_settings`.
 
     Raises:
       ConfigError: a bad model path, output extension, or a model whose class count
@@ -228,7 +241,14 @@ def run_batch_predictions(
         plan = DriftPlan.for_model(model_dir, dataset, drift or DriftConfig(), partial)
         pipeline = beam.Pipeline(options=options)
         compared = plan if isinstance(plan, DriftPlan) else None
-        build_pipeline(pipeline, files, dataset, model_dir, rows, partial, batch_size, compared)
+        explained = (
+            ExplainPlan(explain, explain_settings or ExplainConfig(), posixpath.dirname(partial))
+            if explain
+            else None
+        )
+        build_pipeline(
+            pipeline, files, dataset, model_dir, rows, partial, batch_size, compared, explained
+        )
         try:
             if status is None:
                 result = pipeline.run()
@@ -241,6 +261,9 @@ def run_batch_predictions(
                 raise
             raise DataFormatError(cause) from None
         drift_check = check_drift(plan)
+        if explained is not None:
+            explain_dir = explain_dir or default_explain_dir(output)
+            attributions = explain_least_confident(explained, model_dir, dataset, explain_dir)
     return BatchResult(
         model_dir,
         output,
@@ -248,4 +271,12 @@ def run_batch_predictions(
         _counter(result, "labelled"),
         _counter(result, "correct"),
         drift_check,
+        attributions if explained is not None else None,
+        explain_dir if explained is not None else None,
     )
+
+
+def default_explain_dir(output: str) -> str:
+    """`predict --explain`'s folder when none is named: beside the output, named after it."""
+    stem, _ = posixpath.splitext(output)
+    return f"{stem}-explained"

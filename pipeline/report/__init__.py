@@ -95,6 +95,7 @@ def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFil
         ),
         "calibration": plots.reliability_diagram(report.summary.calibration),
         "samples": plots.sample_predictions(report.samples, report.class_names),
+        "attributions": plots.attribution_maps(report.attributions, report.class_names),
     }
     pngs: dict[str, bytes] = {}
     paths: dict[str, pathlib.Path] = {}

@@ -23,6 +23,7 @@ from common.memory_meter import highest
 from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.odd_images import read_odd_images
+from components.explain.store import ATTRIBUTIONS_DIR, Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import evaluation_results, tuning_results
 from pipeline.manual_blessing import trainer_model_dir
@@ -83,6 +84,7 @@ class RunReport:
     evaluation: evaluation_results.EvaluationFacts | None = None
     deployment: DeploymentFacts | None = None
     samples: serving_facts.Samples | None = None
+    attributions: Attributions | None = None
 
 
 def describe_outcome(summary: RunSummary) -> str:
@@ -288,6 +290,9 @@ def collect_report(
         return report
     report.data = _collect_data(stored, dataset.label_feature if dataset else None)
     report.training = _collect_training(stored)
+    model_run = stored.first_output(NodeIds.TRAINER, "model_run")
+    if model_run is not None:
+        report.attributions = read_attributions(f"{model_run.uri.rstrip('/')}/{ATTRIBUTIONS_DIR}")
     if trainer_config is None:
         return report
     evaluation = stored.first_output(NodeIds.EVALUATOR, "evaluation")

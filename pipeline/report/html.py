@@ -10,10 +10,12 @@ from __future__ import annotations
 import base64
 import json
 import math
+from typing import Any
 
 import jinja2
 import markupsafe
 
+from components.explain.store import Attributions
 from components.training.hyperparameters import format_value
 from pipeline.evaluation_results import ClassMetrics, SliceMetrics
 from pipeline.pipeline import NodeIds
@@ -133,11 +135,32 @@ def trial_table(tuning: TuningResult | None) -> dict[str, list]:
     }
 
 
+def attribution_facts(attributions: Attributions | None) -> dict[str, Any]:
+    """The attribution caption's method name, its phrase for the mistakes shown, and the
+    number of right answers shown."""
+    if attributions is None:
+        return {"attribution_method": "", "attribution_mistakes_phrase": "", "attribution_right": 0}
+    mistakes = sum(c.mistake for c in attributions.chosen)
+    if mistakes == 0:
+        phrase = "none of its answers was a mistake"
+    elif mistakes < attributions.settings["mistakes"]:
+        phrase = f"all {mistakes} of its mistakes"
+    else:
+        phrase = f"its {mistakes} most confident mistakes"
+    name = attributions.method_name
+    return {
+        "attribution_method": name[:1].upper() + name[1:],
+        "attribution_mistakes_phrase": phrase,
+        "attribution_right": len(attributions.chosen) - mistakes,
+    }
+
+
 def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
     """The report page, with `figures` (name -> PNG bytes) embedded where the template names them.
 
     The template places: components, data, training, comparison,
-    confusion_matrix, per_class, slices, calibration and samples; a missing figure is
+    confusion_matrix, per_class, slices, calibration, attributions and samples; a missing
+    figure is
     left out.
     """
     environment = jinja2.Environment(
@@ -170,6 +193,7 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
         slice_columns=SLICE_COLUMNS,
         slice_rows=slice_rows(report.summary.slices, report.summary.slice_min_examples),
         **trial_table(report.summary.tuning),
+        **attribution_facts(report.attributions),
         class_weight=trainer_section.get("class_weight"),
         trainer_status=component_status(report, NodeIds.TRAINER),
         not_run=lambda node_id, what: not_run_reason(report, node_id, what),

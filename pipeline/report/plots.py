@@ -13,6 +13,7 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from components.explain.store import Attributions
 from pipeline.evaluation_results import Calibration, ClassMetrics, SliceMetrics
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
@@ -284,6 +285,39 @@ def sample_predictions(
             color="tab:red" if wrong else "black",
         )
     figure.suptitle("predicted (true) and confidence; mistakes in red", fontsize=9)
+    return figure
+
+
+def attribution_maps(
+    attributions: Attributions | None, class_names: list[str], pairs_per_row: int = 4
+) -> Figure | None:
+    """Each explained image beside its attribution map laid over it, titled `true -> predicted`
+    and the probability; mistakes in red."""
+    if attributions is None or not attributions.chosen:
+        return None
+    count = len(attributions.chosen)
+    rows = -(-count // pairs_per_row)
+    figure = Figure(figsize=(2.6 * pairs_per_row, 1.7 * rows + 0.4), layout="constrained")
+    grid = np.atleast_2d(figure.subplots(rows, 2 * pairs_per_row, squeeze=False))
+    for axes in grid.flat:
+        axes.axis("off")
+    for index, answer in enumerate(attributions.chosen):
+        image_axes, map_axes = grid.flat[2 * index], grid.flat[2 * index + 1]
+        image = attributions.images[index]
+        shown = image[..., 0] if image.shape[-1] == 1 else image
+        image_axes.imshow(shown, cmap="gray", vmin=0, vmax=255)
+        map_axes.imshow(shown, cmap="gray", vmin=0, vmax=255)
+        map_axes.imshow(attributions.maps[index], cmap="inferno", alpha=0.6, vmin=0, vmax=1)
+        true = class_names[answer.label] if answer.label is not None else "?"
+        title = f"{true} -> {class_names[answer.predicted]}\n{answer.probability:.1%}"
+        if answer.source:  # a batch job's record: the end of its file name and its index
+            title += f"\n{answer.source.rsplit('/', 1)[-1][-24:]}"
+        image_axes.set_title(title, fontsize=7, color="tab:red" if answer.mistake else "black")
+    figure.suptitle(
+        f"true (? if unlabelled) -> predicted and its probability, beside the "
+        f"{attributions.method_name} map (bright: drove the prediction); mistakes in red",
+        fontsize=8,
+    )
     return figure
 
 

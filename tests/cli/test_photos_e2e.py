@@ -22,9 +22,11 @@ from cli.main import EXIT_OK, main
 from common.config import BUILTIN_DATA_DIR, load_config
 from components import imagenet_files
 from components.contract import IMAGE_HEIGHT_FEATURE
+from components.serving.answers import eval_pixels
 from components.serving.export import IMAGES_SIGNATURE, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
+from pipeline.report import write_report
 from pipeline.report.collect import collect_report
-from tests.pipeline.e2e_helpers import eval_answers
+from tests.pipeline.e2e_helpers import eval_answers, split_files
 
 pytestmark = pytest.mark.slow
 
@@ -32,6 +34,7 @@ PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
 # README, "Photos": the worked example, as a user types it.
 README_COMMAND = ".venv/bin/tpu-pipeline run --dataset signs --summary-json signs.json"
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+EXPLAINED_MISTAKES = 3
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +53,11 @@ def photo_run(tmp_path_factory):
         "evaluator.accuracy_lower_bound=0",
         "--set",
         "serving.tflite_variants=[float32]",
+        # XRAI costs ~2.5 s a photo here: three mistakes and one right answer.
+        "--set",
+        f"explain.mistakes={EXPLAINED_MISTAKES}",
+        "--set",
+        "explain.correct_per_class=0",
     ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(imagenet_files, "is_available", lambda weights: False)
@@ -166,3 +174,29 @@ def test_the_summary_slices_the_eval_photos_by_class_format_and_stored_size(phot
         mask = expected[key]
         assert slice_["examples"] == mask.sum(), key
         assert slice_["accuracy"] == pytest.approx(right[mask].mean(), abs=1e-6), key
+
+
+def test_the_report_explains_the_surest_mistakes_with_xrai_on_the_served_model(photo_run):
+    code, _, config = photo_run
+    assert code == 0
+    report = collect_report(config.run_dir, None, config)
+    explained = report.attributions
+    assert explained.method == "xrai"  # photos: regions, not scattered pixels
+    assert explained.settings["baselines"] == ["black", "white"]
+    assert [c.mistake for c in explained.chosen] == [True] * EXPLAINED_MISTAKES
+    probabilities = [c.probability for c in explained.chosen]
+    assert probabilities == sorted(probabilities, reverse=True)
+    assert explained.maps.shape == (EXPLAINED_MISTAKES, *config.dataset.image_shape[:2])
+    assert explained.maps.min() >= 0 and explained.maps.max() == pytest.approx(1.0, abs=1e-3)
+    # Regions are ranked: a map of one photo holds several levels, not a per-pixel noise.
+    assert 2 <= len(np.unique(explained.maps[0])) <= 64
+    # The answers recorded are the served model's, on the same eval photos.
+    indices = [c.index for c in explained.chosen]
+    found = eval_pixels(split_files(config, "eval"), config.dataset, indices)
+    served = tf.saved_model.load(report.summary.pushed_model)
+    pixels = tf.constant(np.stack([found[i] for i in indices]))
+    answers = served.signatures["pixels"](pixels=pixels)["probabilities"].numpy()
+    assert list(answers.argmax(axis=1)) == [c.predicted for c in explained.chosen]
+    np.testing.assert_allclose(answers.max(axis=1), probabilities, atol=1e-5)
+    html = write_report(config.run_dir, output_dir=config.run_dir / "explained-report")
+    assert "XRAI maps of what drove" in html.html.read_text(encoding="utf-8")

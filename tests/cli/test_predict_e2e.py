@@ -10,6 +10,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from cli.main import main
+from components.explain.store import read_attributions
 
 pytestmark = pytest.mark.slow
 
@@ -111,3 +112,36 @@ def test_a_bad_file_is_named_in_one_line_exit_3_and_the_old_output_is_kept(pushe
     assert code == 3 and "no such folder" in err
     code, _, err = _predict(capfd, run_dir, data_dir, output, "--set", "dataset.num_classes=12")
     assert code == 2 and "scores 10 classes but dataset 'digits' has 12" in err
+
+
+def test_explain_draws_the_least_confident_answers_of_the_job(pushed, tmp_path, capfd):
+    """`--explain N`: the N rows of the output with the lowest probability, each mapped on
+    the model that predicted them, into a folder beside the output; a rerun replaces it."""
+    run_dir, data_dir = pushed
+    summary_path = tmp_path / "s.json"
+    output = tmp_path / "p.csv"
+    code, out, err = _predict(
+        capfd, run_dir, data_dir, output, "--explain", "5", "--summary-json", str(summary_path)
+    )
+    assert code == 0, out + err
+    rows = list(csv.DictReader(output.open()))
+    surest_last = sorted(rows, key=lambda row: float(row["probability"]))[:5]
+    folder = tmp_path / "p-explained"
+    explained = read_attributions(str(folder))
+    assert [c.source for c in explained.chosen] == [row["source"] for row in surest_last]
+    for answer, row in zip(explained.chosen, surest_last, strict=True):
+        assert answer.predicted == int(row["class"]) and answer.label == int(row["label"])
+        assert answer.probability == pytest.approx(float(row["probability"]), abs=1e-5)
+    assert explained.method == "integrated_gradients" and explained.maps.shape == (5, 8, 8)
+    assert (folder / "attributions.png").read_bytes().startswith(b"\x89PNG")
+    (line,) = [line for line in err.splitlines() if line.startswith("explained:")]
+    assert line.startswith("explained: the 5 least confident answers (integrated gradients, ")
+    assert line.endswith(f"{folder}/attributions.png")
+    recorded = json.loads(summary_path.read_text())["explained"]
+    assert recorded["folder"] == str(folder)
+    assert [a["source"] for a in recorded["answers"]] == [c.source for c in explained.chosen]
+
+    code, *_ = _predict(capfd, run_dir, data_dir, output, "--explain", "2")
+    assert code == 0
+    assert len(read_attributions(str(folder)).chosen) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p-explained", "p.csv", "s.json"]

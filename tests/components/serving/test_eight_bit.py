@@ -41,3 +41,35 @@ def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every
         assert scores.shape == (1, dataset.num_classes), variant
         if variant == "float32":
             np.testing.assert_allclose(scores, stored.numpy()[:1], atol=1e-5)
+
+
+def test_8bit_pixels_signature_has_the_gradient_of_the_graphs_scaling(
+    eight_bit_transform, tmp_path
+):
+    """Attributions differentiate the served `pixels` signature: through the lookup table its
+    gradient is the model's gradient times the table's slope (min-max scaling: one slope)."""
+    images, _, _, graph = eight_bit_transform
+    dataset = synthetic_dataset("idx")
+    export_dir = str(tmp_path / "model")
+    model = build_model("mnist_cnn", dataset.image_shape, dataset.num_classes)
+    export_serving_model(model, tft.TFTransformOutput(graph), dataset, export_dir, {})
+    loaded = tf.saved_model.load(export_dir)  # kept: a signature does not hold its variables
+    served = loaded.signatures["pixels"]
+    pixels = tf.constant(images[:4].astype(np.float32))
+    low, high = float(images.min()), float(images.max())
+
+    with tf.GradientTape() as tape:
+        tape.watch(pixels)
+        answer = served(pixels=pixels)["probabilities"][:, 3]
+    through_table = tape.gradient(answer, pixels)
+    scaled = (pixels - low) / (high - low)
+    with tf.GradientTape() as tape:
+        tape.watch(scaled)
+        expected_answer = model(scaled, training=False)[:, 3]
+    of_the_model = tape.gradient(expected_answer, scaled)
+
+    np.testing.assert_allclose(expected_answer.numpy(), answer.numpy(), rtol=1e-5)
+    assert np.abs(of_the_model.numpy()).max() > 0
+    np.testing.assert_allclose(
+        through_table.numpy(), of_the_model.numpy() / (high - low), rtol=1e-3, atol=1e-9
+    )

@@ -115,6 +115,31 @@ def _weak_slices(report: RunReport) -> list:
     ]
 
 
+def _attributions_caption_is_true(report: RunReport, match: re.Match) -> bool:
+    """The caption's method, model, counts, steps, baselines and time are the stored ones."""
+    a = report.attributions
+    if a is None or not a.chosen:
+        return False
+    mistakes = sum(c.mistake for c in a.chosen)
+    if mistakes == 0:
+        phrase = "none of its answers was a mistake"
+    elif mistakes < a.settings["mistakes"]:  # fewer than asked for: there are no more
+        phrase = f"all {mistakes} of its mistakes"
+    else:
+        phrase = f"its {mistakes} most confident mistakes"
+    served = bool(report.deployment and report.deployment.served)
+    return (
+        match.group(1).lower() == a.method_name.lower()
+        and bool(match.group(2)) == served
+        and match.group(3) == phrase
+        and int(match.group(4)) == a.settings["examined_examples"]
+        and int(match.group(5)) == len(a.chosen) - mistakes
+        and int(match.group(6)) == a.settings["steps"]
+        and match.group(7).split(" and a ") == a.settings["baselines"]
+        and match.group(8) == f"{a.settings['seconds']:.1f}"
+    )
+
+
 def _class_weight(report: RunReport) -> str | None:
     return ((report.config or {}).get("trainer") or {}).get("class_weight")
 
@@ -396,6 +421,38 @@ def _claims() -> list[Claim]:
             r"Nothing was pushed, so none is published\.$",
             lambda r, m: bool(r.summary.serving_variants) and not_pushed(r, m),
         ),
+        # attributions
+        Claim(
+            "attributions",
+            r"(Integrated gradients|XRAI) maps of what drove the top class of the model the "
+            r"Trainer exported( \(the served model\))?, computed on its pixels signature: "
+            r"(.+) among the first (\d+) eval examples, then its most confident right answer "
+            r"per class \((\d+) in all\); (\d+) integration steps from a (.+) baseline, "
+            r"([\d.]+) s in the Trainer \(explain: in the configuration\)\.$",
+            _attributions_caption_is_true,
+        ),
+        Claim(
+            "attributions",
+            r"The Trainer's attribution step found no answer to explain among the first (\d+) "
+            r"eval examples\.$",
+            lambda r, m: (
+                r.attributions is not None
+                and not r.attributions.chosen
+                and int(m.group(1)) == r.attributions.settings["examined_examples"]
+            ),
+        ),
+        Claim(
+            "attributions",
+            r"No attributions: the explain section asks for none, or the Trainer did not finish\.$",
+            lambda r, m: r.attributions is None and r.training is not None,
+        ),
+        Claim("attributions", r"The Trainer did not run\.$", lambda r, m: r.training is None),
+        Claim(
+            "attributions",
+            r"The Trainer (failed|was interrupted) \(see the error above\): ML Metadata holds no "
+            r"model of it\.$",
+            lambda r, m: r.training is None,
+        ),
         # samples
         Claim(
             "samples",
@@ -419,7 +476,16 @@ def _claims() -> list[Claim]:
 
 
 CLAIMS = _claims()
-SECTIONS = [TOP, "what-ran", "data", "training", "evaluation", "deployment", "samples"]
+SECTIONS = [
+    TOP,
+    "what-ran",
+    "data",
+    "training",
+    "evaluation",
+    "attributions",
+    "deployment",
+    "samples",
+]
 
 
 def false_sentences(page: Page, report: RunReport, section: str) -> list[str]:

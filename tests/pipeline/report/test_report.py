@@ -82,7 +82,7 @@ def test_report_writes_every_figure_as_a_png_and_embeds_it(digits_report):
         "slices",
         "calibration",
     }
-    assert expected | {"samples"} == set(files.figures)
+    assert expected | {"samples", "attributions"} == set(files.figures)
     for path in files.figures.values():
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC)

@@ -73,6 +73,7 @@ def _stopped_in_trainer(facts: RunReport, error: BaseException, status: str) -> 
         evaluation=None,
         deployment=None,
         samples=None,
+        attributions=None,
     )
 
 

@@ -1,0 +1,7 @@
+"""Why the exported model decided: attribution maps of its answers (PAIR's `saliency`).
+
+`choice.py` picks what to explain, `gradients.py` turns the served `pixels`
+signature into the function the methods call, `maps.py` runs the methods,
+`store.py` keeps the maps beside the training logs (read back without TensorFlow),
+`eval_split.py` is the Trainer's step.
+"""

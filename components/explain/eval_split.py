@@ -1,0 +1,103 @@
+"""The Trainer's attribution step: explains the exported model's answers on the eval split.
+
+It searches the first `explain.examined_examples` eval answers for the most
+confident mistakes and the most confident right answers per class
+(`choice.py`), reads those images again and maps each one (`maps.py`) into the
+Trainer's `model_run` folder, beside the TensorBoard logs: part of the run, cached
+with the Trainer, compiled for Vertex like it, and never pushed with the model.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from absl import logging
+
+from common.config import DatasetConfig, ExplainConfig
+from components.explain.choice import Chosen, choose_answers
+from components.explain.maps import attribution_map, baseline_images, model_function, pixel_range
+from components.explain.store import (
+    ATTRIBUTIONS_DIR,
+    Attributions,
+    display_pixels,
+    write_attributions,
+)
+from components.serving.answers import PixelClassifier, eval_answers, eval_pixels
+
+
+def explain_images(
+    classify: PixelClassifier,
+    pixels: list[np.ndarray],
+    chosen: list[Chosen],
+    dataset: DatasetConfig,
+    settings: ExplainConfig,
+) -> Attributions:
+    """Maps each of `pixels` for the class `chosen` says the model predicted."""
+    method = settings.method_for(dataset.stores_encoded_images)
+    baselines = settings.baselines_for(method)
+    call_model = model_function(classify)
+    started = time.monotonic()
+    maps = [
+        attribution_map(
+            call_model,
+            image,
+            answer.predicted,
+            method,
+            settings.steps,
+            baseline_images(baselines, dataset),
+        )
+        for image, answer in zip(pixels, chosen, strict=True)
+    ]
+    seconds = time.monotonic() - started
+    low, high = pixel_range(dataset)
+    height, width, _ = dataset.image_shape
+    return Attributions(
+        chosen=chosen,
+        images=display_pixels(np.stack(pixels), low, high)
+        if pixels
+        else np.zeros((0, *dataset.image_shape), np.uint8),
+        maps=np.stack(maps) if maps else np.zeros((0, height, width), np.float32),
+        method=method,
+        settings={
+            "steps": settings.steps,
+            "baselines": list(baselines),
+            "seconds": seconds,
+            "mistakes": settings.mistakes,
+            "correct_per_class": settings.correct_per_class,
+        },
+    )
+
+
+def explain_eval_split(
+    model_run_dir: str,
+    export_dir: str,
+    eval_files: list[str],
+    dataset: DatasetConfig,
+    settings: ExplainConfig,
+) -> Attributions | None:
+    """Writes the attributions of the exported model's eval answers into `model_run_dir`.
+
+    Returns them, or None when `settings` explain nothing.
+    """
+    if not settings.enabled:
+        return None
+    classify = PixelClassifier(export_dir)
+    probabilities, labels = eval_answers(classify, eval_files, dataset, settings.examined_examples)
+    chosen = choose_answers(probabilities, labels, settings.mistakes, settings.correct_per_class)
+    found = eval_pixels(eval_files, dataset, [c.index for c in chosen])
+    attributions = explain_images(
+        classify, [found[c.index] for c in chosen], chosen, dataset, settings
+    )
+    attributions.settings["examined_examples"] = len(labels)
+    write_attributions(f"{model_run_dir.rstrip('/')}/{ATTRIBUTIONS_DIR}", attributions)
+    mistakes = sum(c.mistake for c in chosen)
+    logging.info(
+        "Attributions: %d mistakes and %d right answers of %d eval examples, %s, %.1f s",
+        mistakes,
+        len(chosen) - mistakes,
+        len(labels),
+        attributions.method,
+        attributions.settings["seconds"],
+    )
+    return attributions

@@ -1,0 +1,99 @@
+"""Attribution maps of the served model's answers, by PAIR's `saliency` methods.
+
+The methods call the exported SavedModel's `pixels` signature and its gradient
+(8-bit pixel data too: `components/serving/eight_bit.py`), so what is explained is
+what is served, temperature scaling included. Each map is the method's own
+visualisation, one value in [0, 1] per pixel:
+- integrated gradients: |attribution| summed over the channels, clipped at its 99th
+  percentile (`VisualizeImageGrayscale`), averaged over the baselines;
+- XRAI: the attribution of the region each pixel belongs to, ranked and scaled
+  (regions from Felzenszwalb's segmentation, integrated gradients inside).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import saliency.core as saliency
+import tensorflow as tf
+
+from common.config import DatasetConfig, ExplainBaseline, ExplainMethod
+
+TARGET_CLASS = "class"
+# Integration steps sent to the model at once: a batch of this many images.
+STEP_BATCH = 32
+
+
+def pixel_range(dataset: DatasetConfig) -> tuple[float, float]:
+    """The darkest and the brightest pixel the `pixels` signature takes: 0..255 for photos
+    and 8-bit pixel data, `source.image_value_range` for other pixel data."""
+    if dataset.stores_encoded_images or dataset.stores_8bit_pixels:
+        return 0.0, 255.0
+    return dataset.source.image_value_range
+
+
+def baseline_images(
+    baselines: tuple[ExplainBaseline, ...], dataset: DatasetConfig
+) -> list[np.ndarray]:
+    """One image of the dataset's shape per baseline: all darkest, or all brightest."""
+    darkest, brightest = pixel_range(dataset)
+    value = {"black": darkest, "white": brightest}
+    return [np.full(dataset.image_shape, value[name], np.float32) for name in baselines]
+
+
+def model_function(
+    classify: Callable[[tf.Tensor], tf.Tensor],
+) -> Callable[..., dict[str, np.ndarray]]:
+    """`classify` (pixels -> probabilities) as the `call_model_function` the methods take:
+    the gradient of the target class's probability with respect to the pixels."""
+
+    def call_model(images, call_model_args=None, expected_keys=None):
+        pixels = tf.convert_to_tensor(images, tf.float32)
+        with tf.GradientTape() as tape:
+            tape.watch(pixels)
+            answer = classify(pixels)[:, call_model_args[TARGET_CLASS]]
+        return {saliency.INPUT_OUTPUT_GRADIENTS: tape.gradient(answer, pixels).numpy()}
+
+    return call_model
+
+
+def integrated_gradients(
+    call_model: Callable, image: np.ndarray, target: int, baseline: np.ndarray, steps: int
+) -> np.ndarray:
+    """The raw integrated-gradients attribution [height, width, channels] of one image."""
+    return saliency.IntegratedGradients().GetMask(
+        image,
+        call_model,
+        {TARGET_CLASS: target},
+        x_baseline=baseline,
+        x_steps=steps,
+        batch_size=STEP_BATCH,
+    )
+
+
+def attribution_map(
+    call_model: Callable,
+    image: np.ndarray,
+    target: int,
+    method: ExplainMethod,
+    steps: int,
+    baselines: list[np.ndarray],
+) -> np.ndarray:
+    """The map [height, width] in [0, 1] of what drove `target`'s probability for `image`."""
+    if method == "xrai":
+        parameters = saliency.XRAIParameters(steps=steps)
+        mask = saliency.XRAI().GetMask(
+            image,
+            call_model,
+            {TARGET_CLASS: target},
+            baselines=baselines,
+            batch_size=STEP_BATCH,
+            extra_parameters=parameters,
+        )
+        low, high = float(mask.min()), float(mask.max())
+        return ((mask - low) / (high - low) if high > low else np.zeros_like(mask)).astype(
+            np.float32
+        )
+    masks = [integrated_gradients(call_model, image, target, b, steps) for b in baselines]
+    return saliency.VisualizeImageGrayscale(np.mean(masks, axis=0)).astype(np.float32)

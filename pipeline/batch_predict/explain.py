@@ -1,0 +1,145 @@
+"""`predict --explain N`: attribution maps of the N answers a batch job was least sure of.
+
+Inside the job, Beam keeps the N least confident records (`Top.Smallest` over the
+top probability, on any runner) and writes them into the job's scratch folder;
+after it, the driver maps each one with the same methods and settings as the
+Trainer's step (`components/explain/`), on the same `pixels` signature of the
+model that predicted them, and writes the folder: `attributions.png` (the
+report's picture), `attributions.json` (each record's source, label if any,
+class and probability) and `maps.npz`. A local folder appears whole when done, and
+an existing one is replaced only then; on an object store the files are written one by one.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import pathlib
+import posixpath
+import shutil
+import tempfile
+import uuid
+
+import apache_beam as beam
+import numpy as np
+
+from common import fileio
+from common.atomic_file import is_remote
+from common.config import DatasetConfig, ExplainConfig
+from components.explain.choice import Chosen
+from components.explain.eval_split import explain_images
+from components.explain.store import Attributions, write_attributions
+from pipeline.batch_predict.predictions import Predictions
+
+_CANDIDATES_FILE = "least_confident.jsonl"
+PICTURE_FILE = "attributions.png"
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplainPlan:
+    """How many answers to explain, with which settings, and where the job leaves them."""
+
+    count: int
+    settings: ExplainConfig
+    scratch: str  # the job's scratch folder
+
+    @property
+    def candidates(self) -> str:
+        return posixpath.join(self.scratch, _CANDIDATES_FILE)
+
+    def add_to(self, predictions: beam.PCollection) -> None:
+        """Adds the N least confident records to the job, written as JSON lines."""
+        _ = (
+            predictions
+            | "ExplainCandidates" >> beam.FlatMap(_records)
+            | "LeastConfident" >> beam.combiners.Top.Smallest(self.count, key=_confidence)
+            | "WriteCandidates" >> beam.Map(_write_candidates, self.candidates)
+        )
+
+
+def _confidence(record: dict) -> float:
+    return max(record["probabilities"])
+
+
+def _records(predictions: Predictions):
+    for index, source in enumerate(predictions.sources):
+        yield {
+            "source": source,
+            "example": base64.b64encode(predictions.examples[index]).decode("ascii"),
+            "probabilities": predictions.probabilities[index].tolist(),
+            "label": predictions.labels[index],
+        }
+
+
+def _write_candidates(records: list[dict], path: str) -> None:
+    with fileio.open(path, "w") as handle:
+        handle.write("".join(json.dumps(record) + "\n" for record in records))
+
+
+def _read_candidates(path: str) -> list[dict]:
+    if not fileio.exists(path):  # no record was predicted
+        return []
+    with fileio.open(path) as handle:
+        return [json.loads(line) for line in handle.read().splitlines() if line]
+
+
+def explain_least_confident(
+    plan: ExplainPlan, model_dir: str, dataset: DatasetConfig, destination: str
+) -> Attributions:
+    """After the job: maps the records it kept and writes them into `destination`."""
+    import tensorflow as tf
+
+    from components.images.examples import parse_images
+    from components.serving.answers import PixelClassifier
+
+    records = _read_candidates(plan.candidates)
+    chosen = []
+    for index, record in enumerate(records):
+        probabilities = np.asarray(record["probabilities"])
+        predicted = int(probabilities.argmax())
+        chosen.append(
+            Chosen(
+                index, record["label"], predicted, float(probabilities[predicted]), record["source"]
+            )
+        )
+    serialized = tf.constant([base64.b64decode(r["example"]) for r in records], tf.string)
+    pixels = list(parse_images(serialized, dataset).numpy()) if records else []
+    attributions = explain_images(
+        PixelClassifier(model_dir), pixels, chosen, dataset, plan.settings
+    )
+    attributions.settings["least_confident_of_the_job"] = plan.count
+    _write_folder(destination, attributions, dataset)
+    return attributions
+
+
+def _write_folder(destination: str, attributions: Attributions, dataset: DatasetConfig) -> None:
+    """The store's two files and the picture, into `destination` once all are written."""
+    from pipeline.report.plots import attribution_maps, png_bytes
+
+    figure = attribution_maps(attributions, list(dataset.class_names))
+    if is_remote(destination):  # an object store has no rename of folders: file by file
+        write_attributions(destination, attributions)
+        if figure is not None:
+            with fileio.open(posixpath.join(destination, PICTURE_FILE), "wb") as handle:
+                handle.write(png_bytes(figure))
+        return
+    target = pathlib.Path(destination)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:12]}")
+    try:
+        write_attributions(str(partial), attributions)
+        if figure is not None:
+            (partial / PICTURE_FILE).write_bytes(png_bytes(figure))
+        if target.exists():  # set aside, so the new folder takes its name whole
+            target.rename(old)
+        try:
+            partial.rename(target)
+        except OSError:  # another job's folder took the name meanwhile: ours is lost, not it
+            if old.exists() and not target.exists():
+                old.rename(target)
+            raise
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,89 @@
+"""The attribution methods on models whose answer is known to depend on chosen pixels."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from common.config import ExplainConfig, load_config
+from components.explain.maps import (
+    attribution_map,
+    baseline_images,
+    integrated_gradients,
+    model_function,
+    pixel_range,
+)
+
+
+def _linear_softmax(weights: np.ndarray):
+    """A 'model' whose class-1 logit is the weighted sum of its pixels (class 0 is zero)."""
+    flat = tf.constant(weights.reshape(-1), tf.float32)
+
+    def classify(pixels: tf.Tensor) -> tf.Tensor:
+        logit = tf.reduce_sum(tf.reshape(pixels, [tf.shape(pixels)[0], -1]) * flat, axis=1)
+        return tf.nn.softmax(tf.stack([tf.zeros_like(logit), logit], axis=1))
+
+    return classify
+
+
+def test_integrated_gradients_add_up_to_the_change_of_the_answer_from_the_baseline():
+    """Completeness: the attributions sum to p(image) - p(baseline) for the class explained."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(0, 0.3, (8, 8, 1))
+    classify = _linear_softmax(weights)
+    image = rng.uniform(0, 16, (8, 8, 1)).astype(np.float32)
+    baseline = np.zeros_like(image)
+    for target in (0, 1):
+        attribution = integrated_gradients(model_function(classify), image, target, baseline, 256)
+        answer = classify(tf.constant(np.stack([image, baseline])))[:, target].numpy()
+        assert attribution.sum() == pytest.approx(answer[0] - answer[1], abs=1e-2)
+
+
+def test_the_map_lights_only_the_pixels_the_answer_depends_on():
+    weights = np.zeros((8, 8, 1))
+    weights[2, 5, 0], weights[6, 1, 0] = 0.5, -0.5
+    image = np.full((8, 8, 1), 4.0, np.float32)
+    blank = baseline_images(("black",), load_config(None, {}).dataset)
+    found = attribution_map(
+        model_function(_linear_softmax(weights)), image, 1, "integrated_gradients", 32, blank
+    )
+    assert found.shape == (8, 8) and found.max() == pytest.approx(1.0)
+    lit = found > 0.01
+    assert lit[2, 5] and lit[6, 1] and lit.sum() == 2
+
+
+def test_xrai_ranks_the_region_the_answer_depends_on_first():
+    """Photo-sized: the answer reads a bright square; XRAI's top region is that square."""
+    weights = np.zeros((64, 64, 3))
+    weights[8:24, 8:24, :] = 0.002
+    image = np.full((64, 64, 3), 40.0, np.float32)
+    image[8:24, 8:24, :] = 220.0  # a square the segmentation can find
+    photos = load_config(None, {"dataset": "signs"}).dataset
+    found = attribution_map(
+        model_function(_linear_softmax(weights)),
+        image,
+        1,
+        "xrai",
+        16,
+        baseline_images(("black", "white"), photos),
+    )
+    assert found.shape == (64, 64) and 0 <= found.min() and found.max() <= 1
+    assert found[8:24, 8:24].mean() > found[40:, 40:].mean() + 0.3
+
+
+def test_baselines_are_the_darkest_and_brightest_pixel_the_signature_takes():
+    digits, photos = (load_config(None, {"dataset": d}).dataset for d in ("digits", "signs"))
+    assert pixel_range(photos) == (0.0, 255.0)
+    assert pixel_range(digits) == digits.source.image_value_range
+    black, white = baseline_images(("black", "white"), photos)
+    assert black.shape == photos.image_shape and black.max() == 0 and white.min() == 255
+
+
+def test_auto_picks_integrated_gradients_for_pixel_data_and_xrai_for_photos():
+    settings = ExplainConfig()
+    assert settings.method_for(photos=False) == "integrated_gradients"
+    assert settings.method_for(photos=True) == "xrai"
+    assert settings.baselines_for("integrated_gradients") == ("black",)
+    assert settings.baselines_for("xrai") == ("black", "white")
+    chosen = ExplainConfig(method="xrai", baselines=("white",))
+    assert chosen.method_for(photos=False) == "xrai" and chosen.baselines_for("xrai") == ("white",)
+    assert ExplainConfig().enabled and not ExplainConfig(mistakes=0, correct_per_class=0).enabled

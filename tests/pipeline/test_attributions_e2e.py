@@ -1,0 +1,71 @@
+"""The Trainer's attribution step on the real digits run: what it explains is what is served."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from components.explain.maps import baseline_images, integrated_gradients, model_function
+from components.serving.answers import PixelClassifier, eval_pixels
+from pipeline.report import write_report
+from pipeline.report.collect import collect_report
+from tests.pipeline.e2e_helpers import eval_answers, split_files
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def explained(digits_run):
+    config, summary = digits_run
+    return collect_report(config.run_dir, summary, config).attributions
+
+
+def test_confident_mistakes_come_first_then_the_surest_right_answer_of_each_class(
+    digits_run, explained
+):
+    config, summary = digits_run
+    probabilities, labels = eval_answers(summary.pushed_model, config)
+    predicted, top = probabilities.argmax(axis=1), probabilities.max(axis=1)
+    wrong = np.flatnonzero(predicted != labels)
+    expected_mistakes = wrong[np.argsort(-top[wrong], kind="stable")][: config.explain.mistakes]
+    mistakes = [c for c in explained.chosen if c.mistake]
+    right = [c for c in explained.chosen if not c.mistake]
+
+    assert explained.chosen[: len(mistakes)] == mistakes  # every mistake before any right one
+    assert [c.index for c in mistakes] == list(expected_mistakes)
+    assert [c.label for c in right] == list(range(10))  # every digit was right somewhere
+    for answer in right:
+        of_class = (labels == answer.label) & (predicted == labels)
+        assert answer.probability == pytest.approx(top[of_class].max(), abs=1e-5)
+    for answer in explained.chosen:  # the served model's own answers on the same examples
+        assert (answer.label, answer.predicted) == (labels[answer.index], predicted[answer.index])
+        assert answer.probability == pytest.approx(top[answer.index], abs=1e-5)
+    assert explained.settings["examined_examples"] == len(labels)
+
+
+def test_each_map_is_the_served_models_integrated_gradients_of_that_image(digits_run, explained):
+    config, summary = digits_run
+    assert explained.method == "integrated_gradients"
+    height, width, _ = config.dataset.image_shape
+    assert explained.maps.shape == (len(explained.chosen), height, width)
+    assert explained.images.shape == (len(explained.chosen), *config.dataset.image_shape)
+    classify = PixelClassifier(summary.pushed_model)
+    first = explained.chosen[0]
+    image = eval_pixels(split_files(config, "eval"), config.dataset, [first.index])[first.index]
+    (black,) = baseline_images(("black",), config.dataset)
+    attribution = integrated_gradients(model_function(classify), image, first.predicted, black, 64)
+    answers = classify(np.stack([image, black])).numpy()[:, first.predicted]
+    # Completeness, on the served signature: the map's raw values add up to its answer.
+    assert attribution.sum() == pytest.approx(answers[0] - answers[1], abs=0.05)
+    strongest = np.unravel_index(np.abs(attribution).sum(axis=-1).argmax(), (height, width))
+    assert explained.maps[0][strongest] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_the_report_shows_the_maps_and_says_what_they_are(digits_run, explained, tmp_path):
+    config, _ = digits_run
+    html = write_report(config.run_dir, output_dir=tmp_path).html.read_text(encoding="utf-8")
+    assert 'id="attributions-caption">Integrated gradients maps' in html
+    mistakes = sum(c.mistake for c in explained.chosen)
+    assert 0 < mistakes < config.explain.mistakes  # digits: a few mistakes only
+    assert f"all {mistakes} of its mistakes among the first" in html
+    assert 'alt="attributions"' in html
