@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import data, evaluator_slices, pruning, trainer_vs_fit  # noqa: E402
+from benchmarks import attributions, data, evaluator_slices, pruning, trainer_vs_fit  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -1282,6 +1282,39 @@ def bench_evaluator_slices(settings: Settings) -> list[Row]:
     return rows
 
 
+def bench_attributions(settings: Settings) -> list[Row]:
+    """The Trainer's attribution step on a digits and a photo model (benchmarks/attributions.py)."""
+    rows = []
+    for dataset, methods in (
+        ("digits", ("integrated_gradients",)),
+        ("signs", ("xrai", "integrated_gradients")),
+    ):
+        run_dir = _pushed_model(settings, dataset)
+        timed = attributions.step_seconds(run_dir.parent, dataset, settings.repeats, methods)
+        default = timed[methods[0]]
+        rows.append(
+            Row(
+                "attributions",
+                f"attribution step, {dataset} ({default['side']} px), {methods[0]}, "
+                f"{default['images']} images, 32 steps",
+                f"{default['step']:.1f} s ({default['maps'] / max(default['images'], 1):.2f} s "
+                "an image mapped)",
+                None,
+            )
+        )
+        if len(methods) > 1:
+            other = timed[methods[1]]
+            rows.append(
+                Row(
+                    "attributions",
+                    f"{methods[0]} / {methods[1]} maps, {dataset}, same images",
+                    f"{default['maps']:.1f} s vs {other['maps']:.1f} s",
+                    default["maps"] / other["maps"],
+                )
+            )
+    return rows
+
+
 def bench_pruning(settings: Settings) -> list[Row]:
     """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
     return pruning.rows(Row)
@@ -1376,6 +1409,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "predict_photos": lambda settings: bench_predict(settings, "signs"),
     "pruning": bench_pruning,
     "evaluator_slices": bench_evaluator_slices,
+    "attributions": bench_attributions,
     "preflight_memory": bench_preflight_memory,
 }
 

@@ -65,7 +65,7 @@ def test_the_layer_check_sees_lazy_imports(tmp_path):
 ENTRY_MODULES = ["preprocessing", "trainer", "tuner", "data_gate", "pusher"]
 COMPONENT_LEVELS = [
     ENTRY_MODULES,
-    ["preflight"],
+    ["preflight", "explain"],
     ["training", "serving"],
     ["device", "models", "example_gen", "data_checks", "drift"],
     ["images", "imagenet_files"],

@@ -25,6 +25,10 @@ TARGET_CLASS = "class"
 STEP_BATCH = 32
 
 
+class NoGradientError(ValueError):
+    """The served model cannot be differentiated with respect to its pixels."""
+
+
 def pixel_range(dataset: DatasetConfig) -> tuple[float, float]:
     """The darkest and the brightest pixel the `pixels` signature takes: 0..255 for photos
     and 8-bit pixel data, `source.image_value_range` for other pixel data."""
@@ -53,7 +57,14 @@ def model_function(
         with tf.GradientTape() as tape:
             tape.watch(pixels)
             answer = classify(pixels)[:, call_model_args[TARGET_CLASS]]
-        return {saliency.INPUT_OUTPUT_GRADIENTS: tape.gradient(answer, pixels).numpy()}
+        gradient = tape.gradient(answer, pixels)
+        if gradient is None:  # e.g. a user model with an op that has no gradient
+            raise NoGradientError(
+                "the model's pixels signature has no gradient with respect to its input, "
+                "which attribution maps need; turn them off with explain.mistakes=0 and "
+                "explain.correct_per_class=0"
+            )
+        return {saliency.INPUT_OUTPUT_GRADIENTS: gradient.numpy()}
 
     return call_model
 

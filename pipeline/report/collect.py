@@ -177,7 +177,8 @@ def _stored_status(stored: StoredRun, node: str) -> str:
     return status
 
 
-def _trainer_config(stored: StoredRun) -> dict[str, Any] | None:
+def trainer_custom_config(stored: StoredRun) -> dict[str, Any] | None:
+    """The custom_config the run's Trainer received (its dataset and trainer sections)."""
     execution = stored.executions.get(NodeIds.TRAINER)
     raw = custom_property(execution, "custom_config") if execution else None
     return json.loads(raw) if raw else None
@@ -268,7 +269,7 @@ def collect_report(
     # the newest run there is an older one, which must not be reported as this.
     reached_mlmd = summary is None or bool(summary.components)
     stored = open_latest_run(run_dir) if reached_mlmd else None
-    trainer_config = _trainer_config(stored) if stored else None
+    trainer_config = trainer_custom_config(stored) if stored else None
     # The dataset the Trainer received; before it ran, the configuration's.
     dataset = read_dataset(trainer_config) if trainer_config else None
     if dataset is None and config is not None:

@@ -65,6 +65,8 @@ def test_the_photo_recipe_fine_tunes_the_cached_imagenet_backbone_in_two_phases(
             "--summary-json", str(summary_path), "--set", "trainer.epochs=2",
             "--set", "evaluator.accuracy_lower_bound=0",
             "--set", "serving.tflite_variants=[float32]",
+            # XRAI is the photo run's own test (test_photos_e2e): none of its cost here.
+            "--set", "explain.mistakes=0", "--set", "explain.correct_per_class=0",
         ]
     )  # fmt: skip
 

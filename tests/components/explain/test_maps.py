@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from common.config import ExplainConfig, load_config
 from components.explain.maps import (
+    NoGradientError,
     attribution_map,
     baseline_images,
     integrated_gradients,
@@ -68,6 +69,15 @@ def test_xrai_ranks_the_region_the_answer_depends_on_first():
     )
     assert found.shape == (64, 64) and 0 <= found.min() and found.max() <= 1
     assert found[8:24, 8:24].mean() > found[40:, 40:].mean() + 0.3
+
+
+def test_a_model_without_a_gradient_is_one_clear_error():
+    def rounded(pixels):  # tf.round has no gradient
+        return tf.nn.softmax(tf.reshape(tf.round(pixels), [tf.shape(pixels)[0], -1])[:, :2])
+
+    call_model = model_function(rounded)
+    with pytest.raises(NoGradientError, match="explain.mistakes=0"):
+        call_model(np.zeros((2, 8, 8, 1), np.float32), {"class": 0})
 
 
 def test_baselines_are_the_darkest_and_brightest_pixel_the_signature_takes():
