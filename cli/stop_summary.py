@@ -48,6 +48,7 @@ def stop_summary(
         "slices": [],
         "slice_margin": None,
         "slice_min_examples": None,
+        "attributions": None,
         "schema_bootstrapped": None,
         "manual_blessing": None,
         "serving_check": None,

@@ -19,6 +19,7 @@ from common.interrupts import received_signal
 from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
 from components.example_gen.errors import DataFormatError
+from components.explain.store import ATTRIBUTIONS_DIR, METHOD_NAMES, read_index
 from components.preflight.memory import describe as describe_bytes
 from components.pusher import (
     ALREADY_PUSHED_PROPERTY,
@@ -143,6 +144,9 @@ class RunSummary(MeasuredMemory):
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
     slice_margin: float | None = None
     slice_min_examples: int | None = None
+    # The Trainer's attribution maps (components/explain/): method, settings, and each
+    # explained eval answer (index, label, predicted, probability, mistake); None if none.
+    attributions: dict[str, Any] | None = None
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
     schema_bootstrapped: str | None = None
     # Set when a person blessed the model the Evaluator refused: reason and blessed_by.
@@ -246,6 +250,18 @@ class RunSummary(MeasuredMemory):
         recorded = (self.trainer or {}).get(TEMPERATURE_INFO_KEY)
         return TemperatureFit.from_json(recorded) if recorded else None
 
+    def describe_attributions(self) -> str:
+        """One line: how many mistakes and right answers the Trainer mapped, and how."""
+        chosen = self.attributions["chosen"]
+        mistakes = sum(answer["mistake"] for answer in chosen)
+        method = METHOD_NAMES.get(self.attributions["method"], self.attributions["method"])
+        settings = self.attributions["settings"]
+        return (
+            f"attributions: {mistakes} mistakes and {len(chosen) - mistakes} right answers "
+            f"of {settings['examined_examples']:,} eval examples mapped with {method} "
+            f"({settings['seconds']:.1f} s; the report's Why it decided)"
+        )
+
     def describe_slices(self) -> str:
         """One line: the flagged slices with accuracy and size, or that none is flagged."""
         flagged = [s for s in self.slices if s.flagged]
@@ -311,6 +327,8 @@ class RunSummary(MeasuredMemory):
         fit = self.temperature_fit()
         if fit:
             lines.append(fit.describe())
+        if self.attributions:
+            lines.append(self.describe_attributions())
         if self.succeeded or self.blessing_reason:
             lines.append(f"blessed: {'yes' if self.blessed else 'no'} ({self.blessing_reason})")
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
@@ -398,6 +416,9 @@ def summarize_run(
         info_path = pathlib.Path(trainer.outputs["model"][0].uri) / TRAINING_INFO_FILE
         if info_path.exists():
             summary.trainer = json.loads(info_path.read_text())
+    if trainer.status != "skipped" and trainer.outputs.get("model_run"):
+        model_run = trainer.outputs["model_run"][0].uri.rstrip("/")
+        summary.attributions = read_index(f"{model_run}/{ATTRIBUTIONS_DIR}")
 
     evaluator_node = record.node(NodeIds.EVALUATOR)
     if evaluator_node.outputs.get("evaluation") and evaluator_node.outputs.get("blessing"):

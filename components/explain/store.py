@@ -64,13 +64,21 @@ def write_attributions(folder: str, attributions: Attributions) -> None:
         handle.write(json.dumps(index, indent=2))
 
 
-def read_attributions(folder: str) -> Attributions | None:
-    """The attributions in `folder`, or None where the step never finished (or never ran)."""
+def read_index(folder: str) -> dict[str, Any] | None:
+    """What `folder` explains (method, settings, the chosen answers as JSON), without its
+    maps; None where the step never finished (or never ran)."""
     index_path = os.path.join(folder, _INDEX_FILE)
     if not fileio.exists(index_path):
         return None
     with fileio.open(index_path) as handle:
-        index = json.loads(handle.read())
+        return json.loads(handle.read())
+
+
+def read_attributions(folder: str) -> Attributions | None:
+    """The attributions in `folder`, or None where the step never finished (or never ran)."""
+    index = read_index(folder)
+    if index is None:
+        return None
     with fileio.open(os.path.join(folder, _MAPS_FILE), "rb") as handle:
         arrays = np.load(io.BytesIO(handle.read()))
         images, maps = arrays["images"], arrays["maps"].astype(np.float32)

@@ -69,3 +69,17 @@ def test_the_report_shows_the_maps_and_says_what_they_are(digits_run, explained,
     assert 0 < mistakes < config.explain.mistakes  # digits: a few mistakes only
     assert f"all {mistakes} of its mistakes among the first" in html
     assert 'alt="attributions"' in html
+
+
+def test_the_summary_lists_what_was_explained_and_prints_one_line(digits_run, explained):
+    _, summary = digits_run
+    assert summary.attributions["method"] == "integrated_gradients"
+    assert summary.attributions["chosen"] == [c.as_json() for c in explained.chosen]
+    mistakes = sum(c.mistake for c in explained.chosen)
+    examined = explained.settings["examined_examples"]
+    line = summary.describe_attributions()
+    assert line.startswith(
+        f"attributions: {mistakes} mistakes and 10 right answers of {examined} eval examples "
+        "mapped with integrated gradients ("
+    )
+    assert line in summary.to_text().splitlines()
