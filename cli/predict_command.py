@@ -92,8 +92,8 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--explain-dir",
         metavar="DIR",
-        help="where --explain writes attributions.png, .json and maps.npz (default: beside "
-        "--output, named after it with -explained)",
+        help="folder where --explain writes attributions.png, .json and maps.npz (default: "
+        "a folder beside --output, named after it with -explained)",
     )
     predict.add_argument(
         "--summary-json",

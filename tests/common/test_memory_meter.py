@@ -7,6 +7,7 @@ mark (gigabytes after a pipeline run) would hide a few hundred megabytes.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -32,11 +33,17 @@ def peak(meter):
 """
 
 
-def measured(script: str, timeout: float = 60) -> dict:
-    """Runs PRELUDE + `script` in a new Python process; returns the `result` dict it built."""
+def measured(script: str, timeout: float = 60, env: dict[str, str] | None = None) -> dict:
+    """Runs PRELUDE + `script` in a new Python process (with `env` added to this one's);
+    returns the `result` dict it built."""
     code = PRELUDE + textwrap.dedent(script) + "\nprint(json.dumps(result))\n"
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout, check=True
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=True,
+        env={**os.environ, **(env or {})},
     )
     return json.loads(done.stdout.splitlines()[-1])
 
@@ -121,28 +128,38 @@ def test_a_child_that_ended_before_the_mark_was_seen_by_the_sampling_thread():
     assert result["step"]["child_rss_bytes"] >= 140 * MB
 
 
+TENSORFLOW_STEP = """
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+    untouched = tensorflow_peaks()
+    still_uninitialised = not context.context()._initialized
+    tf.constant(0)
+    tensorflow_peaks()
+    tensor = tf.ones([100 * 1024 * 1024 // 4])  # 100 MB of float32
+    del tensor
+    step = tensorflow_peaks()
+    after = tensorflow_peaks()
+    result = {"untouched": untouched, "uninitialised": still_uninitialised,
+              "step": step, "after": after}
+    """
+
+
+# TensorFlow's CPU allocator keeps statistics only with oneDNN on, which TensorFlow
+# turns on by itself on some x86 CPUs (Intel's) and not on others (AMD's): each case
+# says which it asks for.
 @pytest.mark.slow  # imports TensorFlow in a new process (~10 s)
 def test_tensorflow_figure_waits_for_the_runtime_then_follows_its_allocator():
-    result = measured(
-        """
-        import tensorflow as tf
-        from tensorflow.python.eager import context
-        untouched = tensorflow_peaks()
-        still_uninitialised = not context.context()._initialized
-        tf.constant(0)
-        tensorflow_peaks()
-        tensor = tf.ones([100 * 1024 * 1024 // 4])  # 100 MB of float32
-        del tensor
-        step = tensorflow_peaks()
-        after = tensorflow_peaks()
-        result = {"untouched": untouched, "uninitialised": still_uninitialised,
-                  "step": step, "after": after}
-        """,
-        timeout=180,
-    )
+    result = measured(TENSORFLOW_STEP, timeout=180, env={"TF_ENABLE_ONEDNN_OPTS": "1"})
     assert result["untouched"] is None and result["uninitialised"]
     assert result["step"]["CPU:0"] >= 100 * MB
     assert result["after"]["CPU:0"] < 10 * MB  # reset after each reading
+
+
+@pytest.mark.slow  # imports TensorFlow in a new process (~10 s)
+def test_tensorflow_figure_is_none_where_the_allocator_keeps_no_statistics():
+    result = measured(TENSORFLOW_STEP, timeout=180, env={"TF_ENABLE_ONEDNN_OPTS": "0"})
+    assert result["untouched"] is None
+    assert result["step"] is None and result["after"] is None
 
 
 def test_highest_takes_each_figures_largest_and_names_where_the_process_peaked():
