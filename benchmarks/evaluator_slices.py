@@ -19,7 +19,7 @@ from tfx.components.evaluator.executor import Executor
 from tfx.types import artifact_utils, standard_artifacts
 
 from common.config import load_config
-from pipeline.eval_config import build_eval_config
+from components.evaluation.eval_config import build_eval_config
 
 
 def _newest(pattern: str) -> str:

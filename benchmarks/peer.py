@@ -27,7 +27,7 @@ def main(workdir: pathlib.Path, in_process: bool = False) -> None:
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
     from common.tfx_api import LocalDagRunner
-    from pipeline.evaluation_results import overall_metrics
+    from components.evaluation.results import overall_metrics
 
     data_root = workdir / "data"
     data_root.mkdir(parents=True, exist_ok=True)

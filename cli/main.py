@@ -110,6 +110,12 @@ def _build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="also write the run summary as JSON to this file",
     )
+    run.add_argument(
+        "--fail-on-drift",
+        action="store_true",
+        help="with spans: exit 3 when the new span's images moved from the served model's "
+        "(the run still trains, blesses and pushes as it would)",
+    )
 
     schema = commands.add_parser("schema", help="schema tools")
     schema_commands = schema.add_subparsers(dest="schema_command", required=True)
@@ -233,6 +239,8 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
             record_success(config.run_dir, inputs)
     if summary.problems():
         print(summary.problems(), file=sys.stderr, flush=True)
+    if summary.span_shifted:
+        print(summary.span_shift["headline"], file=sys.stderr, flush=True)
     if report:
         print(report, flush=True)
     print(summary.to_text(), flush=True)
@@ -243,7 +251,9 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
         return exit_code(received_signal())
     if summary.data_rejected:
         return EXIT_DATA_REJECTED
-    return EXIT_OK if summary.succeeded else EXIT_FAILED
+    if not summary.succeeded:
+        return EXIT_FAILED
+    return EXIT_DATA_REJECTED if args.fail_on_drift and summary.span_shifted else EXIT_OK
 
 
 def _has_new_inputs(config) -> bool:

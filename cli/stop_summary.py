@@ -53,6 +53,8 @@ def stop_summary(
         "manual_blessing": None,
         "serving_check": None,
         "serving_check_server": None,
+        "model_card": None,
+        "span_shift": None,
         "chosen_defaults": chosen_defaults,
         "peak_rss_bytes": None,
         "peak_rss_measured": None,

@@ -35,6 +35,7 @@ _PATHS = {
     "component": "tfx.dsl.component.experimental.decorators:component",
     "InputArtifact": "tfx.dsl.component.experimental.annotations:InputArtifact",
     "Channel": "tfx.types:Channel",
+    "ChannelParameter": "tfx.types.component_spec:ChannelParameter",
     "Artifact": "tfx.types:Artifact",
     "ExampleAnomalies": "tfx.types.standard_artifacts:ExampleAnomalies",
     "ExampleStatistics": "tfx.types.standard_artifacts:ExampleStatistics",

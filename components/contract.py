@@ -14,6 +14,7 @@ from typing import Any
 
 from common.config import (
     DatasetConfig,
+    EvaluatorConfig,
     ExplainConfig,
     PipelineConfig,
     ServingConfig,
@@ -36,6 +37,7 @@ DATASET_SECTION = "dataset"
 TRAINER_SECTION = "trainer"
 SERVING_SECTION = "serving"
 EXPLAIN_SECTION = "explain"
+EVALUATOR_SECTION = "evaluator"
 TUNER_SECTION = "tuner"
 # A fingerprint of the code, so editing it reruns the component instead of hitting the cache.
 CODE_VERSION_KEY = "code_version"
@@ -64,10 +66,12 @@ def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any
 
 
 def pusher_sections(config: PipelineConfig) -> dict[str, Any]:
-    """The Pusher's: the serving check's time budget and the number of classes it expects."""
+    """The Pusher's: the serving check's time budget and the number of classes it expects,
+    and the slice rule the model card flags slices by."""
     return {
         DATASET_SECTION: config.dataset.model_dump(mode="json"),
         SERVING_SECTION: config.serving.model_dump(mode="json"),
+        EVALUATOR_SECTION: config.evaluator.model_dump(mode="json"),
     }
 
 
@@ -82,6 +86,11 @@ def tuner_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
 def read_dataset(custom_config: dict[str, Any]) -> DatasetConfig:
     """The dataset section, validated again (a custom_config is plain JSON)."""
     return DatasetConfig.model_validate(custom_config[DATASET_SECTION])
+
+
+def read_evaluator(custom_config: dict[str, Any]) -> EvaluatorConfig:
+    """The evaluator section."""
+    return EvaluatorConfig.model_validate(custom_config[EVALUATOR_SECTION])
 
 
 def read_trainer(custom_config: dict[str, Any]) -> TrainerConfig:

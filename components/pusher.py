@@ -7,13 +7,17 @@ already served and never leaves a version half-written. Before a new version is
 published, a model server loads the candidate and answers its warmup requests
 through every signature (`components/serving/server_check.py`); a candidate that
 fails is not pushed and the Pusher fails. The PushedModel records how the check
-went and which server ran it. A Pusher that publishes elsewhere too
+went and which server ran it. Each version it publishes gets a model card in its folder
+(`components/model_card/`), made from the Evaluator's evaluation and blessing and
+StatisticsGen's statistics, two inputs TFX's own Pusher does not take; the PushedModel
+records where (`model_card`). A Pusher that publishes elsewhere too
 (kubeflow/model_registry.py) runs the same check through `check_serving`.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from typing import Any
 
@@ -21,15 +25,22 @@ from absl import logging
 
 from common.interrupts import raise_if_interrupted
 from common.tfx_api import (
+    BaseComponent,
+    Channel,
+    ChannelParameter,
     Pusher,
     artifact_utils,
     executor_spec,
+    json_utils,
     proto_utils,
     pusher_pb2,
+    standard_artifacts,
     standard_component_specs,
     tfx_pusher_executor,
 )
-from components.contract import read_dataset, read_serving
+from components.contract import read_dataset, read_evaluator, read_serving
+from components.model_card import card, facts
+from components.model_card.write import write_model_card
 from components.serving.publish import push_model_version
 from components.serving.server_check import ServingCheckResult, check_model
 from components.serving.versions import push_refusal, serving_lock
@@ -42,6 +53,10 @@ PUSH_REFUSED_PROPERTY = "push_refused"
 SERVING_CHECK_PROPERTY = "serving_check"
 # Which server ran it: "tensorflow_model_server", or "model_server.py" where that is not on PATH.
 SERVING_CHECK_SERVER_PROPERTY = "serving_check_server"
+# Where the pushed version's model_card.json is (its model_card.html lies beside it).
+MODEL_CARD_PROPERTY = "model_card"
+EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
+STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
@@ -82,6 +97,11 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             result = push_model_version(
                 self.GetModelPath(input_dict), base_directory, before_publish=check_first
             )
+            card_path = self._write_model_card(
+                input_dict, custom_config, result.version, result.version_dir
+            )
+        if card_path is not None:
+            pushed_model.set_string_custom_property(MODEL_CARD_PROPERTY, card_path)
         if result.newly_pushed:
             logging.info("Model pushed as version %s: %s", result.version, result.version_dir)
         else:
@@ -122,6 +142,42 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             SERVING_CHECK_SERVER_PROPERTY, self._serving_check.server
         )
 
+    def _write_model_card(
+        self,
+        input_dict: dict[str, list[Any]],
+        custom_config: dict[str, Any],
+        version: str,
+        version_dir: str,
+    ) -> str | None:
+        """Writes the version's model card unless it has one; returns its path, or None
+        where the Pusher was not given the evaluation to make it from."""
+        evaluations = input_dict.get(EVALUATION_KEY) or []
+        if not evaluations:
+            logging.warning("No model card for version %s: the Pusher has no evaluation", version)
+            return None
+        statistics = input_dict.get(STATISTICS_KEY) or [None]
+        pushed_on = datetime.datetime.fromtimestamp(int(version), datetime.timezone.utc)
+        found = facts.gather(
+            model=artifact_utils.get_single_instance(
+                input_dict[standard_component_specs.MODEL_KEY]
+            ),
+            model_dir=self.GetModelPath(input_dict),
+            evaluation=evaluations[0],
+            blessing=artifact_utils.get_single_instance(
+                input_dict[standard_component_specs.MODEL_BLESSING_KEY]
+            ),
+            statistics=statistics[0],
+            dataset=read_dataset(custom_config),
+            slice_rule=read_evaluator(custom_config),
+            version=version,
+            date=pushed_on.date().isoformat(),
+            version_dir=version_dir,
+            serving_check=self._serving_check.to_text() if self._serving_check else None,
+        )
+        path = write_model_card(version_dir, card.model_card(found))
+        logging.info("Model card: %s", path)
+        return path
+
     def _refuse_push(
         self,
         input_dict: dict[str, list[Any]],
@@ -149,7 +205,43 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         return push_refusal(model_dir, base_directory)
 
 
-class AtomicPusher(Pusher):
-    """TFX's Pusher with an executor that pushes atomically and never twice."""
+class AtomicPusherSpec(standard_component_specs.PusherSpec):
+    """TFX's Pusher inputs, and what the model card is made from."""
 
+    INPUTS = {
+        **standard_component_specs.PusherSpec.INPUTS,
+        EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
+        STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+    }
+
+
+class AtomicPusher(Pusher):
+    """TFX's Pusher with an executor that pushes atomically and never twice, and writes
+    a model card into each version it pushes."""
+
+    SPEC_CLASS = AtomicPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
+
+    def __init__(
+        self,
+        *,
+        model: Any,
+        model_blessing: Any,
+        push_destination: Any,
+        custom_config: dict[str, Any],
+        evaluation: Any | None = None,
+        statistics: Any | None = None,
+    ):
+        """Like TFX's Pusher, plus the Evaluator's `evaluation` and StatisticsGen's
+        `statistics` channels for the model card (without `evaluation`, no card)."""
+        spec = AtomicPusherSpec(
+            model=model,
+            model_blessing=model_blessing,
+            push_destination=push_destination,
+            custom_config=json_utils.dumps(custom_config),
+            evaluation=evaluation,
+            statistics=statistics,
+            pushed_model=Channel(type=standard_artifacts.PushedModel),
+        )
+        # TFX's Pusher.__init__ builds its own spec, which has no room for the two inputs.
+        BaseComponent.__init__(self, spec=spec)

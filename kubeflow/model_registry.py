@@ -4,7 +4,10 @@ TFX's Vertex Pusher uploads every push as a *new* model named by the clock, so
 the registry fills with unrelated one-version models. This one first pushes to
 the `gs://` serving folder exactly like the local Pusher (never half a version,
 never the same model twice), then makes that folder a version of one registry
-entry (`parent_model`), and deploys it to an endpoint when configured.
+entry (`parent_model`), and deploys it to an endpoint when configured. The version's
+description is its model card in a few lines (overview, change, blessing, accuracy) and
+where the whole card is; a later pin or rollback replaces it with its own reason, and
+the card stays in the version's folder.
 
 Whether a model is registered already is asked of the registry itself: each
 version carries a label with the model's fingerprint. So an upload or a deploy
@@ -30,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import posixpath
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,7 +42,14 @@ from absl import logging
 
 from common.config import ModelRegistryConfig, VertexConfig
 from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusher, AtomicPusherExecutor
+from components.model_card.card import short_description
+from components.model_card.write import CARD_HTML, read_model_card
+from components.pusher import (
+    MODEL_CARD_PROPERTY,
+    PUSH_REFUSED_PROPERTY,
+    AtomicPusher,
+    AtomicPusherExecutor,
+)
 from components.serving.publish import model_fingerprint
 
 REGISTRY_KEY = "vertex_model_registry"
@@ -88,6 +99,7 @@ def register_model_version(
     region: str,
     aiplatform: Any,
     before_upload: Callable[[str], None] | None = None,
+    version_description: str | None = None,
 ) -> Registration:
     """Makes `model_dir` the default version of the registry entry, unless a version has it.
 
@@ -98,6 +110,7 @@ def register_model_version(
       aiplatform: the `google.cloud.aiplatform` module (a stand-in in tests).
       before_upload: runs with `model_dir` only when it is about to be uploaded; what it
         raises stops the upload (the Pusher's serving check).
+      version_description: the new version's description (the model card's short form).
     """
     location = dict(project=project, location=region)
     label = fingerprint_label(model_dir)
@@ -117,6 +130,7 @@ def register_model_version(
             parent_model=parent,
             is_default_version=True,
             labels={FINGERPRINT_LABEL: label},
+            version_description=version_description,
             **location,
         )
         refusal = yield_to_pin(aiplatform, model, location)
@@ -286,6 +300,7 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             before_upload=lambda model_dir: self.check_serving(
                 model_dir, custom_config, pushed_model
             ),
+            version_description=_card_description(pushed_model),
         )
         model = registration.model
         if registration.refusal is not None:
@@ -318,6 +333,18 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
         return registry_refusal(
             model_dir, *_registry_settings(custom_config), vertex_sdk()
         ) or super()._push_refusal(model_dir, base_directory, custom_config)
+
+
+def _card_description(pushed_model: Any) -> str | None:
+    """The pushed version's model card in a few lines, for its registry version; None
+    when the push wrote no card (the PushedModel then names none)."""
+    card_path = pushed_model.get_string_custom_property(MODEL_CARD_PROPERTY)
+    if not card_path:
+        return None
+    made = read_model_card(posixpath.dirname(card_path))
+    if made is None:
+        return None
+    return short_description(made, posixpath.join(posixpath.dirname(card_path), CARD_HTML))
 
 
 def _registry_settings(custom_config: dict[str, Any]) -> tuple[ModelRegistryConfig, str, str]:

@@ -26,6 +26,7 @@ from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.memory_meter import MemoryMeter, MemoryPeak, highest
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
+from components.example_gen.formats import file_pattern
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
@@ -35,6 +36,7 @@ from pipeline.progress import LiveStatus
 from pipeline.run_memory import write_run_memory
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
 from pipeline.run_summary import (
+    DRIFT_RULES_PROPERTY,
     EVALUATOR_RULES_PROPERTY,
     ComponentResult,
     RunSummary,
@@ -243,6 +245,9 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         record.note(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY, str(bootstrapped))
     # Kept in MLMD so a report rebuilt after the run flags slices by this run's margin.
     record.note(NodeIds.EVALUATOR, EVALUATOR_RULES_PROPERTY, config.evaluator.model_dump_json())
+    spans = "{SPAN}" in file_pattern(config.dataset)
+    if spans:  # so a report made later judges the span by the same thresholds
+        record.note(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY, config.drift.model_dump_json())
     summary = summarize_run(
         record,
         components,
@@ -251,6 +256,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         config.full_pipeline_name,
         config.dataset.class_names,
         config.evaluator,
+        config.drift if spans else None,
     )
     if bootstrapped is not None:  # also when the run stopped before ImportSchemaGen
         summary.schema_bootstrapped = str(bootstrapped)

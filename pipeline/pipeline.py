@@ -47,6 +47,7 @@ from components.contract import (
 )
 from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
+from components.evaluation.eval_config import build_eval_config
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
 from components.models import (
@@ -57,7 +58,6 @@ from components.models import (
     weights_fingerprint,
 )
 from components.pusher import AtomicPusher
-from pipeline.eval_config import build_eval_config
 from pipeline.node_ids import NodeIds
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
@@ -313,6 +313,8 @@ def create_pipeline(
     pusher = overrides.pusher_class(
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
+        evaluation=evaluator.outputs["evaluation"],
+        statistics=statistics_gen.outputs["statistics"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),

@@ -72,6 +72,8 @@ def run_message(
         details.append(f"metrics: {shown}")
     if any(s.flagged for s in summary.slices):
         details.append(summary.describe_slices())
+    if summary.span_shifted:
+        details.append(summary.span_shift["headline"])
     if summary.pushed_model:
         details.append(f"pushed: {summary.pushed_model}")
     if report:

@@ -8,29 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
 
-from common.config import EvaluatorConfig
+from common.config import DriftConfig, EvaluatorConfig
 from common.interrupts import received_signal
 from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
-from components.example_gen.errors import DataFormatError
-from components.explain.store import ATTRIBUTIONS_DIR, METHOD_NAMES, read_index
-from components.preflight.memory import describe as describe_bytes
-from components.pusher import (
-    ALREADY_PUSHED_PROPERTY,
-    PUSH_REFUSED_PROPERTY,
-    SERVING_CHECK_PROPERTY,
-    SERVING_CHECK_SERVER_PROPERTY,
-)
-from components.serving.measurements import read_measurements
-from components.serving.server_check import ServingCheckError
-from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
-from pipeline.evaluation_results import (
+from components.evaluation.results import (
     Calibration,
     ClassMetrics,
     SliceMetrics,
@@ -40,6 +29,19 @@ from pipeline.evaluation_results import (
     overall_metrics,
     slice_metrics,
 )
+from components.example_gen.errors import DataFormatError
+from components.explain.store import ATTRIBUTIONS_DIR, METHOD_NAMES, read_index
+from components.preflight.memory import describe as describe_bytes
+from components.pusher import (
+    ALREADY_PUSHED_PROPERTY,
+    MODEL_CARD_PROPERTY,
+    PUSH_REFUSED_PROPERTY,
+    SERVING_CHECK_PROPERTY,
+    SERVING_CHECK_SERVER_PROPERTY,
+)
+from components.serving.measurements import read_measurements
+from components.serving.server_check import ServingCheckError
+from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
 from pipeline.manual_blessing import manual_blessing_of, trainer_model_dir
 from pipeline.node_ids import NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
@@ -49,6 +51,9 @@ TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "trainin
 # Noted on the run (`RunRecord.note`): the `evaluator:` section the run flagged slices
 # by, so a report rebuilt from the run folder flags them by the same margin.
 EVALUATOR_RULES_PROPERTY = "evaluator_config"
+# Noted on a run of spans: the `drift:` section its span shift was judged by.
+DRIFT_RULES_PROPERTY = "drift_config"
+SPAN_SHIFT = "span shift"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -156,6 +161,11 @@ class RunSummary(MeasuredMemory):
     # The server that ran it: "tensorflow_model_server", or "model_server.py" (the Python
     # server, where tensorflow_model_server is not on PATH); None when no server started.
     serving_check_server: str | None = None
+    # The pushed version's model card (model_card.json; model_card.html beside it), or None.
+    model_card: str | None = None
+    # A run of spans with a served model: the new span's images against the served model's
+    # (components/drift/span_shift.py): DriftCheck.to_json() plus its `headline`; else None.
+    span_shift: dict[str, Any] | None = None
     # MeasuredMemory's figures are the run's: the largest of each over its components and
     # the moments between them; this names the component the process's peak was reached in
     # (None: between components, or not measured).
@@ -236,6 +246,7 @@ class RunSummary(MeasuredMemory):
             )
             self.serving_check = pushed_property(SERVING_CHECK_PROPERTY) or None
             self.serving_check_server = pushed_property(SERVING_CHECK_SERVER_PROPERTY) or None
+            self.model_card = pushed_property(MODEL_CARD_PROPERTY) or None
         else:
             self.push_note = pushed_property(PUSH_REFUSED_PROPERTY) or "not blessed"
 
@@ -295,6 +306,10 @@ class RunSummary(MeasuredMemory):
             lines.append(f"FAILED: {self.error}")
         return "\n".join(lines)
 
+    @property
+    def span_shifted(self) -> bool:
+        return bool(self.span_shift and self.span_shift["shifted"])
+
     def to_text(self) -> str:
         """The result lines printed on stdout after the progress lines."""
         lines = []
@@ -334,6 +349,10 @@ class RunSummary(MeasuredMemory):
         lines.append(f"pushed: {self.pushed_model or 'nothing'} ({self.push_note})")
         if self.serving_check:
             lines.append(f"serving check: {self.serving_check}")
+        if self.model_card:
+            lines.append(f"model card: {self.model_card} (and model_card.html beside it)")
+        if self.span_shift:
+            lines.append(self.span_shift["headline"])
         lines.extend(describe_variants(self.serving_variants))
         if self.peak_rss_bytes is not None:
             where = f" in {self.peak_rss_component}" if self.peak_rss_component else ""
@@ -398,12 +417,15 @@ def summarize_run(
     pipeline_name: str,
     class_names: Sequence[str] = (),
     evaluator: EvaluatorConfig | None = None,
+    drift: DriftConfig | None = None,
 ) -> RunSummary:
     """Collects statuses, metrics, the blessing and the push of the run just finished.
 
     `class_names` (every class, in label order) names the per-class metrics and the
     class slices; `evaluator` flags the slices, by default as the run noted it
-    (EVALUATOR_RULES_PROPERTY), else by the defaults.
+    (EVALUATOR_RULES_PROPERTY), else by the defaults. `drift`, given for a run of
+    spans (or noted as DRIFT_RULES_PROPERTY), judges the new span's images against the
+    served model's.
     """
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
     summary.class_names = list(class_names)
@@ -429,6 +451,17 @@ def summarize_run(
             evaluator = EvaluatorConfig.model_validate_json(noted) if noted else None
         blessed = bool(custom_property(blessing, "blessed"))
         summary.add_evaluation(evaluation_uri, blessed, evaluator)
+        if drift is None:
+            noted = record.noted(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY)
+            drift = DriftConfig.model_validate_json(noted) if noted else None
+        served = custom_property(blessing, "baseline_model")
+        if drift is not None and served and trainer.outputs.get("model"):
+            # TensorFlow and TFDV, only for a run that compares spans.
+            from components.drift.span_shift import span_shift
+
+            new_model = trainer_model_dir(trainer.outputs["model"][0])
+            check = span_shift(new_model, os.path.join(served, SERVING_MODEL_DIR), drift)
+            summary.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 

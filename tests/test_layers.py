@@ -65,9 +65,9 @@ def test_the_layer_check_sees_lazy_imports(tmp_path):
 ENTRY_MODULES = ["preprocessing", "trainer", "tuner", "data_gate", "pusher"]
 COMPONENT_LEVELS = [
     ENTRY_MODULES,
-    ["preflight", "explain"],
+    ["preflight", "explain", "model_card"],
     ["training", "serving"],
-    ["device", "models", "example_gen", "data_checks", "drift"],
+    ["device", "models", "example_gen", "data_checks", "drift", "evaluation"],
     ["images", "imagenet_files"],
     ["contract"],
 ]

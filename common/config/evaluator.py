@@ -10,7 +10,7 @@ from pydantic import Field
 from common.config.base import _Section
 
 # The slices the Evaluator measures: each class, and for photos the stored format and
-# the size bucket of the stored image's longer side (pipeline/eval_config.py).
+# the size bucket of the stored image's longer side (components/evaluation/eval_config.py).
 SliceKind = Literal["class", "image_format", "image_size"]
 PHOTO_SLICE_KINDS: tuple[SliceKind, ...] = ("image_format", "image_size")
 _Accuracy = Annotated[float, Field(ge=0, le=1)]

@@ -64,14 +64,14 @@ class DriftCheck:
     def shifts(self) -> list[Measurement]:
         return [m for m in self.measurements if m.shifted]
 
-    def headline(self) -> str:
+    def headline(self, subject: str = "data shift") -> str:
         """One line: what moved and by how much, that nothing did, or why it was not checked."""
         if not self.measurements:
-            return f"data shift: not checked: {self.note}"
+            return f"{subject}: not checked: {self.note}"
         if not self.shifts:
             worst = max(self.measurements, key=lambda m: m.value / m.threshold)
             return (
-                f"data shift: none in {len(self.measurements)} signals of {self.records:,} "
+                f"{subject}: none in {len(self.measurements)} signals of {self.records:,} "
                 f"records (closest: {worst.signal}, {worst.value:.3f} of {worst.threshold:g})"
             )
         moved = "; ".join(
@@ -79,7 +79,7 @@ class DriftCheck:
             for m in sorted(self.shifts, key=lambda m: -m.value / m.threshold)
         )
         return (
-            f"data shift: {len(self.shifts)} of {len(self.measurements)} signals moved from "
+            f"{subject}: {len(self.shifts)} of {len(self.measurements)} signals moved from "
             f"the model's reference ({self.reference}): {moved}"
         )
 

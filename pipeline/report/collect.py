@@ -22,10 +22,11 @@ from common.config import DatasetConfig, PipelineConfig
 from common.memory_meter import highest
 from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
+from components.evaluation import results as evaluation_results
 from components.example_gen.odd_images import read_odd_images
 from components.explain.store import ATTRIBUTIONS_DIR, Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
-from pipeline import evaluation_results, tuning_results
+from pipeline import tuning_results
 from pipeline.manual_blessing import trainer_model_dir
 from pipeline.node_ids import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs

@@ -15,9 +15,9 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from components.evaluation.results import ClassMetrics, SliceMetrics
 from components.explain.store import Attributions
 from components.training.hyperparameters import format_value
-from pipeline.evaluation_results import ClassMetrics, SliceMetrics
 from pipeline.pipeline import NodeIds
 from pipeline.report.collect import RunReport
 from pipeline.tuning_results import TuningResult

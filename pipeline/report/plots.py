@@ -13,8 +13,8 @@ import pathlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
 from components.explain.store import Attributions
-from pipeline.evaluation_results import Calibration, ClassMetrics, SliceMetrics
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
 from pipeline.run_summary import ComponentResult

@@ -535,3 +535,38 @@ def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes
     assert INTENT_LABEL not in api.versions["2"].labels
     assert f"{MODEL}@2: the rollback of 2026-12-01T14:00:00+00:00 was left half done" in caplog.text
     assert pushed_model.get_int_custom_property("pushed") == 1  # then the push went on
+
+
+def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, monkeypatch):
+    from components import pusher
+    from components.model_card import card
+    from components.model_card.write import write_model_card
+    from components.pusher import AtomicPusherExecutor
+    from tests.components.model_card.test_card import make_facts
+
+    def writes_a_card(self, input_dict, custom_config, version, version_dir):
+        return write_model_card(version_dir, card.model_card(make_facts(version=version)))
+
+    monkeypatch.setattr(AtomicPusherExecutor, "_write_model_card", writes_a_card)
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+    vertex = FakeVertex()
+    pushed_model, serving_dir = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+
+    (upload,) = vertex.uploads
+    version_dir = pushed_model.get_string_custom_property("pushed_destination")
+    description = upload["version_description"]
+    assert description.startswith("cnn_bn classifying 8x8x1 images into 10 classes")
+    assert "Blessed: yes, by the Evaluator (TFMA): passed every threshold." in description
+    assert "accuracy 0.9700; eval examples 347" in description
+    assert description.endswith(f"Model card: {version_dir}/model_card.html")
+    assert len(description) <= 1000
+
+
+def test_a_push_without_a_card_leaves_the_registry_description_empty(tmp_path, monkeypatch):
+    from components import pusher
+
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+    vertex = FakeVertex()
+    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, vertex)
+    assert pushed_model.get_int_custom_property("pushed") == 1
+    assert vertex.uploads[0]["version_description"] is None  # no evaluation: no card

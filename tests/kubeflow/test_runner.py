@@ -44,7 +44,11 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
     }
     assert set(tasks["Transform"]["dependentTasks"]) >= {"DataGate", "ExampleGen"}
     assert set(tasks["Evaluator"]["dependentTasks"]) >= {"Trainer", "ExampleGen"}
-    assert set(tasks["Pusher"]["dependentTasks"]) == {"Evaluator", "Trainer"}
+    # The model card's inputs reach the Pusher on Vertex too.
+    assert set(tasks["Pusher"]["dependentTasks"]) == {"Evaluator", "Trainer", "StatisticsGen"}
+    pusher_inputs = tasks["Pusher"]["inputs"]["artifacts"]
+    assert pusher_inputs["evaluation"]["taskOutputArtifact"]["producerTask"] == "Evaluator"
+    assert pusher_inputs["statistics"]["taskOutputArtifact"]["producerTask"] == "StatisticsGen"
     # Warm start: the Trainer reads the last blessed model the resolver finds.
     base_model = tasks["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]
     assert base_model["producerTask"] == "latest_blessed_model_resolver-model-resolver"

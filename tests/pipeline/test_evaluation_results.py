@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from pipeline.evaluation_results import read_evaluation
+from components.evaluation.results import read_evaluation
 from pipeline.report import plots
 from pipeline.report.html import per_class_rows
 from pipeline.run_summary import RunSummary

@@ -116,6 +116,13 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
         "tensorflow_model_server" if shutil.which("tensorflow_model_server") else "model_server.py"
     )
     assert second.serving_check_server is None
+    # The version keeps the card of the run that pushed it: the first run's evaluation.
+    assert second.model_card == first.model_card
+    store = mlmd_store(config)
+    first_evaluation = executions_of(store, config, "Pusher")[0]
+    (evaluation_id,) = input_artifact_ids(store, first_evaluation.id, "evaluation")
+    card = json.loads(pathlib.Path(first.model_card).read_text())
+    assert f"ModelEvaluation {evaluation_id} at" in card["model_details"]["documentation"]
 
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 
 from common.config import ConfigError, EvaluatorConfig, load_config
-from pipeline.evaluation_results import blessing_reason, slice_metrics, thresholds
+from components.evaluation.results import blessing_reason, slice_metrics, thresholds
 from pipeline.node_ids import NodeIds
 from pipeline.report import plots
 from pipeline.report.html import slice_rows

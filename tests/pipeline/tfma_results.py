@@ -7,7 +7,7 @@ import pandas as pd
 import tensorflow_model_analysis as tfma
 
 from common.config import DatasetConfig, EvaluatorConfig, SourceConfig
-from pipeline.eval_config import build_eval_config
+from components.evaluation.eval_config import build_eval_config
 
 NAMES = ("circle", "square", "star", "heart")
 DATASET = DatasetConfig(

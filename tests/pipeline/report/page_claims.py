@@ -263,6 +263,13 @@ def _claims() -> list[Claim]:
                 and m.group(1) == r.data.schema_file
             ),
         ),
+        Claim(
+            "data",
+            r"(span shift: .*)\.$",
+            lambda r, m: (
+                bool(r.summary.span_shift) and m.group(1) == r.summary.span_shift["headline"]
+            ),
+        ),
         Claim("data", r"(.+)", lambda r, m: m.group(1) in (anomalies(r) or [])),  # the list
         # tuning
         Claim(
@@ -397,6 +404,11 @@ def _claims() -> list[Claim]:
                 # the page shows the Trainer's export itself when nothing was pushed
                 and (r.deployment.served or r.deployment.model_dir.startswith(m.group(2)))
             ),
+        ),
+        Claim(
+            "deployment",
+            r"Model card of the pushed version: (\S+), and the same card as a page beside it",
+            lambda r, m: pushed(r, m) and m.group(1) == r.summary.model_card,
         ),
         Claim(
             "deployment",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pipeline.evaluation_results import ClassMetrics
+from components.evaluation.results import ClassMetrics
 from pipeline.report.plots import feature_histograms, per_class_metrics
 from tests.pipeline.report.label_statistics import label_split
 

@@ -9,8 +9,8 @@ from html import escape as html_escape
 import pytest
 import tensorflow_model_analysis as tfma
 
+from components.evaluation.eval_config import ACCURACY_METRIC
 from components.preflight.memory import describe as describe_bytes
-from pipeline.eval_config import ACCURACY_METRIC
 from pipeline.report import write_report
 from pipeline.report.collect import collect_report
 from pipeline.report.run_store import open_latest_run

@@ -17,7 +17,7 @@ import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
 
 from common.config import EvaluatorConfig, SliceKind
-from pipeline.eval_config import ACCURACY_METRIC, SIZE_BUCKETS, slice_kinds_by_key
+from components.evaluation.eval_config import ACCURACY_METRIC, SIZE_BUCKETS, slice_kinds_by_key
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).

@@ -1,0 +1,68 @@
+"""Writes a pushed version's card into its folder: `model_card.json` and `model_card.html`.
+
+The card goes inside the version folder, so it moves with the version (set aside,
+restored, uploaded to the Model Registry) and TF Serving, which loads only the
+SavedModel, ignores it. It is written after the version is published, because only
+then is the version's number known: each file goes to a hidden name first and is
+renamed into place, the HTML page first and the JSON last, so `model_card.json` is
+there only with its page, never half-written. A push cut short between the publish and
+the card leaves a version without one; the next run recognises the version as served
+and writes the card then (`write_model_card` writes only where there is none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import jinja2
+
+from common import fileio
+from common.atomic_file import replaced_when_done
+
+CARD_JSON = "model_card.json"
+CARD_HTML = "model_card.html"
+
+
+def render_html(card: dict[str, Any]) -> str:
+    """The card as one readable HTML page, from the JSON data (the one source of both)."""
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("components.model_card", ""),
+        autoescape=True,
+        undefined=jinja2.Undefined,  # the schema's fields are optional
+    )
+    template = environment.get_template("model_card.html.j2")
+    return template.render(card=card, shown=_shown)
+
+
+def _shown(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.4f}"
+
+
+def has_model_card(version_dir: str) -> bool:
+    return fileio.exists(os.path.join(version_dir, CARD_JSON))
+
+
+def write_model_card(version_dir: str, card: dict[str, Any]) -> str:
+    """Writes the card into `version_dir` unless one is there; returns the JSON's path."""
+    json_path = os.path.join(version_dir, CARD_JSON)
+    if has_model_card(version_dir):
+        return json_path
+    _write_then_rename(os.path.join(version_dir, CARD_HTML), render_html(card))
+    _write_then_rename(json_path, json.dumps(card, indent=2) + "\n")
+    return json_path
+
+
+def read_model_card(version_dir: str) -> dict[str, Any] | None:
+    """The card of a version, or None if it has none."""
+    if not has_model_card(version_dir):
+        return None
+    with fileio.open(os.path.join(version_dir, CARD_JSON)) as handle:
+        return json.loads(handle.read())
+
+
+def _write_then_rename(path: str, text: str) -> None:
+    """Writes `text` to `path` (local or on an object store), whole or not at all."""
+    with replaced_when_done(path) as partial, fileio.open(partial, "w") as handle:
+        handle.write(text)

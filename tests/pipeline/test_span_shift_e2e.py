@@ -1,0 +1,101 @@
+"""Each new span's images against the served model's: quiet for more digits, loud for inverted
+ones, through the real pipeline and the command a scheduler runs."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from sklearn.datasets import load_digits
+
+from pipeline.local_runner import run_local
+from pipeline.run_message import run_message
+from tests.conftest import run_cli, small_digits_config
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = {
+    "dataset.file_pattern": "span-{SPAN}/*.tfrecord",
+    "trainer.train_steps": 20,
+    "trainer.epochs": 1,
+    "evaluator.accuracy_lower_bound": 0.0,  # every model blessed: there is a served model
+    "evaluator.max_accuracy_drop": 1.0,
+    "serving.tflite_variants": [],
+    "explain.mistakes": 0,
+    "explain.correct_per_class": 0,
+}
+
+
+def write_span(path, pixels: np.ndarray, labels: np.ndarray) -> None:
+    path.parent.mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for image, label in zip(pixels, labels, strict=True):
+            features = {
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=image)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+            }
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString()
+            )
+
+
+@pytest.fixture(scope="module")
+def spans(tmp_path_factory):
+    """Span 1: half the digits; span 2: the other half; span 3: that half inverted (16 - v,
+    same labels, values the schema allows). Returns (config, data dir, runs 1 and 2)."""
+    root = tmp_path_factory.mktemp("spans")
+    digits = load_digits()
+    pixels, labels = digits.data.astype(np.float32), digits.target
+    data_dir = root / "data"
+    config = small_digits_config(root / "out", **{"dataset.data_dir": str(data_dir), **SETTINGS})
+    write_span(data_dir / "span-1" / "d.tfrecord", pixels[::2], labels[::2])
+    first = run_local(config, io.StringIO())
+    write_span(data_dir / "span-2" / "d.tfrecord", pixels[1::2], labels[1::2])
+    second = run_local(config, io.StringIO())
+    write_span(data_dir / "span-3" / "d.tfrecord", 16 - pixels[1::2], labels[1::2])
+    return config, root, first, second
+
+
+def test_the_first_span_has_no_served_model_to_compare_with(spans):
+    _, _, first, _ = spans
+    assert first.succeeded and first.blessed, first.error
+    assert first.span_shift is None
+    assert "span shift" not in first.to_text()
+
+
+def test_a_fresh_sample_of_the_same_digits_is_no_shift(spans):
+    _, _, _, second = spans
+    assert second.succeeded, second.error
+    assert second.span_shift["checked"] and not second.span_shift["shifted"]
+    assert {s["signal"] for s in second.span_shift["signals"]} == {
+        "brightness",
+        "contrast",
+        "sharpness",
+    }
+    assert second.span_shift["headline"].startswith("span shift: none in 3 signals of ")
+    assert second.span_shift["headline"] in second.to_text()
+    assert "span shift" not in json.dumps(run_message(second, None))  # nothing to tell
+
+
+def test_inverted_digits_are_a_shift_on_stderr_in_the_summary_and_the_exit_code(spans):
+    config, root, _, _ = spans
+    summary_path = root / "third.json"
+    settings = {**SETTINGS, "dataset.data_dir": config.dataset.data_dir}
+    args = ["run", "--summary-json", str(summary_path), "--fail-on-drift"]
+    args += ["--set", f"output_dir={config.output_dir}"]
+    for name, value in settings.items():
+        args += ["--set", f"{name}={json.dumps(value) if isinstance(value, list) else value}"]
+    result = run_cli(*args, timeout=900)
+
+    assert result.returncode == 3, result.stdout[-2000:] + result.stderr[-3000:]
+    summary = json.loads(summary_path.read_text())
+    assert summary["succeeded"] and summary["span_shift"]["shifted"]
+    moved = {s["signal"] for s in summary["span_shift"]["signals"] if s["shifted"]}
+    assert "brightness" in moved
+    headline = summary["span_shift"]["headline"]
+    assert headline.startswith("span shift: ") and "brightness" in headline
+    assert headline in result.stderr.splitlines()  # one line on stderr
+    assert headline in result.stdout.splitlines()
