@@ -37,7 +37,14 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
 
-from benchmarks import attributions, data, evaluator_slices, pruning, trainer_vs_fit  # noqa: E402
+from benchmarks import (  # noqa: E402
+    attributions,
+    data,
+    evaluator_slices,
+    model_card,
+    pruning,
+    trainer_vs_fit,
+)
 from benchmarks.flops import training_flops  # noqa: E402
 from common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
@@ -1315,6 +1322,23 @@ def bench_attributions(settings: Settings) -> list[Row]:
     return rows
 
 
+def bench_model_card(settings: Settings) -> list[Row]:
+    """The Pusher's model card on a digits and a photo run (benchmarks/model_card.py)."""
+    rows = []
+    for dataset in ("digits", "signs"):
+        run_dir = _pushed_model(settings, dataset)
+        timed = model_card.card_seconds(run_dir.parent, dataset, settings.repeats)
+        rows.append(
+            Row(
+                "model_card",
+                f"model card, {dataset} ({timed['metrics']} metrics), made and written",
+                f"{timed['seconds']:.2f} s",
+                None,
+            )
+        )
+    return rows
+
+
 def bench_pruning(settings: Settings) -> list[Row]:
     """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
     return pruning.rows(Row)
@@ -1410,6 +1434,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "pruning": bench_pruning,
     "evaluator_slices": bench_evaluator_slices,
     "attributions": bench_attributions,
+    "model_card": bench_model_card,
     "preflight_memory": bench_preflight_memory,
 }
 

@@ -17,7 +17,6 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 
 from __future__ import annotations
 
-import datetime
 import json
 from typing import Any
 
@@ -156,21 +155,22 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             logging.warning("No model card for version %s: the Pusher has no evaluation", version)
             return None
         statistics = input_dict.get(STATISTICS_KEY) or [None]
-        pushed_on = datetime.datetime.fromtimestamp(int(version), datetime.timezone.utc)
+        blessing = artifact_utils.get_single_instance(
+            input_dict[standard_component_specs.MODEL_BLESSING_KEY]
+        )
+        dataset = read_dataset(custom_config)
         found = facts.gather(
             model=artifact_utils.get_single_instance(
                 input_dict[standard_component_specs.MODEL_KEY]
             ),
             model_dir=self.GetModelPath(input_dict),
             evaluation=evaluations[0],
-            blessing=artifact_utils.get_single_instance(
-                input_dict[standard_component_specs.MODEL_BLESSING_KEY]
-            ),
+            blessing=facts.evaluator_blessing(blessing, evaluations[0].uri, dataset),
+            blessing_artifact=blessing,
             statistics=statistics[0],
-            dataset=read_dataset(custom_config),
+            dataset=dataset,
             slice_rule=read_evaluator(custom_config),
             version=version,
-            date=pushed_on.date().isoformat(),
             version_dir=version_dir,
             serving_check=self._serving_check.to_text() if self._serving_check else None,
         )

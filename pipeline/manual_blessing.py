@@ -23,12 +23,14 @@ import os
 import pathlib
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.utils import path_constants
 
+from common.config import PipelineConfig
 from components.serving.publish import (
     FINGERPRINT_FILE,
     PushResult,
@@ -242,10 +244,13 @@ def publish(
     serving_dir: str,
     wait: LockWait = UNBOUNDED_WAIT,
     before_publish: Callable[[str], None] | None = None,
+    after_publish: Callable[[PushResult], None] | None = None,
 ) -> PushResult:
     """Publishes the model in the serving folder, as the Pusher would (its refusals too).
 
-    `before_publish(model_dir)` runs for a model not served yet (the serving check).
+    `before_publish(model_dir)` runs for a model not served yet (the serving check);
+    `after_publish(push)` still under the serving lock (the model card), so no rollback
+    moves the version meanwhile.
 
     Raises:
       ServingFolderError: a pin stands or the model was rolled back (restore it instead).
@@ -254,7 +259,73 @@ def publish(
         refusal = push_refusal(chosen.model_dir, serving_dir)
         if refusal:
             raise ServingFolderError(f"not blessed: {refusal}")
-        return push_model_version(chosen.model_dir, serving_dir, before_publish=before_publish)
+        push = push_model_version(chosen.model_dir, serving_dir, before_publish=before_publish)
+        if after_publish is not None:
+            after_publish(push)
+        return push
+
+
+def pusher_inputs(store: metadata_store.MetadataStore, model_id: int) -> dict[str, Any] | None:
+    """The inputs of the newest Pusher given the model (its evaluation, the Evaluator's
+    blessing, the statistics, the model), as TFX artifacts; None if no Pusher had it."""
+    from tfx.types import artifact_utils
+
+    used_by = [
+        e.execution_id
+        for e in store.get_events_by_artifact_ids([model_id])
+        if e.type == metadata_store_pb2.Event.INPUT
+    ]
+    for execution_id in sorted(used_by, reverse=True):
+        inputs: dict[str, metadata_store_pb2.Artifact] = {}
+        for event in store.get_events_by_execution_ids([execution_id]):
+            if event.type == metadata_store_pb2.Event.INPUT:
+                (artifact,) = store.get_artifacts_by_id([event.artifact_id])
+                inputs[event.path.steps[0].key] = artifact
+        if "evaluation" in inputs and "model_blessing" in inputs:
+            types = {
+                t.id: t
+                for t in store.get_artifact_types_by_id(list({a.type_id for a in inputs.values()}))
+            }
+            return {
+                key: artifact_utils.deserialize_artifact(types[a.type_id], a)
+                for key, a in inputs.items()
+            }
+    return None
+
+
+def write_model_card(
+    chosen: Candidate,
+    reason: str,
+    push: PushResult,
+    config: PipelineConfig,
+    serving_check: str | None,
+) -> str | None:
+    """Writes the model card of a version a person published, as the Pusher writes its
+    own (`components/model_card/`), the blessing saying who gave it, why and what the
+    Evaluator had said; None (no card) for a model no Pusher saw with its evaluation."""
+    from components.model_card import card, facts
+    from components.model_card.write import write_model_card as write
+
+    inputs = pusher_inputs(chosen.store, chosen.model.id)
+    if inputs is None:
+        return None
+    evaluation = inputs["evaluation"]
+    found = facts.gather(
+        model=inputs["model"],
+        model_dir=chosen.model_dir,
+        evaluation=evaluation,
+        blessing=facts.manual_blessing(
+            inputs["model_blessing"], evaluation.uri, config.dataset, operator_name(), reason
+        ),
+        blessing_artifact=inputs["model_blessing"],
+        statistics=inputs.get("statistics"),
+        dataset=config.dataset,
+        slice_rule=config.evaluator,
+        version=push.version,
+        version_dir=push.version_dir,
+        serving_check=serving_check,
+    )
+    return write(push.version_dir, card.model_card(found))
 
 
 def record(

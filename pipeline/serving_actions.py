@@ -200,14 +200,24 @@ def bless(
         check = _ServingCheck(config, "not blessed")
         pushed: list[PushResult] = []
 
+        cards: list[str] = []
+
+        def write_card(push: PushResult) -> None:
+            serving_check = (
+                check.passed[0].removeprefix("serving check: ") if check.passed else None
+            )
+            written = manual_blessing.write_model_card(chosen, reason, push, config, serving_check)
+            cards.extend([f"model card: {written}"] if written else [])
+
         def publish() -> list[str]:
-            push = manual_blessing.publish(chosen, str(config.serving_dir), wait, check)
+            push = manual_blessing.publish(chosen, str(config.serving_dir), wait, check, write_card)
             pushed.append(push)
             how = "pushed as version" if push.newly_pushed else "already served as version"
             return [
                 f"blessed model {chosen.model.id} ({chosen.model.uri}) by hand ({reason})",
                 *check.passed,
                 f"{how} {push.version}: {push.version_dir}",
+                *cards,
             ]
 
         def record() -> list[str]:

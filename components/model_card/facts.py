@@ -10,6 +10,7 @@ variants' measurements). Nothing is typed in by hand.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 from typing import Any
@@ -141,16 +142,34 @@ def training_info(model_dir: str) -> dict[str, Any]:
         return json.loads(handle.read())
 
 
-def evaluator_blessing(
-    blessing: Any, evaluation_uri: str, has_baseline: bool, dataset: DatasetConfig
-) -> Blessing:
+def evaluator_blessing(blessing: Any, evaluation_uri: str, dataset: DatasetConfig) -> Blessing:
     """The Evaluator's ModelBlessing in words: TFMA's validation result says why."""
     blessed = bool(_custom(blessing, "blessed"))
+    baseline = _custom(blessing, "baseline_model_id")
     return Blessing(
         blessed=blessed,
         by="the Evaluator (TFMA)",
-        reason=results.blessing_reason(evaluation_uri, blessed, has_baseline, dataset.class_names),
-        baseline_model_id=_custom(blessing, "baseline_model_id") if has_baseline else None,
+        reason=results.blessing_reason(
+            evaluation_uri, blessed, baseline is not None, dataset.class_names
+        ),
+        baseline_model_id=baseline,
+    )
+
+
+def manual_blessing(
+    evaluator_blessing_artifact: Any,
+    evaluation_uri: str,
+    dataset: DatasetConfig,
+    blessed_by: str,
+    reason: str,
+) -> Blessing:
+    """A person's blessing of a model the Evaluator refused: who, why, and the refusal."""
+    refused = evaluator_blessing(evaluator_blessing_artifact, evaluation_uri, dataset)
+    return Blessing(
+        blessed=True,
+        by=f"{blessed_by}, by hand (tpu-pipeline serving bless)",
+        reason=f"{reason} (the Evaluator had refused it: {refused.reason})",
+        baseline_model_id=refused.baseline_model_id,
     )
 
 
@@ -159,23 +178,25 @@ def gather(
     model: Any,
     model_dir: str,
     evaluation: Any,
-    blessing: Any,
+    blessing: Blessing,
+    blessing_artifact: Any,
     statistics: Any | None,
     dataset: DatasetConfig,
     slice_rule: EvaluatorConfig,
     version: str,
-    date: str,
     version_dir: str,
     serving_check: str | None,
 ) -> CardFacts:
     """Reads every fact of the card from the artifacts and the model folder.
 
     Args:
-      model, evaluation, blessing, statistics: the Pusher's input artifacts (TFX
-        Artifact objects, with their ML Metadata ids); `statistics` may be None.
+      model, evaluation, blessing_artifact, statistics: the Pusher's input artifacts
+        (TFX Artifact objects, with their ML Metadata ids); `statistics` may be None.
+      blessing: the blessing in words (`evaluator_blessing` or `manual_blessing`).
       model_dir: the model's serving folder (the Trainer's Format-Serving).
       dataset, slice_rule: the run's dataset and evaluator settings.
-      version, date, version_dir: the pushed version, the day it was pushed and where.
+      version, version_dir: the pushed version (its number is the push time in seconds,
+        `components/serving/publish.py`, whose UTC day the card gives) and where.
       serving_check: how the Pusher's serving check went, in words.
     """
     metrics, baseline_metrics = results.overall_metrics(evaluation.uri)
@@ -184,7 +205,9 @@ def gather(
         dataset=dataset,
         slice_rule=slice_rule,
         version=version,
-        date=date,
+        date=datetime.datetime.fromtimestamp(int(version), datetime.timezone.utc)
+        .date()
+        .isoformat(),
         version_dir=version_dir,
         training=training_info(model_dir),
         data=data_splits(statistics),
@@ -194,16 +217,14 @@ def gather(
         slices=results.slice_metrics(evaluation.uri, dataset.class_names, slice_rule),
         calibration=results.calibration(evaluation.uri),
         variants=variants(model_dir),
-        blessing=evaluator_blessing(
-            blessing, evaluation.uri, baseline_metrics is not None, dataset
-        ),
+        blessing=blessing,
         serving_check=serving_check,
         sources=[
             source(kind, artifact)
             for kind, artifact in [
                 ("Model", model),
                 ("ModelEvaluation", evaluation),
-                ("ModelBlessing", blessing),
+                ("ModelBlessing", blessing_artifact),
                 ("ExampleStatistics", statistics),
             ]
             if artifact is not None

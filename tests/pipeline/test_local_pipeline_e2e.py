@@ -187,6 +187,15 @@ def test_a_manual_blessing_is_recorded_in_mlmd_and_pushes_the_refused_model(bles
     assert input_artifact_ids(store, manual.id, "model") == [model.id]
     (version,) = pushed_versions(str(config.serving_dir))
     assert serving_accuracy(config.serving_dir / version, config) >= 0.95
+    # Its model card says who blessed it, why, and what the Evaluator had said.
+    card = json.loads((config.serving_dir / version / "model_card.json").read_text())
+    documentation = card["model_details"]["documentation"]
+    assert ", by hand (tpu-pipeline serving bless): accepted for the demo (the Evaluator " in (
+        documentation
+    )
+    assert missed[0].value in documentation and "is below the lower bound 1.0000" in documentation
+    assert f"Model {model.id} at {model.uri}" in documentation
+    assert card["model_details"]["version"]["name"] == version
 
 
 def test_the_next_run_takes_the_manually_blessed_model_as_its_baseline(blessed_by_hand):

@@ -75,6 +75,7 @@ def test_a_fresh_sample_of_the_same_digits_is_no_shift(spans):
         "contrast",
         "sharpness",
     }
+    print(second.span_shift["headline"])
     assert second.span_shift["headline"].startswith("span shift: none in 3 signals of ")
     assert second.span_shift["headline"] in second.to_text()
     assert "span shift" not in json.dumps(run_message(second, None))  # nothing to tell
@@ -96,6 +97,7 @@ def test_inverted_digits_are_a_shift_on_stderr_in_the_summary_and_the_exit_code(
     moved = {s["signal"] for s in summary["span_shift"]["signals"] if s["shifted"]}
     assert "brightness" in moved
     headline = summary["span_shift"]["headline"]
+    print(headline)
     assert headline.startswith("span shift: ") and "brightness" in headline
     assert headline in result.stderr.splitlines()  # one line on stderr
     assert headline in result.stdout.splitlines()

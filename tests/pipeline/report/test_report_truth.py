@@ -49,6 +49,7 @@ def _refused(digits_run) -> RunReport:
         push_note="not blessed",
         serving_check=None,
         serving_check_server=None,
+        model_card=None,
         serving_variants=[{**variant, "path": None} for variant in summary.serving_variants],
         schema_bootstrapped=str(config.dataset.resolved_schema_file),
     )
