@@ -1324,19 +1324,21 @@ def bench_attributions(settings: Settings) -> list[Row]:
 
 def bench_model_card(settings: Settings) -> list[Row]:
     """The Pusher's model card on a digits and a photo run (benchmarks/model_card.py)."""
-    rows = []
-    for dataset in ("digits", "signs"):
-        run_dir = _pushed_model(settings, dataset)
-        timed = model_card.card_seconds(run_dir.parent, dataset, settings.repeats)
-        rows.append(
-            Row(
-                "model_card",
-                f"model card, {dataset} ({timed['metrics']} metrics), made and written",
-                f"{timed['seconds']:.2f} s",
-                None,
-            )
+    timed = {
+        dataset: model_card.card_seconds(
+            _pushed_model(settings, dataset).parent, dataset, settings.repeats
         )
-    return rows
+        for dataset in ("digits", "signs")
+    }
+    return [
+        Row(
+            "model_card",
+            f"model card, {dataset} ({t['metrics']} metrics), made and written",
+            f"{t['seconds']:.2f} s",
+            None,
+        )
+        for dataset, t in timed.items()
+    ]
 
 
 def bench_pruning(settings: Settings) -> list[Row]:
