@@ -54,6 +54,7 @@ def stop_summary(
         "serving_check": None,
         "serving_check_server": None,
         "model_card": None,
+        "model_card_error": None,
         "span_shift": None,
         "chosen_defaults": chosen_defaults,
         "peak_rss_bytes": None,

@@ -54,6 +54,8 @@ SERVING_CHECK_PROPERTY = "serving_check"
 SERVING_CHECK_SERVER_PROPERTY = "serving_check_server"
 # Where the pushed version's model_card.json is (its model_card.html lies beside it).
 MODEL_CARD_PROPERTY = "model_card"
+# Why the published version has no card (the push stands without one).
+MODEL_CARD_ERROR_PROPERTY = "model_card_error"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
 
@@ -96,9 +98,16 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             result = push_model_version(
                 self.GetModelPath(input_dict), base_directory, before_publish=check_first
             )
-            card_path = self._write_model_card(
-                input_dict, custom_config, result.version, result.version_dir
-            )
+            try:
+                card_path = self._write_model_card(
+                    input_dict, custom_config, result.version, result.version_dir
+                )
+            except Exception as error:  # noqa: BLE001 (the version is published: say, go on)
+                card_path = None
+                logging.warning("No model card for version %s: %s", result.version, error)
+                pushed_model.set_string_custom_property(
+                    MODEL_CARD_ERROR_PROPERTY, f"{type(error).__name__}: {error}"
+                )
         if card_path is not None:
             pushed_model.set_string_custom_property(MODEL_CARD_PROPERTY, card_path)
         if result.newly_pushed:

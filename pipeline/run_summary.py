@@ -34,6 +34,7 @@ from components.explain.store import ATTRIBUTIONS_DIR, METHOD_NAMES, read_index
 from components.preflight.memory import describe as describe_bytes
 from components.pusher import (
     ALREADY_PUSHED_PROPERTY,
+    MODEL_CARD_ERROR_PROPERTY,
     MODEL_CARD_PROPERTY,
     PUSH_REFUSED_PROPERTY,
     SERVING_CHECK_PROPERTY,
@@ -163,6 +164,8 @@ class RunSummary(MeasuredMemory):
     serving_check_server: str | None = None
     # The pushed version's model card (model_card.json; model_card.html beside it), or None.
     model_card: str | None = None
+    # Why the pushed version has no card (the push stands without one), or None.
+    model_card_error: str | None = None
     # A run of spans with a served model: the new span's images against the served model's
     # (components/drift/span_shift.py): DriftCheck.to_json() plus its `headline`; else None.
     span_shift: dict[str, Any] | None = None
@@ -247,6 +250,7 @@ class RunSummary(MeasuredMemory):
             self.serving_check = pushed_property(SERVING_CHECK_PROPERTY) or None
             self.serving_check_server = pushed_property(SERVING_CHECK_SERVER_PROPERTY) or None
             self.model_card = pushed_property(MODEL_CARD_PROPERTY) or None
+            self.model_card_error = pushed_property(MODEL_CARD_ERROR_PROPERTY) or None
         else:
             self.push_note = pushed_property(PUSH_REFUSED_PROPERTY) or "not blessed"
 
@@ -351,6 +355,8 @@ class RunSummary(MeasuredMemory):
             lines.append(f"serving check: {self.serving_check}")
         if self.model_card:
             lines.append(f"model card: {self.model_card} (and model_card.html beside it)")
+        elif self.model_card_error:
+            lines.append(f"model card: not written ({self.model_card_error})")
         if self.span_shift:
             lines.append(self.span_shift["headline"])
         lines.extend(describe_variants(self.serving_variants))
@@ -457,10 +463,16 @@ def summarize_run(
         served = custom_property(blessing, "baseline_model")
         if drift is not None and served and trainer.outputs.get("model"):
             # TensorFlow and TFDV, only for a run that compares spans.
+            from components.drift.compare import DriftCheck
             from components.drift.span_shift import span_shift
 
             new_model = trainer_model_dir(trainer.outputs["model"][0])
-            check = span_shift(new_model, os.path.join(served, SERVING_MODEL_DIR), drift)
+            try:
+                check = span_shift(new_model, os.path.join(served, SERVING_MODEL_DIR), drift)
+            except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
+                check = DriftCheck(
+                    0, "", note=f"could not compare ({type(error).__name__}: {error})"
+                )
             summary.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)

@@ -71,3 +71,32 @@ def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):
     ):
         _push(tmp_path, {"pixels": "wrong_shape"})
     assert not pushed_versions(str(tmp_path / "serving"))
+
+
+def test_a_card_that_cannot_be_written_leaves_the_push_standing_and_says_why(tmp_path, monkeypatch):
+    from components.pusher import MODEL_CARD_ERROR_PROPERTY, MODEL_CARD_PROPERTY
+
+    def no_room(*args):
+        raise OSError("[Errno 28] No space left on device")
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(AtomicPusherExecutor, "_write_model_card", no_room)
+    pushed_model, serving_dir = _push(tmp_path)
+
+    assert pushed_model.get_int_custom_property("pushed") == 1
+    assert len(pushed_versions(str(serving_dir))) == 1
+    assert pushed_model.get_string_custom_property(MODEL_CARD_PROPERTY) == ""
+    assert pushed_model.get_string_custom_property(MODEL_CARD_ERROR_PROPERTY) == (
+        "OSError: [Errno 28] No space left on device"
+    )
+
+
+def test_a_push_without_the_evaluation_writes_no_card(tmp_path, monkeypatch):
+    from components.pusher import MODEL_CARD_PROPERTY
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    pushed_model, serving_dir = _push(tmp_path)  # model and blessing only, as TFX's Pusher
+
+    (version,) = pushed_versions(str(serving_dir))
+    assert not (serving_dir / version / "model_card.json").exists()
+    assert pushed_model.get_string_custom_property(MODEL_CARD_PROPERTY) == ""

@@ -82,3 +82,18 @@ def test_a_run_whose_memory_was_not_measured_says_nothing_about_it():
     assert "memory:" not in summary.to_text()
     facts = json.loads(summary.to_json())
     assert facts["peak_rss_bytes"] is None and facts["components"][0]["peak_rss_bytes"] is None
+
+
+def test_the_model_card_line_names_the_card_or_why_there_is_none():
+    pushed = {"pushed": 1, "pushed_destination": "/serving/17"}
+    with_card = RunSummary.without_results("digits", [], None, None)
+    with_card.add_push({**pushed, "model_card": "/serving/17/model_card.json"}.get)
+    without = RunSummary.without_results("digits", [], None, None)
+    without.add_push({**pushed, "model_card_error": "OSError: disk full"}.get)
+
+    assert "model card: /serving/17/model_card.json (and model_card.html beside it)" in (
+        with_card.to_text()
+    )
+    assert json.loads(with_card.to_json())["model_card"] == "/serving/17/model_card.json"
+    assert "model card: not written (OSError: disk full)" in without.to_text()
+    assert json.loads(without.to_json())["model_card"] is None
