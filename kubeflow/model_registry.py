@@ -6,8 +6,8 @@ the `gs://` serving folder exactly like the local Pusher (never half a version,
 never the same model twice), then makes that folder a version of one registry
 entry (`parent_model`), and deploys it to an endpoint when configured. The version's
 description is its model card in a few lines (overview, change, blessing, accuracy) and
-where the whole card is; a later pin or rollback replaces it with its own reason, and
-the card stays in the version's folder.
+where the whole card is; a later pin, rollback, restore or blessing by hand replaces it
+with its own note, and the card stays in the version's folder.
 
 Whether a model is registered already is asked of the registry itself: each
 version carries a label with the model's fingerprint. So an upload or a deploy

@@ -11,6 +11,7 @@ from common.config import load_config
 from common.tfx_api import proto_utils, pusher_pb2, standard_artifacts
 from components.contract import pusher_sections
 from components.pusher import (
+    ALREADY_PUSHED_PROPERTY,
     SERVING_CHECK_PROPERTY,
     SERVING_CHECK_SERVER_PROPERTY,
     AtomicPusherExecutor,
@@ -21,12 +22,18 @@ from components.serving.warmup import WARMUP_FILE, write_warmup_requests
 from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
-def _push(tmp_path: pathlib.Path, broken: dict[str, str] | None = None):
-    """Runs the executor on a blessed candidate; returns (pushed_model artifact, serving dir)."""
+def _push(
+    tmp_path: pathlib.Path,
+    broken: dict[str, str] | None = None,
+    evaluation: str | None = None,
+):
+    """Runs the executor on a blessed candidate (saved once per `tmp_path`), with the
+    Evaluator's output at `evaluation` if given; returns (pushed_model, serving dir)."""
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "model")
-    candidate = save_model(tmp_path / "model" / "Format-Serving", broken)
-    write_warmup_requests(candidate, write_eval_split(tmp_path / "eval"), DIGITS)
+    if not (tmp_path / "model").exists():
+        candidate = save_model(tmp_path / "model" / "Format-Serving", broken)
+        write_warmup_requests(candidate, write_eval_split(tmp_path / "eval"), DIGITS)
     blessing = standard_artifacts.ModelBlessing()
     blessing.set_int_custom_property("blessed", 1)
     pushed_model = standard_artifacts.PushedModel()
@@ -40,8 +47,12 @@ def _push(tmp_path: pathlib.Path, broken: dict[str, str] | None = None):
         "push_destination": proto_utils.proto_to_json(destination),
         "custom_config": json.dumps(pusher_sections(config)),
     }
+    inputs = {"model": [model], "model_blessing": [blessing]}
+    if evaluation is not None:
+        inputs["evaluation"] = [standard_artifacts.ModelEvaluation()]
+        inputs["evaluation"][0].uri = evaluation
     AtomicPusherExecutor().Do(
-        {"model": [model], "model_blessing": [blessing]},
+        inputs,
         {"pushed_model": [pushed_model]},
         exec_properties,
     )
@@ -100,3 +111,33 @@ def test_a_push_without_the_evaluation_writes_no_card(tmp_path, monkeypatch):
     (version,) = pushed_versions(str(serving_dir))
     assert not (serving_dir / version / "model_card.json").exists()
     assert pushed_model.get_string_custom_property(MODEL_CARD_PROPERTY) == ""
+
+
+@pytest.mark.slow  # TFMA's Beam job and a model server
+def test_a_served_version_without_a_card_gets_one_when_the_pusher_sees_it_again(
+    tmp_path, monkeypatch
+):
+    import numpy as np
+
+    from components.pusher import MODEL_CARD_PROPERTY
+    from tests.pipeline.tfma_results import write_evaluation
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    labels = np.arange(40) % 10
+    evaluation = write_evaluation(
+        str(tmp_path / "evaluation"), labels, np.eye(10)[labels] * 0.9 + 0.01, dataset=DIGITS
+    )
+    first, serving_dir = _push(tmp_path, evaluation=evaluation)
+    (version,) = pushed_versions(str(serving_dir))
+    card_file = serving_dir / version / "model_card.json"
+    assert first.get_string_custom_property(MODEL_CARD_PROPERTY) == str(card_file)
+    card = json.loads(card_file.read_text())
+    assert card["model_details"]["version"]["name"] == version
+    assert "Serving check before the push: passed (" in card["model_details"]["documentation"]
+
+    card_file.unlink()  # as after a push cut short between the publish and the card
+    again, _ = _push(tmp_path, evaluation=evaluation)
+    assert again.get_int_custom_property(ALREADY_PUSHED_PROPERTY) == 1
+    assert pushed_versions(str(serving_dir)) == [version]
+    assert json.loads(card_file.read_text())["model_details"]["version"]["name"] == version
+    assert again.get_string_custom_property(MODEL_CARD_PROPERTY) == str(card_file)

@@ -25,6 +25,7 @@ OUTCOMES = [
     "blessed and pushed",
     "blessed and pushed, rebuilt from the run folder",
     "not blessed, schema bootstrapped",
+    "blessed and pushed, a new span of inverted images",
     "data rejected, rebuilt from the run folder",
     "failed in the Trainer",
     "interrupted in the Trainer",
@@ -54,6 +55,29 @@ def _refused(digits_run) -> RunReport:
         schema_bootstrapped=str(config.dataset.resolved_schema_file),
     )
     return collect_report(config.run_dir, refused, config)
+
+
+def _shifted_span(facts: RunReport) -> RunReport:
+    """The digits run, as if it had trained on a span of inverted digits: its span shift is
+    the real comparison of half the digits, inverted, with the other half."""
+    import numpy as np
+    from sklearn.datasets import load_digits
+
+    from common.config import DriftConfig
+    from components.drift.reference import Reference
+    from components.drift.signals import pixel_signals
+    from components.drift.span_shift import compare_training_images
+
+    images = load_digits().images.astype(np.float32)[..., None]
+
+    def reference(pixels):
+        return Reference(pixel_signals(pixels), {"confidence": np.ones(len(pixels))})
+
+    check = compare_training_images(
+        reference(16 - images[1::2]), reference(images[::2]), DriftConfig()
+    )
+    shift = {**check.to_json(), "headline": check.headline("span shift")}
+    return dataclasses.replace(facts, summary=dataclasses.replace(facts.summary, span_shift=shift))
 
 
 def _stopped_in_trainer(facts: RunReport, error: BaseException, status: str) -> RunReport:
@@ -88,6 +112,8 @@ def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
         report = collect_report(digits_run[0].run_dir)
     elif outcome == "not blessed, schema bootstrapped":
         report = _refused(digits_run)
+    elif outcome == "blessed and pushed, a new span of inverted images":
+        report = _shifted_span(digits_facts)
     elif outcome == "data rejected, rebuilt from the run folder":
         _, run_dir = request.getfixturevalue("rejected_run")
         report = collect_report(run_dir)
@@ -116,6 +142,7 @@ def test_the_outcomes_are_the_ones_named(outcome_page):
         "blessed and pushed": (True, True, False, False),
         "blessed and pushed, rebuilt from the run folder": (True, True, False, False),
         "not blessed, schema bootstrapped": (False, False, False, False),
+        "blessed and pushed, a new span of inverted images": (True, True, False, False),
         "data rejected, rebuilt from the run folder": (False, False, True, False),
         "failed in the Trainer": (False, False, False, False),
         "interrupted in the Trainer": (False, False, False, True),
@@ -134,3 +161,14 @@ def test_a_variant_is_called_published_only_when_a_model_was_pushed(outcome_page
         assert (cell == "yes") == (variant["path"] is not None), (cell, variant)
         if report.summary.pushed_model is None:
             assert cell != "yes"
+
+
+def test_a_shifted_span_is_told_in_the_data_section_signal_by_signal(digits_facts, tmp_path):
+    report = _shifted_span(digits_facts)
+    page = read_page(write_report_files(report, tmp_path).html.read_text(encoding="utf-8"))
+
+    headline = report.summary.span_shift["headline"]
+    assert headline.startswith("span shift: 1 of 3 signals moved") and "brightness" in headline
+    assert f"{headline}." in page.sentences["data"]
+    moved = {row[0]: row[-1] for row in page.rows["data"] if len(row) == 7 and row[0] != "signal"}
+    assert moved == {"brightness": "yes", "contrast": "no", "sharpness": "no"}
