@@ -206,7 +206,13 @@ def bless(
             serving_check = (
                 check.passed[0].removeprefix("serving check: ") if check.passed else None
             )
-            written = manual_blessing.write_model_card(chosen, reason, push, config, serving_check)
+            try:
+                written = manual_blessing.write_model_card(
+                    chosen, reason, push, config, serving_check
+                )
+            except Exception as error:  # noqa: BLE001 (the version is published: say, go on)
+                cards.append(f"model card: not written ({type(error).__name__}: {error})")
+                return
             cards.extend([f"model card: {written}"] if written else [])
 
         def publish() -> list[str]:

@@ -283,6 +283,27 @@ def test_bless_prints_what_it_did_not_the_last_runs_summary(tmp_path, capsys, mo
     assert baseline(config.metadata_path) == refused
 
 
+def test_a_card_that_cannot_be_written_leaves_the_blessing_standing_and_says_why(
+    tmp_path, capsys, monkeypatch
+):
+    from pipeline import manual_blessing
+
+    config, _, _ = run_folder(tmp_path)
+    refused = with_a_refused_model(tmp_path, config)
+    passing_check(monkeypatch)
+
+    def no_room(*args):
+        raise OSError("[Errno 28] No space left on device")
+
+    monkeypatch.setattr(manual_blessing, "write_model_card", no_room)
+
+    assert cli(config, "bless", "--reason", "accepted for the demo") == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[3] == "model card: not written (OSError: [Errno 28] No space left on device)"
+    assert lines[4].startswith("ML Metadata: recorded the manual blessing (blessing ")
+    assert baseline(config.metadata_path) == refused
+
+
 def test_bless_refuses_a_model_that_fails_the_serving_check(tmp_path, capsys):
     config, _, newer = run_folder(tmp_path)
     with_a_refused_model(tmp_path, config)
