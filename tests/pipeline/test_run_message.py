@@ -51,6 +51,17 @@ def test_a_blessed_and_pushed_run_gives_its_metrics_baseline_push_report_and_log
     assert message["blocks"][0]["text"]["text"] == title
 
 
+def test_a_span_that_shifted_is_told_after_the_metrics_and_a_steady_one_is_not():
+    line = "span shift: 1 of 3 signals moved from the model's reference (728 training images)"
+    shifted = blessed()
+    shifted.span_shift = {"checked": True, "shifted": True, "headline": line}
+    steady = blessed()
+    steady.span_shift = {"checked": True, "shifted": False, "headline": "span shift: none"}
+
+    assert run_message(shifted, REPORT)["text"].splitlines()[3] == line
+    assert "span shift" not in run_message(steady, REPORT)["text"]
+
+
 def test_a_model_the_evaluator_refused_is_not_blessed_and_says_why():
     refused = summary(
         metrics={"accuracy": 0.5},
