@@ -26,6 +26,7 @@ setup(
     package_data={
         "schemas": ["*/schema.pbtxt"],
         "pipeline.report": ["*.j2"],
+        "components.model_card": ["*.j2"],
         # data/<name>/<file>, and image folders: data/<name>/<split>/<class>/<file>
         "common": ["data/*/*", "data/*/*/*/*"],
     },
