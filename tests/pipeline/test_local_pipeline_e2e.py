@@ -127,7 +127,7 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
 
 def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
     config = small_digits_config(  # its subject is accuracy: no TFLite variants to measure
-        tmp_path, dataset="mnist", **{"trainer.train_steps": 300, "serving.tflite_variants": []}
+        tmp_path, dataset="mnist", **{"trainer.train_steps": 120, "serving.tflite_variants": []}
     )
     summary = run_local(config, io.StringIO())
     assert summary.succeeded, summary.error
