@@ -45,7 +45,14 @@ def has_model_card(version_dir: str) -> bool:
 
 
 def write_model_card(version_dir: str, card: dict[str, Any]) -> str:
-    """Writes the card into `version_dir` unless one is there; returns the JSON's path."""
+    """Writes the card into `version_dir` unless one is there; returns the JSON's path.
+
+    Callers hold the serving lock, so no other writer is mid-write here: a hidden
+    `.model_card.*.partial-*` folder beside the card is what a killed writer left (kill -9
+    skips its clean-up), and it goes first, wherever the card stands, so a version that
+    is uploaded or restored carries none.
+    """
+    _remove_partials_left_by_a_killed_writer(version_dir)
     json_path = os.path.join(version_dir, CARD_JSON)
     if has_model_card(version_dir):
         return json_path
@@ -60,6 +67,13 @@ def read_model_card(version_dir: str) -> dict[str, Any] | None:
         return None
     with fileio.open(os.path.join(version_dir, CARD_JSON)) as handle:
         return json.loads(handle.read())
+
+
+def _remove_partials_left_by_a_killed_writer(version_dir: str) -> None:
+    partials = tuple(f".{name}.partial-" for name in (CARD_HTML, CARD_JSON))
+    for entry in fileio.listdir(version_dir):
+        if entry.rstrip("/").startswith(partials):
+            fileio.rmtree(os.path.join(version_dir, entry.rstrip("/")))
 
 
 def _write_then_rename(path: str, text: str) -> None:

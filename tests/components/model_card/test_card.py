@@ -221,3 +221,19 @@ def test_a_card_cut_short_leaves_no_json(tmp_path, monkeypatch):
 
     assert read_model_card(str(tmp_path)) is None
     assert [p.name for p in tmp_path.iterdir()] == [CARD_HTML]  # no partial file is left
+
+
+@pytest.mark.parametrize("card_already_there", [False, True])
+def test_what_a_killed_writer_left_beside_the_card_is_removed(tmp_path, card_already_there):
+    if card_already_there:
+        write_model_card(str(tmp_path), card.model_card(make_facts()))
+    for name in (CARD_HTML, CARD_JSON):  # as kill -9 mid-write leaves them
+        left = tmp_path / f".{name}.partial-0123456789ab"
+        left.mkdir()
+        (left / name).write_text("{half a car")
+    (tmp_path / "saved_model.pb").write_text("the version's own")  # never touched
+
+    write_model_card(str(tmp_path), card.model_card(make_facts()))
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == [CARD_HTML, CARD_JSON, "saved_model.pb"]
+    assert read_model_card(str(tmp_path)) == card.model_card(make_facts())
