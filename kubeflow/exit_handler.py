@@ -31,10 +31,11 @@ from absl import logging
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
-from common.config import EvaluatorConfig, NotifyConfig, PipelineConfig
+from common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
 from common.webhook import post_notification, slack_message
+from components.example_gen.formats import reads_spans
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from kubeflow.runner import require_webhook_secret
 from pipeline.pipeline import NodeIds
@@ -86,6 +87,7 @@ def vertex_run_message(
     budget_s: float = READ_BUDGET_S,
     class_names: Sequence[str] = (),
     evaluator: EvaluatorConfig | None = None,
+    drift: DriftConfig | None = None,
 ) -> dict:
     """The Slack-compatible message for a Vertex AI run's final status (JSON).
 
@@ -96,6 +98,8 @@ def vertex_run_message(
       budget_s: the most reading the job and its artifacts may take.
       class_names: every class's name, in label order, for the slices.
       evaluator: the run's `evaluator:` section, whose margin flags weak slices.
+      drift: the run's `drift:` section for a run of spans (its new span is compared with
+        the served model's images); None otherwise.
     """
     try:
         status = json_format.Parse(
@@ -111,7 +115,9 @@ def vertex_run_message(
     read_job = read_job or read_pipeline_job
     try:
         summary = call_with_timeout(
-            lambda: job_summary(pipeline_name, status, read_job(name), class_names, evaluator),
+            lambda: job_summary(
+                pipeline_name, status, read_job(name), class_names, evaluator, drift
+            ),
             budget_s,
             f"reading {name or 'the pipeline job'}",
         )
@@ -129,11 +135,13 @@ def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
     pipeline_name: Parameter[str],
     class_names: Parameter[str],
     evaluator_config: Parameter[str],
+    drift_config: Parameter[str],
 ):
     """Posts the run's outcome; whatever fails is one warning in the log, never a failed step.
 
     `class_names` (a JSON list) and `evaluator_config` (the `evaluator:` section as JSON)
-    name and flag the slices as a local run does.
+    name and flag the slices as a local run does; `drift_config` (the `drift:` section
+    as JSON, empty unless the data comes in spans) judges the new span's images.
     """
     try:
         notify = NotifyConfig(webhook_secret=webhook_secret, timeout_seconds=timeout_seconds)
@@ -142,6 +150,7 @@ def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
             final_status,
             class_names=json.loads(class_names),
             evaluator=EvaluatorConfig.model_validate_json(evaluator_config),
+            drift=DriftConfig.model_validate_json(drift_config) if drift_config else None,
         )
         warning = post_notification(notify, message)
     except Exception as error:  # the run's result stands whatever happened here
@@ -167,4 +176,5 @@ def notify_exit_handler(config: PipelineConfig) -> BaseComponent | None:
         pipeline_name=config.full_pipeline_name,
         class_names=json.dumps(list(config.dataset.class_names)),
         evaluator_config=config.evaluator.model_dump_json(),
+        drift_config=config.drift.model_dump_json() if reads_spans(config.dataset) else "",
     )

@@ -8,19 +8,22 @@ its `metadata` (`kubeflow_v2_entrypoint_utils.to_runtime_artifact`; integers
 arrive as floats, `blessed: 1.0`). From those come what the local summary reads
 from ML Metadata, through the same code: the DataGate's verdict with
 ExampleValidator's anomalies, the Evaluator's metrics (its TFMA output, on Cloud
-Storage) and blessing, and the Pusher's push.
+Storage) and blessing, the Pusher's push, and for a run of spans the new span's
+images against the served model's (the two models' drift references, on Cloud Storage).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kfp.pipeline_spec import pipeline_spec_pb2
+from tfx.utils.path_constants import SERVING_MODEL_DIR
 
-from common.config import EvaluatorConfig
+from common.config import DriftConfig, EvaluatorConfig
 from common.tfx_api import ExampleAnomalies
 from components.data_checks.anomalies import (
     DataRejectedError,
@@ -124,9 +127,12 @@ def job_summary(
     job: gca.PipelineJob,
     class_names: Sequence[str] = (),
     evaluator: EvaluatorConfig | None = None,
+    drift: DriftConfig | None = None,
 ) -> RunSummary:
     """The run's summary from the DAG's final `status` and the `job`'s tasks and artifacts;
-    `class_names` name the class slices and `evaluator` flags the slices, as locally.
+    `class_names` name the class slices and `evaluator` flags the slices, as locally;
+    `drift`, given for a run of spans, judges the new span's images against the served
+    model's (the Evaluator's baseline), as locally.
 
     Raises:
       LookupError: the DAG succeeded but the Evaluator's or the Pusher's artifact is
@@ -167,6 +173,11 @@ def job_summary(
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
+        served = blessing.metadata.get("baseline_model")
+        model = _output(tasks, NodeIds.TRAINER, "model")
+        if drift is not None and served and model is not None:
+            new_model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
+            summary.add_span_shift(new_model_dir, served, drift)
     if pushed is not None:
         summary.add_push(pushed.metadata.get)
     return summary

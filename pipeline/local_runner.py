@@ -26,7 +26,7 @@ from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.memory_meter import MemoryMeter, MemoryPeak, highest
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
-from components.example_gen.formats import file_pattern
+from components.example_gen.formats import reads_spans
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
@@ -245,7 +245,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         record.note(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY, str(bootstrapped))
     # Kept in MLMD so a report rebuilt after the run flags slices by this run's margin.
     record.note(NodeIds.EVALUATOR, EVALUATOR_RULES_PROPERTY, config.evaluator.model_dump_json())
-    spans = "{SPAN}" in file_pattern(config.dataset)
+    spans = reads_spans(config.dataset)
     if spans:  # so a report made later judges the span by the same thresholds
         record.note(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY, config.drift.model_dump_json())
     summary = summarize_run(

@@ -49,7 +49,7 @@ from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.evaluation.eval_config import build_eval_config
 from components.example_gen.factory import build_example_gen
-from components.example_gen.formats import file_pattern, source_format
+from components.example_gen.formats import file_pattern, reads_spans, source_format
 from components.models import (
     check_backbone_settings,
     check_model,
@@ -95,7 +95,7 @@ class ComponentOverrides:
 
 def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
     """Reads the `span_window` latest spans when the file pattern has `{SPAN}`."""
-    if "{SPAN}" not in file_pattern(dataset) or dataset.span_window == 1:
+    if not reads_spans(dataset) or dataset.span_window == 1:
         return None  # ExampleGen reads the latest span (or all files) by itself
     return range_config_pb2.RangeConfig(
         rolling_range=range_config_pb2.RollingRange(num_spans=dataset.span_window)
@@ -250,7 +250,7 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(NodeIds.EXAMPLE_VALIDATOR)
     previous_statistics = None
-    checks_drift = "{SPAN}" in file_pattern(dataset) and dataset.label_drift_threshold
+    checks_drift = reads_spans(dataset) and dataset.label_drift_threshold
     if checks_drift and overrides.check_label_drift:
         previous_statistics = Resolver(
             strategy_class=PreviousSpanStatistics,

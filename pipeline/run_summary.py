@@ -237,6 +237,23 @@ class RunSummary(MeasuredMemory):
         self.slices = slice_metrics(evaluation_uri, self.class_names, rules)
         self.slice_margin, self.slice_min_examples = rules.slice_margin, rules.slice_min_examples
 
+    def add_span_shift(self, new_model_dir: str, served_model_uri: str, drift: DriftConfig) -> None:
+        """Compares the new model's training images with the served model's (a run of spans).
+
+        `served_model_uri` is the Evaluator's baseline (a Model artifact's URI). A comparison
+        that fails is a note in the result, never an error: a summary must not fail the run.
+        """
+        # TensorFlow and TFDV, only for a run that compares spans.
+        from components.drift.compare import DriftCheck
+        from components.drift.span_shift import span_shift
+
+        served = os.path.join(served_model_uri, SERVING_MODEL_DIR)
+        try:
+            check = span_shift(new_model_dir, served, drift)
+        except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
+            check = DriftCheck(0, "", note=f"could not compare ({type(error).__name__}: {error})")
+        self.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+
     def add_push(self, pushed_property: Callable[[str], Any]) -> None:
         """Takes the push from the Pusher's PushedModel: `pushed_property(name)` reads one of
         its custom properties (None when unset), wherever the run recorded them."""
@@ -462,18 +479,7 @@ def summarize_run(
             drift = DriftConfig.model_validate_json(noted) if noted else None
         served = custom_property(blessing, "baseline_model")
         if drift is not None and served and trainer.outputs.get("model"):
-            # TensorFlow and TFDV, only for a run that compares spans.
-            from components.drift.compare import DriftCheck
-            from components.drift.span_shift import span_shift
-
-            new_model = trainer_model_dir(trainer.outputs["model"][0])
-            try:
-                check = span_shift(new_model, os.path.join(served, SERVING_MODEL_DIR), drift)
-            except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
-                check = DriftCheck(
-                    0, "", note=f"could not compare ({type(error).__name__}: {error})"
-                )
-            summary.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+            summary.add_span_shift(trainer_model_dir(trainer.outputs["model"][0]), served, drift)
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 

@@ -17,7 +17,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import common.webhook
 import kubeflow.exit_handler
-from common.config import EvaluatorConfig
+from common.config import DriftConfig, EvaluatorConfig
 from kubeflow import vertex_types as gca
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
 from tests.common.webhook_server import webhook_server
@@ -207,7 +207,11 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
         "pipeline_name",
         "class_names",
         "evaluator_config",
+        "drift_config",
     }
+    # The shipped configs read spans (span-{SPAN}/): each new span is judged by these rules.
+    drift = task_parameter(spec, "NotifyWebhook", "drift_config")
+    assert DriftConfig.model_validate(drift) == config.drift
     assert task_parameter(spec, "NotifyWebhook", "pipeline_name") == config.full_pipeline_name
     # The slices are named and flagged as a local run of the same config does.
     assert task_parameter(spec, "NotifyWebhook", "class_names") == list(config.dataset.class_names)
@@ -364,6 +368,7 @@ def run_exit_handler(final_status_json: str, name: str = SECRET_NAME) -> None:
             "pipeline_name": "tpu-pipeline-digits",
             "class_names": json.dumps([str(digit) for digit in range(10)]),
             "evaluator_config": EvaluatorConfig().model_dump_json(),
+            "drift_config": DriftConfig().model_dump_json(),
         },
     )
 
@@ -512,3 +517,61 @@ def test_a_plain_webhook_is_a_config_error_for_vertex_naming_the_secret_field():
     config = load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"notify.webhook": url})
     with pytest.raises(ConfigError, match=r"^notify\.webhook: on Vertex AI .* notify\.webhook_sec"):
         compile_pipeline(config, "/nonexistent/pipeline.json")
+
+
+def test_data_not_in_spans_compiles_no_drift_rules_into_the_exit_handler(compile_spec):
+    _, spec, _ = compile_spec("cpu", **NOTIFY, **{"dataset.file_pattern": "*.tfrecord*"})
+    assert task_parameter(spec, "NotifyWebhook", "drift_config") == ""
+
+
+def _model_with_reference(folder, images: np.ndarray) -> str:
+    """A Trainer Model artifact's folder whose SavedModel keeps the drift reference of `images`."""
+    from components.drift.reference import REFERENCE_PATH
+    from components.drift.signals import pixel_signals
+
+    signals = {name: values.tolist() for name, values in pixel_signals(images[..., None]).items()}
+    path = folder / "Format-Serving" / REFERENCE_PATH
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"train": signals, "eval": {"confidence": [1.0] * len(images)}}))
+    return str(folder)
+
+
+@pytest.mark.parametrize("inverted", [False, True])
+def test_a_span_run_on_vertex_compares_the_new_spans_images_with_the_served_models(
+    evaluation, tmp_path, inverted
+):
+    from sklearn.datasets import load_digits
+
+    digits = load_digits().images.astype(np.float32)
+    served = _model_with_reference(tmp_path / "served", digits[::2])
+    new_images = 16 - digits[1::2] if inverted else digits[1::2]
+    new = _model_with_reference(tmp_path / "new", new_images)
+    found = evaluated_job(evaluation, pushed=1.0, pushed_destination=PUSHED_TO)
+    found.job_detail.task_details.append(
+        gca.PipelineTaskDetail(
+            task_id=99,
+            parent_task_id=DAG,
+            task_name="Trainer",
+            state=gca.PipelineTaskDetail.State.SUCCEEDED,
+            outputs=outputs("model", new),
+        )
+    )
+    for task in found.job_detail.task_details:  # the Evaluator's baseline: the served model
+        if task.task_name == "Evaluator":
+            task.outputs["blessing"].artifacts[0].metadata["baseline_model"] = served
+
+    def message(drift):
+        return lines(
+            vertex_run_message(
+                "tpu-pipeline-digits", final_status("SUCCEEDED"), lambda _: found, drift=drift
+            )
+        )
+
+    shifted = [line for line in message(DriftConfig()) if line.startswith("span shift: ")]
+    if inverted:
+        assert len(shifted) == 1 and "brightness" in shifted[0] and " -> " in shifted[0]
+        assert "899 training images of the served model" in shifted[0]  # the even half
+    else:
+        assert shifted == []  # a steady span is not worth a line in the webhook message
+    # Without drift rules (the data is not in spans) nothing is compared.
+    assert not [line for line in message(None) if line.startswith("span shift")]
