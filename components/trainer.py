@@ -16,7 +16,7 @@ import tensorflow_transform as tft
 import tf_keras
 from absl import logging
 
-from common.config import DatasetConfig, TrainerConfig
+from common.config import DatasetConfig, ExplainConfig, TrainerConfig
 from common.tfx_api import FnArgs
 from components.contract import read_dataset, read_explain, read_serving, read_trainer
 from components.device.multi_worker import (
@@ -29,6 +29,7 @@ from components.device.strategy import StrategyChoice, resolve_strategy
 from components.explain.eval_split import explain_eval_split
 from components.models import build_model, compile_model, is_backbone, load_pretrained_weights
 from components.preflight import require_preflight
+from components.serving.export import feature_map_layer
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
 from components.training.autograph import skip_autograph_for_tf_keras
@@ -204,6 +205,24 @@ def fit(
     return model, history, training_info
 
 
+def require_grad_cam_layer(explain: ExplainConfig, model_name: str, dataset: DatasetConfig) -> None:
+    """Fails before training, not after it, when Grad-CAM is asked for and the model has no
+    layer to read (a misnamed `explain.grad_cam_layer`, or no feature maps at all).
+
+    Raises:
+      ValueError: naming the problem and what to set instead.
+    """
+    wanted = explain.enabled and explain.method_for(dataset.stores_encoded_images) == "grad_cam"
+    if not wanted and explain.grad_cam_layer is None:
+        return
+    model = build_model(model_name, dataset.image_shape, dataset.num_classes, "float32")
+    if feature_map_layer(model, explain.grad_cam_layer) is None:
+        raise ValueError(
+            f"explain.method grad_cam needs a feature-map layer, and {model_name} has none: "
+            "use explain.method=xrai or integrated_gradients"
+        )
+
+
 def run_fn(fn_args: FnArgs) -> None:
     """Trains the configured CNN on the best device available and exports it for serving.
 
@@ -215,6 +234,8 @@ def run_fn(fn_args: FnArgs) -> None:
     tuned = tuned_values(fn_args.hyperparameters["values"]) if fn_args.hyperparameters else {}
     config = apply_hyperparameters(config, tuned)
     setup = training_setup(fn_args, dataset, config)
+    explain = read_explain(fn_args.custom_config)
+    require_grad_cam_layer(explain, config.model, dataset)
     backup_dir = backup_dir_for(
         fn_args.model_run_dir,
         {
@@ -254,6 +275,7 @@ def run_fn(fn_args: FnArgs) -> None:
         train_files=fn_args.train_files,
         eval_files=fn_args.eval_files,
         training_info=training_info,
+        grad_cam_layer=explain.grad_cam_layer,
     )
     if choice.num_workers > 1:
         wait_for_all_workers(choice.strategy)  # the other workers wait for this export
@@ -263,5 +285,5 @@ def run_fn(fn_args: FnArgs) -> None:
         fn_args.serving_model_dir,
         fn_args.eval_files,
         dataset,
-        read_explain(fn_args.custom_config),
+        explain,
     )

@@ -14,7 +14,7 @@ from pydantic import Field
 
 from common.config.base import _Section
 
-ExplainMethod = Literal["integrated_gradients", "xrai"]
+ExplainMethod = Literal["integrated_gradients", "xrai", "grad_cam"]
 ExplainBaseline = Literal["black", "white"]
 
 
@@ -42,9 +42,16 @@ class ExplainConfig(_Section):
     )
     method: ExplainMethod | Literal["auto"] = Field(
         default="auto",
-        description="integrated_gradients or xrai; auto: integrated gradients for pixel "
-        "data (small images, one value per pixel: a per-pixel map reads well), XRAI for "
-        "photos (its regions follow the objects instead of scattered pixels)",
+        description="integrated_gradients, xrai or grad_cam; auto: integrated gradients "
+        "for pixel data (small images, one value per pixel: a per-pixel map reads well), "
+        "XRAI for photos (its regions follow the objects instead of scattered pixels); "
+        "grad_cam is one model call an image, as coarse as its layer's feature maps",
+    )
+    grad_cam_layer: str | None = Field(
+        default=None,
+        description="the layer whose feature maps Grad-CAM weighs; default: the model's "
+        "last layer with a feature-map output (cnn_bn: block2_pool, mnist_cnn: pool2, "
+        "resnet20: stage3_block3_relu, a pretrained backbone: its last feature maps)",
     )
     steps: int = Field(
         default=32, ge=2, le=1024, description="integration steps from each baseline"
@@ -69,6 +76,8 @@ class ExplainConfig(_Section):
 
     def baselines_for(self, method: ExplainMethod) -> tuple[ExplainBaseline, ...]:
         """The baselines to integrate from with `method`."""
+        if method == "grad_cam":  # it integrates nothing
+            return ()
         if self.baselines is not None:
             return self.baselines
         return ("black",) if method == "integrated_gradients" else ("black", "white")

@@ -50,6 +50,8 @@ def explain_images(
         for image, answer in zip(pixels, chosen, strict=True)
     ]
     seconds = time.monotonic() - started
+    # Which feature maps Grad-CAM weighed, for the report's caption.
+    extra = {"layer": classify.grad_cam_layer} if method == "grad_cam" else {}
     low, high = pixel_range(dataset)
     height, width, _ = dataset.image_shape
     return Attributions(
@@ -65,6 +67,7 @@ def explain_images(
             "seconds": seconds,
             "mistakes": settings.mistakes,
             "correct_per_class": settings.correct_per_class,
+            **extra,
         },
     )
 

@@ -22,7 +22,11 @@ from components.explain.choice import Chosen
 ATTRIBUTIONS_DIR = "attributions"
 _MAPS_FILE = "maps.npz"
 _INDEX_FILE = "attributions.json"
-METHOD_NAMES = {"integrated_gradients": "integrated gradients", "xrai": "XRAI"}
+METHOD_NAMES = {
+    "integrated_gradients": "integrated gradients",
+    "xrai": "XRAI",
+    "grad_cam": "Grad-CAM",
+}
 
 
 @dataclasses.dataclass

@@ -7,13 +7,22 @@ so memory holds one batch and the answers, whatever the split's size.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
 
 from common.config import DatasetConfig
-from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+from components.serving.export import (
+    FEATURE_MAP_GRADIENTS,
+    GRAD_CAM_LAYER_KEY,
+    PIXELS_INPUT_KEY,
+    PIXELS_SIGNATURE,
+    SERVING_OUTPUT_KEY,
+    TRAINING_INFO_PATH,
+)
 from components.serving.tflite_variants import split_batches
 
 
@@ -24,11 +33,38 @@ class PixelClassifier:
     """
 
     def __init__(self, export_dir: str):
+        self.export_dir = export_dir
         self._loaded = tf.saved_model.load(export_dir)
         self._signature = self._loaded.signatures[PIXELS_SIGNATURE]
 
     def __call__(self, pixels: tf.Tensor) -> tf.Tensor:
         return self._signature(**{PIXELS_INPUT_KEY: pixels})[SERVING_OUTPUT_KEY]
+
+    @property
+    def grad_cam_layer(self) -> str | None:
+        """The layer whose feature maps the model keeps for Grad-CAM, as training_info names it."""
+        path = os.path.join(self.export_dir, TRAINING_INFO_PATH)
+        if not tf.io.gfile.exists(path):
+            return None
+        with tf.io.gfile.GFile(path) as handle:
+            return json.load(handle).get(GRAD_CAM_LAYER_KEY)
+
+    def feature_map_gradients(self, pixels: tf.Tensor, target: int) -> dict[str, tf.Tensor]:
+        """One layer's feature maps for `pixels` and the gradient of `target`'s probability
+        with respect to them (`FEATURE_MAP_GRADIENTS`, export.py).
+
+        Raises:
+          AttributeError: the model was exported without it (before it was kept, or a
+            model with no feature-map layer).
+        """
+        function = getattr(self._loaded, FEATURE_MAP_GRADIENTS, None)
+        if function is None:
+            raise AttributeError(
+                f"the model keeps no {FEATURE_MAP_GRADIENTS} (exported before Grad-CAM was "
+                "offered, or it has no feature-map layer): use explain.method=xrai or "
+                "integrated_gradients"
+            )
+        return function(pixels, tf.constant(target, tf.int32))
 
 
 def eval_answers(

@@ -12,6 +12,12 @@ Each applies the Transform graph and returns class probabilities. It runs a
 float32 copy of the model with no XLA: training choices (bfloat16,
 jit_compile, the strategy) belong to the training hardware, and a CPU model
 server should not inherit them.
+
+Beside the signatures, not served (TF Serving loads signatures only), the model keeps
+`pixels_feature_map_gradients(pixels, target)`: the activations of one layer's feature
+maps and the gradient of the target class's probability with respect to them, through
+the same preprocessing and weights as `pixels`. Grad-CAM needs both, and no signature
+can give the second (`components/explain/maps.py`).
 """
 
 from __future__ import annotations
@@ -38,6 +44,9 @@ SERVING_INPUT_KEY = "examples"
 SERVING_OUTPUT_KEY = "probabilities"
 IMAGES_SIGNATURE = IMAGES_INPUT_KEY = "images"
 PIXELS_SIGNATURE = PIXELS_INPUT_KEY = "pixels"
+FEATURE_MAP_GRADIENTS = "pixels_feature_map_gradients"
+FEATURE_MAPS_KEY, GRADIENTS_KEY = "feature_maps", "gradients"
+GRAD_CAM_LAYER_KEY = "grad_cam_layer"  # in training_info.json: the layer it reads
 # TF Serving ignores assets.extra; it travels with every pushed copy of the model.
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
 
@@ -56,6 +65,36 @@ def serving_copy(
     return copy
 
 
+def feature_map_layer(model: tf_keras.Model, name: str | None) -> tf_keras.layers.Layer | None:
+    """The layer Grad-CAM reads: `name`, else the last whose output is a feature map
+    [batch, height, width, channels] (a backbone nested as one layer counts as its last);
+    None for a model that has none or no graph to split (a subclassed model).
+
+    Raises:
+      ValueError: `name` is not a feature-map layer of the model's own graph.
+    """
+    if not getattr(model, "inputs", None):
+        return None
+    with_maps = [layer for layer in model.layers[1:] if _outputs_feature_map(layer)]
+    if name is None:
+        return with_maps[-1] if with_maps else None
+    for layer in with_maps:
+        if layer.name == name:
+            return layer
+    raise ValueError(
+        f"explain.grad_cam_layer {name!r} is not a feature-map layer of the model; its "
+        f"feature-map layers: {', '.join(layer.name for layer in with_maps) or 'none'}"
+    )
+
+
+def _outputs_feature_map(layer: tf_keras.layers.Layer) -> bool:
+    try:
+        output = layer.output  # a list for a layer with several outputs: not a feature map
+    except AttributeError:  # not in the model's graph (the Transform layer it carries)
+        return False
+    return hasattr(output, "shape") and output.shape.rank == 4
+
+
 def serving_default_function(model_dir: str) -> Callable[[tf.Tensor], np.ndarray]:
     """The SavedModel in `model_dir` as a function: serialized examples [n] -> probabilities."""
     serve = tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
@@ -69,6 +108,7 @@ def export_serving_model(
     export_dir: str,
     training_info: dict[str, Any],
     temperature: float | None = None,
+    grad_cam_layer: str | None = None,
 ) -> None:
     """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
 
@@ -81,6 +121,8 @@ def export_serving_model(
         written to `assets.extra/training_info.json`.
       temperature: if set, every signature answers softmax(log p / temperature)
         (`components/serving/temperature.py`).
+      grad_cam_layer: the layer whose feature maps `FEATURE_MAP_GRADIENTS` returns
+        (`explain.grad_cam_layer`); None: the last with a feature map.
     """
     model.tft_layer = transform_output.transform_features_layer()
     # Requests carry the image only: no label, ids or the image's size statistics.
@@ -90,23 +132,30 @@ def export_serving_model(
     if dataset.stores_8bit_pixels:
         scaled_values = scaled_8bit_values(model.tft_layer, dataset)
 
+    def rescaled(probabilities: tf.Tensor) -> tf.Tensor:
+        return probabilities if temperature is None else rescale_tensor(probabilities, temperature)
+
     def classify(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        probabilities = model(images, training=False)
-        if temperature is not None:
-            probabilities = rescale_tensor(probabilities, temperature)
-        return {SERVING_OUTPUT_KEY: probabilities}
+        return {SERVING_OUTPUT_KEY: rescaled(model(images, training=False))}
+
+    def transformed(raw: dict[str, tf.Tensor]) -> tf.Tensor:
+        return model.tft_layer(raw)[IMAGE_KEY]
 
     def predict(raw: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-        return classify(model.tft_layer(raw)[IMAGE_KEY])
+        return classify(transformed(raw))
 
-    def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+    def pixel_images(pixels: tf.Tensor) -> tf.Tensor:
+        """The model's input for `pixels`, as the Transform graph would make it."""
         if dataset.stores_encoded_images:
             # The Transform graph takes encoded photos: decoded pixels skip to its last step.
-            return classify(unit_range(pixels))
+            return unit_range(pixels)
         if dataset.stores_8bit_pixels:  # the Transform graph takes bytes: its table instead
-            return classify(scale_8bit_pixels(pixels, scaled_values))
+            return scale_8bit_pixels(pixels, scaled_values)
         # The flat pixel list of a tf.Example; the label and other features are not needed.
-        return predict({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
+        return transformed({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
+
+    def predict_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
+        return classify(pixel_images(pixels))
 
     def predict_images(encoded: tf.Tensor) -> dict[str, tf.Tensor]:
         if dataset.stores_encoded_images:  # the Transform graph decodes photos itself
@@ -126,6 +175,20 @@ def export_serving_model(
     @tf.function(input_signature=[pixel_spec])
     def serve_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
         return predict_pixels(pixels)
+
+    layer = feature_map_layer(model, grad_cam_layer)
+    if layer is not None:
+        maps_and_answers = tf_keras.Model(model.inputs, [layer.output, model.output])
+        target_spec = tf.TensorSpec([], tf.int32, name="target")
+
+        @tf.function(input_signature=[pixel_spec, target_spec])
+        def feature_map_gradients(pixels: tf.Tensor, target: tf.Tensor) -> dict[str, tf.Tensor]:
+            with tf.GradientTape() as tape:
+                maps, probabilities = maps_and_answers(pixel_images(pixels), training=False)
+                score = rescaled(probabilities)[:, target]
+            return {FEATURE_MAPS_KEY: maps, GRADIENTS_KEY: tape.gradient(score, maps)}
+
+        setattr(model, FEATURE_MAP_GRADIENTS, feature_map_gradients)
 
     signatures = {SERVING_SIGNATURE: serve_examples, PIXELS_SIGNATURE: serve_pixels}
     if dataset.image_shape[2] in (1, 3):  # encoded images decode to gray or RGB only

@@ -22,7 +22,9 @@ from common.config import DatasetConfig, ServingConfig
 from components.drift.reference import write_drift_reference
 from components.serving.answers import PixelClassifier, eval_answers
 from components.serving.export import (
+    GRAD_CAM_LAYER_KEY,
     export_serving_model,
+    feature_map_layer,
     serving_copy,
     serving_default_function,
     write_training_info,
@@ -43,6 +45,7 @@ def write_model_folder(
     train_files: list[str],
     eval_files: list[str],
     training_info: dict[str, Any],
+    grad_cam_layer: str | None = None,
 ) -> None:
     """Exports the SavedModel with the trained `weights`, its warmup requests, then its
     measured variants.
@@ -57,9 +60,16 @@ def write_model_folder(
       train_files: the training split (calibration images for int8).
       eval_files: the eval split every variant is measured on.
       training_info: how the model was trained, saved beside it.
+      grad_cam_layer: the layer whose feature maps the model keeps for Grad-CAM
+        (`explain.grad_cam_layer`; None: its last feature-map layer).
     """
     model = serving_copy(weights, model_name, dataset)
-    export_serving_model(model, transform_output, dataset, export_dir, training_info)
+    layer = feature_map_layer(model, grad_cam_layer)
+    if layer is not None:  # named in the card and the report's Grad-CAM caption
+        training_info = {**training_info, GRAD_CAM_LAYER_KEY: layer.name}
+    export_serving_model(
+        model, transform_output, dataset, export_dir, training_info, None, grad_cam_layer
+    )
     if serving.temperature_scaling:
         answers = eval_answers(
             PixelClassifier(export_dir), eval_files, dataset, serving.measured_examples
@@ -70,7 +80,13 @@ def write_model_folder(
         if fit.applied:  # the same model again, its signatures answering the scaled softmax
             tf.io.gfile.rmtree(export_dir)
             export_serving_model(
-                model, transform_output, dataset, export_dir, training_info, fit.temperature
+                model,
+                transform_output,
+                dataset,
+                export_dir,
+                training_info,
+                fit.temperature,
+                grad_cam_layer,
             )
         else:
             write_training_info(export_dir, training_info)

@@ -83,3 +83,40 @@ def test_the_summary_lists_what_was_explained_and_prints_one_line(digits_run, ex
         "mapped with integrated gradients ("
     )
     assert line in summary.to_text().splitlines()
+
+
+def test_grad_cam_weighs_the_served_models_last_feature_maps_and_points_where_it_matters(
+    digits_run, explained
+):
+    from common.config import ExplainConfig
+    from components.explain.eval_split import explain_images
+
+    config, summary = digits_run
+    classify = PixelClassifier(summary.pushed_model)
+    right = [c for c in explained.chosen if not c.mistake]
+    found = eval_pixels(split_files(config, "eval"), config.dataset, [c.index for c in right])
+    images = [found[c.index] for c in right]
+    kept = classify.feature_map_gradients(np.stack(images[:1]), right[0].predicted)
+    assert kept["feature_maps"].shape == (1, 2, 2, 64)  # cnn_bn's block2_pool
+    assert kept["gradients"].shape == (1, 2, 2, 64) and np.abs(kept["gradients"]).max() > 0
+
+    grad_cam = explain_images(
+        classify, images, right, config.dataset, ExplainConfig(method="grad_cam")
+    )
+    assert grad_cam.method == "grad_cam" and grad_cam.settings["baselines"] == []
+    assert grad_cam.maps.shape == (len(right), 8, 8)
+    assert grad_cam.maps.min() >= 0 and grad_cam.maps.max() == pytest.approx(1.0)
+    # Faithful to the served model: blanking the quarter the map ranks highest costs the
+    # predicted class more probability than blanking the quarter it ranks lowest.
+    drops = []
+    for image, answer, heat in zip(images, right, grad_cam.maps, strict=True):
+        quarters = [(r, c) for r in (0, 4) for c in (0, 4)]
+        ranked = sorted(quarters, key=lambda q: heat[q[0] : q[0] + 4, q[1] : q[1] + 4].mean())
+        blanked = []
+        for r, c in (ranked[-1], ranked[0]):
+            copy = image.copy()
+            copy[r : r + 4, c : c + 4] = 0.0
+            blanked.append(copy)
+        answers = classify(np.stack(blanked)).numpy()[:, answer.predicted]
+        drops.append(answers[1] - answers[0])  # lowest-ranked kept more than highest-ranked
+    assert np.mean(drops) > 0, drops

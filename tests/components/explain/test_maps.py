@@ -97,3 +97,32 @@ def test_auto_picks_integrated_gradients_for_pixel_data_and_xrai_for_photos():
     chosen = ExplainConfig(method="xrai", baselines=("white",))
     assert chosen.method_for(photos=False) == "xrai" and chosen.baselines_for("xrai") == ("white",)
     assert ExplainConfig().enabled and not ExplainConfig(mistakes=0, correct_per_class=0).enabled
+
+
+class _KeptFeatureMaps:
+    """A served model's kept feature maps: two 2x2 maps, the class weighing only the first."""
+
+    maps = np.array([[[1.0, 0.0], [0.0, 0.0]], [[0.0, 0.0], [0.0, 1.0]]]).transpose(1, 2, 0)
+
+    def __call__(self, pixels):  # the pixels signature (unused by Grad-CAM)
+        return tf.ones([tf.shape(pixels)[0], 2])
+
+    def feature_map_gradients(self, pixels, target):
+        gradients = np.zeros_like(self.maps)
+        gradients[..., 0] = 1.0 if target == 1 else -1.0
+        batch = pixels.shape[0]
+        return {
+            "feature_maps": tf.constant(np.repeat(self.maps[None], batch, 0), tf.float32),
+            "gradients": tf.constant(np.repeat(gradients[None], batch, 0), tf.float32),
+        }
+
+
+def test_grad_cam_lights_where_the_weighed_feature_map_is_and_nothing_for_negative_evidence():
+    image = np.zeros((8, 8, 1), np.float32)
+    call_model = model_function(_KeptFeatureMaps())
+
+    heat = attribution_map(call_model, image, 1, "grad_cam", 32, [])
+    assert heat.shape == (8, 8) and heat.max() == pytest.approx(1.0)
+    assert heat[:4, :4].mean() > 0.5 > heat[4:, 4:].mean()  # the first map's corner
+    against = attribution_map(call_model, image, 0, "grad_cam", 32, [])
+    assert not against.any()  # only negative evidence: Grad-CAM's ReLU keeps nothing

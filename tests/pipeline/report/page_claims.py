@@ -115,8 +115,9 @@ def _weak_slices(report: RunReport) -> list:
     ]
 
 
-def _attributions_caption_is_true(report: RunReport, match: re.Match) -> bool:
-    """The caption's method, model, counts, steps, baselines and time are the stored ones."""
+def _attributions_shown_are_true(report: RunReport, match: re.Match) -> bool:
+    """The caption's method, model and counts (groups `method`, `served`, `phrase`,
+    `examined`, `right`) and time (`seconds`) are the stored ones."""
     a = report.attributions
     if a is None or not a.chosen:
         return False
@@ -129,14 +130,33 @@ def _attributions_caption_is_true(report: RunReport, match: re.Match) -> bool:
         phrase = f"its {mistakes} most confident mistakes"
     served = bool(report.deployment and report.deployment.served)
     return (
-        match.group(1).lower() == a.method_name.lower()
-        and bool(match.group(2)) == served
-        and match.group(3) == phrase
-        and int(match.group(4)) == a.settings["examined_examples"]
-        and int(match.group(5)) == len(a.chosen) - mistakes
-        and int(match.group(6)) == a.settings["steps"]
-        and match.group(7).split(" and a ") == a.settings["baselines"]
-        and match.group(8) == f"{a.settings['seconds']:.1f}"
+        match["method"].lower() == a.method_name.lower()
+        and bool(match["served"]) == served
+        and match["phrase"] == phrase
+        and int(match["examined"]) == a.settings["examined_examples"]
+        and int(match["right"]) == len(a.chosen) - mistakes
+        and match["seconds"] == f"{a.settings['seconds']:.1f}"
+    )
+
+
+def _attributions_caption_is_true(report: RunReport, match: re.Match) -> bool:
+    """Integrated gradients or XRAI: the shown answers, and the steps and baselines."""
+    a = report.attributions
+    return (
+        _attributions_shown_are_true(report, match)
+        and a.method != "grad_cam"
+        and int(match["steps"]) == a.settings["steps"]
+        and match["baselines"].split(" and a ") == a.settings["baselines"]
+    )
+
+
+def _grad_cam_caption_is_true(report: RunReport, match: re.Match) -> bool:
+    """Grad-CAM: the shown answers, and the layer the model kept."""
+    a = report.attributions
+    return (
+        _attributions_shown_are_true(report, match)
+        and a.method == "grad_cam"
+        and match["layer"] == a.settings["layer"]
     )
 
 
@@ -436,12 +456,24 @@ def _claims() -> list[Claim]:
         # attributions
         Claim(
             "attributions",
-            r"(Integrated gradients|XRAI) maps of what drove the top class of the model the "
-            r"Trainer exported( \(the served model\))?, computed on its pixels signature: "
-            r"(.+) among the first (\d+) eval examples, then its most confident right answer "
-            r"per class \((\d+) in all\); (\d+) integration steps from a (.+) baseline, "
-            r"([\d.]+) s in the Trainer \(explain: in the configuration\)\.$",
+            r"(?P<method>Integrated gradients|XRAI) maps of what drove the top class of the "
+            r"model the Trainer exported(?P<served> \(the served model\))?, computed on its "
+            r"pixels signature: (?P<phrase>.+) among the first (?P<examined>\d+) eval examples, "
+            r"then its most confident right answer per class \((?P<right>\d+) in all\); "
+            r"(?P<steps>\d+) integration steps from a (?P<baselines>.+) baseline, "
+            r"(?P<seconds>[\d.]+) s in the Trainer \(explain: in the configuration\)\.$",
             _attributions_caption_is_true,
+        ),
+        Claim(
+            "attributions",
+            r"(?P<method>Grad-CAM) maps of what drove the top class of the model the Trainer "
+            r"exported(?P<served> \(the served model\))?, computed from the feature maps of its "
+            r"layer (?P<layer>\S+) and their gradients, kept with the model beside its pixels "
+            r"signature: (?P<phrase>.+) among the first (?P<examined>\d+) eval examples, then "
+            r"its most confident right answer per class \((?P<right>\d+) in all\); one model "
+            r"call an image, (?P<seconds>[\d.]+) s in the Trainer \(explain: in the "
+            r"configuration\)\.$",
+            _grad_cam_caption_is_true,
         ),
         Claim(
             "attributions",

@@ -26,6 +26,7 @@ OUTCOMES = [
     "blessed and pushed, rebuilt from the run folder",
     "not blessed, schema bootstrapped",
     "blessed and pushed, a new span of inverted images",
+    "blessed and pushed, explained with Grad-CAM",
     "data rejected, rebuilt from the run folder",
     "failed in the Trainer",
     "interrupted in the Trainer",
@@ -55,6 +56,27 @@ def _refused(digits_run) -> RunReport:
         schema_bootstrapped=str(config.dataset.resolved_schema_file),
     )
     return collect_report(config.run_dir, refused, config)
+
+
+def _explained_with_grad_cam(digits_run, facts: RunReport) -> RunReport:
+    """The same answers explained with Grad-CAM on the served model, as explain.method asks."""
+    from common.config import ExplainConfig
+    from components.explain.eval_split import explain_images
+    from components.serving.answers import PixelClassifier, eval_pixels
+    from tests.pipeline.e2e_helpers import split_files
+
+    config, summary = digits_run
+    chosen = facts.attributions.chosen
+    found = eval_pixels(split_files(config, "eval"), config.dataset, [c.index for c in chosen])
+    explained = explain_images(
+        PixelClassifier(summary.pushed_model),
+        [found[c.index] for c in chosen],
+        chosen,
+        config.dataset,
+        ExplainConfig(method="grad_cam"),
+    )
+    explained.settings["examined_examples"] = facts.attributions.settings["examined_examples"]
+    return dataclasses.replace(facts, attributions=explained)
 
 
 def _shifted_span(facts: RunReport) -> RunReport:
@@ -114,6 +136,8 @@ def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
         report = _refused(digits_run)
     elif outcome == "blessed and pushed, a new span of inverted images":
         report = _shifted_span(digits_facts)
+    elif outcome == "blessed and pushed, explained with Grad-CAM":
+        report = _explained_with_grad_cam(digits_run, digits_facts)
     elif outcome == "data rejected, rebuilt from the run folder":
         _, run_dir = request.getfixturevalue("rejected_run")
         report = collect_report(run_dir)
@@ -143,6 +167,7 @@ def test_the_outcomes_are_the_ones_named(outcome_page):
         "blessed and pushed, rebuilt from the run folder": (True, True, False, False),
         "not blessed, schema bootstrapped": (False, False, False, False),
         "blessed and pushed, a new span of inverted images": (True, True, False, False),
+        "blessed and pushed, explained with Grad-CAM": (True, True, False, False),
         "data rejected, rebuilt from the run folder": (False, False, True, False),
         "failed in the Trainer": (False, False, False, False),
         "interrupted in the Trainer": (False, False, False, True),
