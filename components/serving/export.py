@@ -75,7 +75,11 @@ def feature_map_layer(model: tf_keras.Model, name: str | None) -> tf_keras.layer
     """
     if not getattr(model, "inputs", None):
         return None
-    with_maps = [layer for layer in model.layers[1:] if _outputs_feature_map(layer)]
+    with_maps = [
+        layer
+        for layer in model.layers  # a functional model lists its input, a Sequential one not
+        if not isinstance(layer, tf_keras.layers.InputLayer) and _outputs_feature_map(layer)
+    ]
     if name is None:
         return with_maps[-1] if with_maps else None
     for layer in with_maps:
@@ -178,7 +182,9 @@ def export_serving_model(
 
     layer = feature_map_layer(model, grad_cam_layer)
     if layer is not None:
-        maps_and_answers = tf_keras.Model(model.inputs, [layer.output, model.output])
+        # The layer's output in this model's graph: a nested backbone's `output` is its own.
+        maps = layer.get_output_at(len(layer.inbound_nodes) - 1)
+        maps_and_answers = tf_keras.Model(model.inputs, [maps, model.output])
         target_spec = tf.TensorSpec([], tf.int32, name="target")
 
         @tf.function(input_signature=[pixel_spec, target_spec])

@@ -11,7 +11,7 @@ from tfx.components.trainer.fn_args_utils import FnArgs
 from cli.main import EXIT_FAILED, EXIT_OK, main
 from common.config import BUILTIN_DATASETS, DatasetConfig, PruningConfig, TrainerConfig
 from components import trainer
-from components.contract import IMAGE_KEY, component_sections
+from components.contract import IMAGE_KEY, trainer_sections
 from components.device.strategy import StrategyChoice
 from components.models import BACKBONES, MODEL_BUILDERS
 from components.preflight import ALL_CHECKS, PreflightError, require_preflight, run_preflight
@@ -307,7 +307,7 @@ def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch
     monkeypatch.setattr(trainer, "resolve_strategy", lambda _: fake_tpu)
     monkeypatch.setattr(preflight_run, "build_model", _float64_builtin_model)
     fn_args = FnArgs(
-        custom_config=component_sections(config, code_version(config)),
+        custom_config=trainer_sections(config, code_version(config)),  # as the Trainer gets it
         transform_graph_path=_transform_graph_dir(config),
         model_run_dir=str(tmp_path / "model_run" / "1"),
         serving_model_dir=str(tmp_path / "serving"),

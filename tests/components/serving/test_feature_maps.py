@@ -58,3 +58,16 @@ def test_the_trainer_refuses_before_training_a_grad_cam_it_could_not_draw():
         require_grad_cam_layer(
             ExplainConfig(method="grad_cam"), "tests.components.user_models:huge_dense", dataset
         )
+
+
+def test_a_sequential_models_first_layer_counts_too():
+    model = tf_keras.Sequential(
+        [
+            tf_keras.Input((8, 8, 1)),
+            tf_keras.layers.Conv2D(4, 3, name="only_conv"),
+            tf_keras.layers.Flatten(),
+            tf_keras.layers.Dense(3, activation="softmax"),
+        ]
+    )
+    assert feature_map_layer(model, None).name == "only_conv"
+    assert feature_map_layer(model, "only_conv").name == "only_conv"
