@@ -65,8 +65,9 @@ def write_model_folder(
     """
     model = serving_copy(weights, model_name, dataset)
     layer = feature_map_layer(model, grad_cam_layer)
-    if layer is not None:  # named in the card and the report's Grad-CAM caption
-        training_info = {**training_info, GRAD_CAM_LAYER_KEY: layer.name}
+    if layer is not None:  # resolved once: both exports keep it, training_info names it
+        grad_cam_layer = layer.name
+        training_info = {**training_info, GRAD_CAM_LAYER_KEY: grad_cam_layer}
     export_serving_model(
         model, transform_output, dataset, export_dir, training_info, None, grad_cam_layer
     )
