@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 import tensorflow as tf
 
-from common.config import DatasetConfig
+from common.config import ConfigError, DatasetConfig
 from components.serving.export import (
     FEATURE_MAP_GRADIENTS,
     GRAD_CAM_LAYER_KEY,
@@ -54,15 +54,16 @@ class PixelClassifier:
         with respect to them (`FEATURE_MAP_GRADIENTS`, export.py).
 
         Raises:
-          AttributeError: the model was exported without it (before it was kept, or a
-            model with no feature-map layer).
+          ConfigError: the model was exported without it (before it was kept, or a model
+            with no feature-map layer): explain.method asks for what the model cannot do,
+            one line for the command that asked, not a traceback.
         """
         function = getattr(self._loaded, FEATURE_MAP_GRADIENTS, None)
         if function is None:
-            raise AttributeError(
-                f"the model keeps no {FEATURE_MAP_GRADIENTS} (exported before Grad-CAM was "
-                "offered, or it has no feature-map layer): use explain.method=xrai or "
-                "integrated_gradients"
+            raise ConfigError(
+                f"explain.method grad_cam: the model in {self.export_dir} keeps no "
+                f"{FEATURE_MAP_GRADIENTS} (exported before Grad-CAM was offered, or it has "
+                "no feature-map layer); use explain.method=xrai or integrated_gradients"
             )
         return function(pixels, tf.constant(target, tf.int32))
 

@@ -71,3 +71,17 @@ def test_a_sequential_models_first_layer_counts_too():
     )
     assert feature_map_layer(model, None).name == "only_conv"
     assert feature_map_layer(model, "only_conv").name == "only_conv"
+
+
+def test_grad_cam_on_a_model_exported_without_feature_maps_is_a_config_error_naming_it(tmp_path):
+    import numpy as np
+
+    from common.config import ConfigError
+    from components.serving.answers import PixelClassifier
+    from tests.components.serving.served_models import save_model
+
+    model_dir = save_model(tmp_path / "model")  # its three signatures only, as before
+    classify = PixelClassifier(model_dir)
+    assert classify(np.zeros((1, 8, 8, 1), np.float32)).shape == (1, 10)
+    with pytest.raises(ConfigError, match="grad_cam: the model in .* keeps no pixels_feature"):
+        classify.feature_map_gradients(np.zeros((1, 8, 8, 1), np.float32), 0)
