@@ -31,6 +31,12 @@ LABEL_KEY = "label"
 IMAGE_HEIGHT_FEATURE = "image_height"
 IMAGE_WIDTH_FEATURE = "image_width"
 IMAGE_FORMAT_FEATURE = "image_format"
+# What ExampleGen writes on every example when a run reads several spans
+# (`dataset.span_window` > 1): the span the example came from, which the Evaluator slices by.
+SPAN_FEATURE = "span"
+# With `dataset.source_folder_slices`: the folder each example's file is in, below data_dir
+# and without the span and class folders ("." for files directly in it).
+SOURCE_FOLDER_FEATURE = "source_folder"
 
 # The sections of a custom_config (plain JSON values of the typed configuration).
 DATASET_SECTION = "dataset"

@@ -35,7 +35,6 @@ from common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineCo
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
 from common.webhook import post_notification, slack_message
-from components.example_gen.formats import reads_spans
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from kubeflow.runner import require_webhook_secret
 from pipeline.pipeline import NodeIds
@@ -176,5 +175,5 @@ def notify_exit_handler(config: PipelineConfig) -> BaseComponent | None:
         pipeline_name=config.full_pipeline_name,
         class_names=json.dumps(list(config.dataset.class_names)),
         evaluator_config=config.evaluator.model_dump_json(),
-        drift_config=config.drift.model_dump_json() if reads_spans(config.dataset) else "",
+        drift_config=config.drift.model_dump_json() if config.dataset.reads_spans else "",
     )

@@ -26,7 +26,6 @@ from common.config import ConfigError, PipelineConfig
 from common.interrupts import RunInterrupted, received_signal
 from common.memory_meter import MemoryMeter, MemoryPeak, highest
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
-from components.example_gen.formats import reads_spans
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
@@ -45,6 +44,7 @@ from pipeline.run_summary import (
 from pipeline.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
+    check_provenance_features,
     describe_schema,
     schema_to_bootstrap,
 )
@@ -194,6 +194,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     verbosity = absl_logging.get_verbosity()
     new_schema = schema_to_bootstrap(config.dataset)  # a schema it cannot write: before any run
     check_pixel_feature_type(config.dataset)
+    check_provenance_features(config.dataset)
     bootstrapped: pathlib.Path | None = None
     meter = MemoryMeter()
     meter.start()
@@ -245,7 +246,7 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         record.note(NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY, str(bootstrapped))
     # Kept in MLMD so a report rebuilt after the run flags slices by this run's margin.
     record.note(NodeIds.EVALUATOR, EVALUATOR_RULES_PROPERTY, config.evaluator.model_dump_json())
-    spans = reads_spans(config.dataset)
+    spans = config.dataset.reads_spans
     if spans:  # so a report made later judges the span by the same thresholds
         record.note(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY, config.drift.model_dump_json())
     summary = summarize_run(

@@ -33,7 +33,6 @@ from common.tfx_api import (
     data_types,
     example_gen_pb2,
     pusher_pb2,
-    range_config_pb2,
     standard_artifacts,
     tfx_pipeline,
     trainer_pb2,
@@ -49,7 +48,7 @@ from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.evaluation.eval_config import build_eval_config
 from components.example_gen.factory import build_example_gen
-from components.example_gen.formats import file_pattern, reads_spans, source_format
+from components.example_gen.formats import file_pattern, source_format
 from components.models import (
     check_backbone_settings,
     check_model,
@@ -91,15 +90,6 @@ class ComponentOverrides:
     tuner_custom_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     tune_args: tuner_pb2.TuneArgs | None = None
     check_label_drift: bool = True
-
-
-def span_range_config(dataset: DatasetConfig) -> range_config_pb2.RangeConfig | None:
-    """Reads the `span_window` latest spans when the file pattern has `{SPAN}`."""
-    if not reads_spans(dataset) or dataset.span_window == 1:
-        return None  # ExampleGen reads the latest span (or all files) by itself
-    return range_config_pb2.RangeConfig(
-        rolling_range=range_config_pb2.RollingRange(num_spans=dataset.span_window)
-    )
 
 
 def example_gen_splits(dataset: DatasetConfig) -> dict[str, Any]:
@@ -235,7 +225,6 @@ def create_pipeline(
     example_gen = build_example_gen(
         dataset,
         data_root,
-        range_config=span_range_config(dataset),
         **example_gen_splits(dataset),
     ).with_id(NodeIds.EXAMPLE_GEN)
     schema_gen = ImportSchemaGen(schema_file=str(dataset.resolved_schema_file)).with_id(
@@ -250,7 +239,7 @@ def create_pipeline(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(NodeIds.EXAMPLE_VALIDATOR)
     previous_statistics = None
-    checks_drift = reads_spans(dataset) and dataset.label_drift_threshold
+    checks_drift = dataset.reads_spans and dataset.label_drift_threshold
     if checks_drift and overrides.check_label_drift:
         previous_statistics = Resolver(
             strategy_class=PreviousSpanStatistics,

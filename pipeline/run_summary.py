@@ -145,8 +145,9 @@ class RunSummary(MeasuredMemory):
     # How sure the candidate was against how often it was right (eval split), bucketed.
     calibration: Calibration | None = None
     # The candidate on each slice of the eval split (class; for photos, stored format and
-    # size bucket), each flagged when its accuracy is below the overall one by more than
-    # slice_margin and it holds at least slice_min_examples examples.
+    # size bucket; span and source folder where ExampleGen records them), each flagged when
+    # its accuracy is below the overall one by more than slice_margin and it holds at least
+    # slice_min_examples examples.
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
     slice_margin: float | None = None
     slice_min_examples: int | None = None

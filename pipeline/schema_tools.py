@@ -15,13 +15,21 @@ import pathlib
 
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
+from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import schemas
 from common.config import ConfigError, DatasetConfig
-from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
+from components.contract import (
+    IMAGE_FORMAT_FEATURE,
+    IMAGE_HEIGHT_FEATURE,
+    IMAGE_WIDTH_FEATURE,
+    SOURCE_FOLDER_FEATURE,
+    SPAN_FEATURE,
+)
 from components.example_gen.errors import DataFormatError
 from components.example_gen.images import MAX_IMAGE_SIDE, STORED_FORMATS
+from components.example_gen.provenance import recorded_features
 from components.example_gen.tfrecords import read_records
 from pipeline.progress import LiveStatus, read_every_record
 
@@ -79,7 +87,23 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
             feature.int_domain.min, feature.int_domain.max = int(low), int(high)
             feature.int_domain.is_categorical = high - low < 1000
     _bound_photos_by_what_is_read(schema)
+    _any_span_or_folder(schema)
     return schema
+
+
+def _any_span_or_folder(schema: schema_pb2.Schema) -> None:
+    """The provenance features as PROVENANCE_SCHEMA_FEATURES says, not as the data read so
+    far: the observed spans (1 to 2) or folders would reject the next one."""
+    for index, feature in enumerate(schema.feature):
+        if feature.name in PROVENANCE_SCHEMA_FEATURES:
+            wanted = PROVENANCE_SCHEMA_FEATURES[feature.name]
+            schema.feature[index].CopyFrom(
+                text_format.Parse(wanted, schema_pb2.Schema()).feature[0]
+            )
+            if feature.name == SOURCE_FOLDER_FEATURE:
+                shared = [d for d in schema.string_domain if d.name != SOURCE_FOLDER_FEATURE]
+                del schema.string_domain[:]
+                schema.string_domain.extend(shared)
 
 
 def _bound_photos_by_what_is_read(schema: schema_pb2.Schema) -> None:
@@ -189,6 +213,48 @@ def check_pixel_feature_type(dataset: DatasetConfig) -> None:
         "and run (the first run infers one), or run `tpu-pipeline schema infer --force` "
         "on this dataset's examples"
     )
+
+
+# The schema features of what ExampleGen records about each example's origin
+# (components/example_gen/provenance.py): optional, so the same schema serves runs that
+# record nothing, and unbounded, since the next span or folder is not known yet.
+PROVENANCE_SCHEMA_FEATURES = {
+    SPAN_FEATURE: f"""feature {{
+  name: "{SPAN_FEATURE}"
+  type: INT
+  int_domain {{ min: 0 }}
+  presence {{ min_count: 0 }}
+  value_count {{ min: 1 max: 1 }}
+}}""",
+    SOURCE_FOLDER_FEATURE: f"""feature {{
+  name: "{SOURCE_FOLDER_FEATURE}"
+  type: BYTES
+  presence {{ min_count: 0 }}
+  value_count {{ min: 1 max: 1 }}
+}}""",
+}
+
+
+def check_provenance_features(dataset: DatasetConfig) -> None:
+    """Stops a run before ExampleGen when its curated schema lacks a feature ExampleGen will
+    add to every example (a span, a source folder): ExampleValidator would find a new
+    column in every example.
+
+    Raises:
+      ConfigError: names the schema file and the feature to add.
+    """
+    path = dataset.resolved_schema_file
+    recorded = recorded_features(dataset)
+    if not recorded or "://" in str(dataset.schema_file or "") or not path.is_file():
+        return
+    declared = {f.name for f in tfdv.load_schema_text(str(path)).feature}
+    missing = [name for name in recorded if name not in declared]
+    if missing:
+        raise ConfigError(
+            f"{path}: has no {missing[0]!r} feature, which ExampleGen adds to every example "
+            f"when {recorded[missing[0]]}; add it to the schema: "
+            + " ".join(" ".join(PROVENANCE_SCHEMA_FEATURES[name].split()) for name in missing)
+        )
 
 
 def describe_schema(schema: schema_pb2.Schema) -> str:

@@ -131,6 +131,12 @@ class DatasetConfig(_Section):
     span_window: int = Field(
         default=1, ge=1, description="with {SPAN} in file_pattern: latest spans each run reads"
     )
+    source_folder_slices: bool = Field(
+        default=False,
+        description="ExampleGen records each example's source folder (below data_dir, without "
+        "the span and class folders; e.g. the camera in phone/cat/1.jpg) and the Evaluator "
+        "slices by it; the schema needs a source_folder feature",
+    )
     label_drift_threshold: float | None = Field(
         default=0.1,
         gt=0,
@@ -158,6 +164,11 @@ class DatasetConfig(_Section):
             raise ValueError(
                 "split_patterns names the files of both splits: leave out file_pattern "
                 f"(it is {self.file_pattern!r})"
+            )
+        if self.mixes_spans and "{VERSION" in (self.file_pattern or ""):
+            raise ValueError(
+                f"span_window {self.span_window} with {{VERSION}} in file_pattern: which version "
+                "of an older span to read is not defined; drop {VERSION} or read one span"
             )
         return self
 
@@ -199,6 +210,20 @@ class DatasetConfig(_Section):
                 f"({max(self.image_shape[:2])}): training would upscale what ingest shrank"
             )
         return self
+
+    @property
+    def reads_spans(self) -> bool:
+        """Whether the data comes in spans (`{SPAN}` or `{SPAN:width}` in `file_pattern`).
+
+        No format's default pattern has one, and `split_patterns` refuses it.
+        """
+        return "{SPAN" in (self.file_pattern or "")
+
+    @property
+    def mixes_spans(self) -> bool:
+        """Whether a run reads several spans (`span_window` > 1), so that every example
+        records the span it came from (the `span` feature the Evaluator slices by)."""
+        return self.reads_spans and self.span_window > 1
 
     @property
     def pixel_count(self) -> int:

@@ -9,9 +9,11 @@ from pydantic import Field
 
 from common.config.base import _Section
 
-# The slices the Evaluator measures: each class, and for photos the stored format and
-# the size bucket of the stored image's longer side (components/evaluation/eval_config.py).
-SliceKind = Literal["class", "image_format", "image_size"]
+# The slices the Evaluator measures: each class, for photos the stored format and the
+# size bucket of the stored image's longer side, for a run that reads several spans each
+# span, and with dataset.source_folder_slices each source folder
+# (components/evaluation/eval_config.py).
+SliceKind = Literal["class", "image_format", "image_size", "span", "source_folder"]
 PHOTO_SLICE_KINDS: tuple[SliceKind, ...] = ("image_format", "image_size")
 _Accuracy = Annotated[float, Field(ge=0, le=1)]
 
@@ -39,5 +41,6 @@ class EvaluatorConfig(_Section):
     slice_accuracy_lower_bounds: dict[SliceKind, _Accuracy] = Field(
         default_factory=dict,
         description="opt-in blessing bounds: every slice of the kind (every class, every "
-        "format, every size bucket) must reach the accuracy, or the model is not blessed",
+        "format, every size bucket, span or folder) must reach the accuracy, or the model is "
+        "not blessed",
     )

@@ -90,6 +90,19 @@ class PipelineConfig(_Section):
                 "the stored photos' formats and sizes; dataset "
                 f"{self.dataset.name!r} holds pixel values: bound class slices only"
             )
+        if "span" in self.evaluator.slice_accuracy_lower_bounds and not self.dataset.mixes_spans:
+            raise ValueError(
+                "evaluator.slice_accuracy_lower_bounds: span slices are the spans of a run "
+                "that reads several ({SPAN} in dataset.file_pattern and dataset.span_window "
+                f"above 1); dataset {self.dataset.name!r} reads "
+                + ("one span a run" if self.dataset.reads_spans else "no spans")
+            )
+        folder_bound = "source_folder" in self.evaluator.slice_accuracy_lower_bounds
+        if folder_bound and not self.dataset.source_folder_slices:
+            raise ValueError(
+                "evaluator.slice_accuracy_lower_bounds: source_folder slices need "
+                "dataset.source_folder_slices: true (ExampleGen records the folders then)"
+            )
         return self
 
     @model_validator(mode="after")

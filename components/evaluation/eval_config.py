@@ -6,7 +6,13 @@ from __future__ import annotations
 import tensorflow_model_analysis as tfma
 
 from common.config import DatasetConfig, EvaluatorConfig, SliceKind
-from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
+from components.contract import (
+    IMAGE_FORMAT_FEATURE,
+    IMAGE_HEIGHT_FEATURE,
+    IMAGE_WIDTH_FEATURE,
+    SOURCE_FOLDER_FEATURE,
+    SPAN_FEATURE,
+)
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"
@@ -76,8 +82,9 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
 
 
 def slicing_specs(dataset: DatasetConfig) -> dict[SliceKind, tfma.SlicingSpec]:
-    """The slices of the eval split TFMA measures beside the whole: each class, and for
-    photos each stored format and each size bucket of the stored image's longer side.
+    """The slices of the eval split TFMA measures beside the whole: each class, for photos
+    each stored format and each size bucket of the stored image's longer side, and each
+    span and each source folder where ExampleGen records them (`provenance.py`).
 
     The size buckets come from a SQL slice (TFMA wraps the query in
     `SELECT ARRAY(...) AS slice_key FROM Examples AS example`), so a slice is a
@@ -89,6 +96,10 @@ def slicing_specs(dataset: DatasetConfig) -> dict[SliceKind, tfma.SlicingSpec]:
     if dataset.stores_encoded_images:
         kinds["image_format"] = tfma.SlicingSpec(feature_keys=[IMAGE_FORMAT_FEATURE])
         kinds["image_size"] = tfma.SlicingSpec(slice_keys_sql=_size_bucket_sql())
+    if dataset.mixes_spans:
+        kinds["span"] = tfma.SlicingSpec(feature_keys=[SPAN_FEATURE])
+    if dataset.source_folder_slices:
+        kinds["source_folder"] = tfma.SlicingSpec(feature_keys=[SOURCE_FOLDER_FEATURE])
     return kinds
 
 
@@ -98,6 +109,8 @@ def slice_kinds_by_key(label_feature: str) -> dict[str, SliceKind]:
         label_feature: "class",
         IMAGE_FORMAT_FEATURE: "image_format",
         IMAGE_SIZE_SLICE: "image_size",
+        SPAN_FEATURE: "span",
+        SOURCE_FOLDER_FEATURE: "source_folder",
     }
 
 

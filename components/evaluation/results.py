@@ -29,7 +29,7 @@ class Threshold:
     """One threshold of the eval config, in words (and its bound, to draw it).
 
     `slices` is None for the whole eval split, else the kind of slice every one of
-    which must meet it ("class", "image_format", "image_size").
+    which must meet it ("class", "image_format", "image_size", "span", "source_folder").
     """
 
     metric: str
@@ -226,7 +226,8 @@ def slice_metrics(
 ) -> list[SliceMetrics]:
     """The candidate's example count and accuracy on every slice, flagged by `rule`'s
     margin and minimum size against the overall accuracy; in kind order (class,
-    image_format, image_size), then class order, format name, bucket size."""
+    image_format, image_size, span, source_folder), then class order, format name, bucket
+    size, span number, folder name."""
     label_key = _label_key(_eval_config(evaluation_uri))
     overall = None
     slices = []
@@ -269,6 +270,8 @@ def _slice_order(s: SliceMetrics, class_names: Sequence[str]) -> tuple:
         within = class_names.index(s.value) if s.value in class_names else len(class_names)
     elif s.kind == "image_size":
         within = SIZE_BUCKETS.index(s.value) if s.value in SIZE_BUCKETS else len(SIZE_BUCKETS)
+    elif s.kind == "span":
+        within = int(s.value) if s.value.isdigit() else 0
     else:
         within = 0
     return (kinds.index(s.kind), within, s.value)
@@ -330,6 +333,8 @@ _SLICE_SCOPES = {
     "class": "on every class",
     "image_format": "on every image format",
     "image_size": "on every image size",
+    "span": "on every span",
+    "source_folder": "on every source folder",
 }
 
 

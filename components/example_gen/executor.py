@@ -4,8 +4,11 @@ TFX keeps what it is good at: span and version resolution, input
 fingerprints for caching and hash splitting. We add the reading: `formats.py`
 turns each input file into checked examples, by the format named in the dataset
 section the component carries in its custom config; TFRecords already in the
-pipeline's layout are copied as they are. Every TFRecord file is read to its
-last byte or refused (`tfrecords.py`). And the writing: each split is shuffled
+pipeline's layout are copied as they are. A run that reads several spans
+(`dataset.span_window`) reads the older spans of its window beside the newest
+one TFX resolved (`spans.py`); each example records its span there, and its source
+folder with `dataset.source_folder_slices` (`provenance.py`). Every TFRecord file is
+read to its last byte or refused (`tfrecords.py`). And the writing: each split is shuffled
 into several gzipped shards (`shards.py`; TFX's writer keeps a class-sorted
 source's order in one file on the local runner), written to temporary files
 renamed into place when every shard is written; the launcher removes the output
@@ -47,6 +50,7 @@ from components.example_gen.examples import ExampleBuilder
 from components.example_gen.formats import (
     EVAL,
     TRAIN,
+    file_pattern,
     has_predefined_splits,
     imports_unchanged,
     list_inputs,
@@ -63,7 +67,9 @@ from components.example_gen.odd_images import (
     image_fact,
     read_odd_images,
 )
+from components.example_gen.provenance import InputFile, input_file, record_provenance
 from components.example_gen.shards import WriteShuffledSplit
+from components.example_gen.spans import span_pattern, window_spans
 
 # The version of how ExampleGen lays out examples; bump it when a format is stored
 # differently (2: IDX and CIFAR-10 pixels as bytes). It is part of the custom config,
@@ -130,9 +136,29 @@ def expected_output_bytes(exec_properties: dict[str, Any], dataset: DatasetConfi
     return source_bytes * FLOAT_PIXEL_EXPANSION
 
 
-def _input_files(exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig):
-    pattern = os.path.join(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
-    return list_inputs(pattern, source_format(dataset))
+def _input_files(
+    exec_properties: dict[str, Any], split_pattern: str, dataset: DatasetConfig
+) -> list[InputFile]:
+    """The files of the split pattern TFX resolved to the newest span; with
+    `dataset.mixes_spans`, those of the window's older spans too (`spans.py`)."""
+    data_root = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    source = source_format(dataset)
+    pattern = file_pattern(dataset)
+    if not dataset.mixes_spans:
+        return [
+            input_file(path, data_root, pattern, dataset)
+            for path in list_inputs(os.path.join(data_root, split_pattern), source)
+        ]
+    newest = int(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME])
+    return [
+        input_file(path, data_root, pattern, dataset, span)
+        for span in window_spans(data_root, pattern, newest, dataset.span_window)
+        for path in list_inputs(os.path.join(data_root, span_pattern(pattern, span)), source)
+    ]
+
+
+def _paths(inputs: list[InputFile]) -> list[str]:
+    return [source.path for source in inputs]
 
 
 # The two outputs of reading: `(split, serialized example)` records, and an image source's
@@ -161,9 +187,11 @@ class _ReadFile(beam.DoFn):
             read, builder = source_format(dataset).read, ExampleBuilder(dataset)
             self._read = lambda path: read(path, builder)
 
-    def process(self, path: str):
+    def process(self, source: InputFile):
+        path = source.path
         images = self._dataset.stores_encoded_images
         for index, (split, example) in enumerate(self._read(path)):
+            record_provenance(example, source, path if index == 0 else f"{path}: record {index}")
             if images:
                 # An image folder's file is one image; a TFRecord's record is named by number.
                 one_file = self._dataset.format == "image_folder"
@@ -176,7 +204,7 @@ class _ReadFile(beam.DoFn):
 
 
 @beam.ptransform_fn
-def _ReadRecords(pipeline, inputs: list[str], dataset: DatasetConfig, split=None):  # noqa: N802
+def _ReadRecords(pipeline, inputs: list[InputFile], dataset: DatasetConfig, split=None):  # noqa: N802
     """Reads the files: the RECORDS and IMAGE_FACTS outputs of `_ReadFile`."""
     return (
         pipeline
@@ -239,13 +267,12 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
         input_names = sorted(split.name for split in input_config.splits)
         if input_names == [EVAL, TRAIN]:  # dataset.split_patterns
             dataset = _dataset_from(exec_properties)
-            inputs = split_inputs(
-                exec_properties[standard_component_specs.INPUT_BASE_KEY],
-                {split.name: split.pattern for split in input_config.splits},
-                source_format(dataset),
-            )
+            data_root = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+            patterns = {split.name: split.pattern for split in input_config.splits}
+            inputs = split_inputs(data_root, patterns, source_format(dataset))
             splits = {}
-            for name, files in inputs.items():
+            for name, paths in inputs.items():
+                files = [input_file(path, data_root, patterns[name], dataset) for path in paths]
                 read = pipeline | f"InputToRecord[{name}]" >> _ReadRecords(files, dataset, name)
                 self._image_facts.append(read[IMAGE_FACTS])
                 splits[name] = read[RECORDS] | f"DropSplit[{name}]" >> beam.Values()
@@ -256,7 +283,7 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
             dataset = _dataset_from(exec_properties)
             inputs = _input_files(exec_properties, pattern, dataset)
             source = source_format(dataset)
-            if has_predefined_splits(inputs, source):
+            if has_predefined_splits(_paths(inputs), source):
                 read = pipeline | "InputToRecord" >> _ReadRecords(inputs, dataset)
                 self._image_facts.append(read[IMAGE_FACTS])
                 parts = read[RECORDS] | "SplitData" >> beam.Partition(
@@ -266,7 +293,7 @@ class SourceExampleGenExecutor(BaseExampleGenExecutor):
                     name: parts[index] | f"DropSplit[{name}]" >> beam.Values()
                     for index, name in enumerate(names)
                 }
-            tested = train_carved_from_test(inputs, source)
+            tested = train_carved_from_test(_paths(inputs), source)
             if tested:
                 notify(
                     f"every input is a test file ({name_files(tested)}): the train split is "

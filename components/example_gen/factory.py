@@ -19,7 +19,6 @@ from common.tfx_api import (
     FileBasedExampleGen,
     example_gen_pb2,
     executor_spec,
-    range_config_pb2,
 )
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 
@@ -30,7 +29,6 @@ def build_example_gen(
     *,
     input_config: example_gen_pb2.Input,
     output_config: example_gen_pb2.Output,
-    range_config: range_config_pb2.RangeConfig | None = None,
 ) -> BaseComponent:
     """Returns the ExampleGen that turns `dataset`'s raw files into examples.
 
@@ -40,13 +38,11 @@ def build_example_gen(
       input_config: which files (and spans) to read.
       output_config: the output splits (hash buckets); a source with its own
         train and test splits keeps those instead.
-      range_config: which spans to read; None reads the latest.
     """
     return FileBasedExampleGen(
         input_base=data_root,
         input_config=input_config,
         output_config=output_config,
-        range_config=range_config,
         custom_config=dataset_custom_config(dataset),
         custom_executor_spec=executor_spec.BeamExecutorSpec(SourceExampleGenExecutor),
     )

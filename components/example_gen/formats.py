@@ -552,11 +552,6 @@ def file_pattern(dataset: DatasetConfig) -> str:
     return dataset.file_pattern or source_format(dataset).default_pattern
 
 
-def reads_spans(dataset: DatasetConfig) -> bool:
-    """Whether the data comes in spans (`{SPAN}` in the pattern): each run takes the newest."""
-    return "{SPAN}" in file_pattern(dataset)
-
-
 def _inputs_matching(pattern: str, source: SourceFormat) -> list[str]:
     files = sorted(path for path in tf.io.gfile.glob(pattern) if not tf.io.gfile.isdir(path))
     return source.inputs(files)

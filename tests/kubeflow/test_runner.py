@@ -106,11 +106,15 @@ def test_data_root_and_train_args_are_runtime_parameters_with_config_defaults(co
 
 
 def test_example_gen_reads_the_configured_window_of_latest_spans(compile_spec):
+    """TFX resolves the newest span (its ExampleGen refuses a RollingRange of two, at run
+    time, after compiling); our executor reads the window from the dataset section."""
     _, spec, _ = compile_spec("tpu")  # span-{SPAN} pattern, span_window: 2
     input_config = task_parameter(spec, "ExampleGen", "input_config")
     assert input_config["splits"][0]["pattern"] == "span-{SPAN}/*.tfrecord*"
-    range_config = task_parameter(spec, "ExampleGen", "range_config")
-    assert range_config == {"rolling_range": {"num_spans": 2}}
+    parameters = spec["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]
+    assert "range_config" not in parameters["parameters"]
+    packed = task_parameter(spec, "ExampleGen", "custom_config")["custom_config"]["value"]
+    assert json.loads(packed)["dataset"]["span_window"] == 2
 
 
 def test_pipeline_step_trainer_runs_in_the_pipeline_image(compile_spec):

@@ -21,6 +21,7 @@ from pipeline.progress import LiveStatus
 from pipeline.schema_tools import (
     SchemaExistsError,
     check_pixel_feature_type,
+    check_provenance_features,
     describe_schema,
     infer_schema,
     schema_to_bootstrap,
@@ -300,3 +301,58 @@ def test_photo_sizes_and_formats_are_bounded_by_what_examplegen_reads_not_by_the
     )
     anomalies = tfdv.validate_statistics(generate_statistics_in_memory(later), schema)
     assert not anomalies.anomaly_info
+
+
+def _examples_with_provenance(path, spans_and_folders) -> None:
+    """Examples with a span and a source folder each; (None, None) for neither."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for index, (span, folder) in enumerate(spans_and_folders):
+            feature = {
+                "pixels": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * 4)),
+                "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[index % 2])),
+            }
+            if span is not None:
+                feature["span"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[span]))
+                feature["source_folder"] = tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[folder.encode()])
+                )
+            writer.write(
+                tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+            )
+
+
+def test_a_bootstrapped_schema_takes_the_next_span_and_folder_and_runs_without_them(tmp_path):
+    """The observed spans (1, 2) and folders would otherwise bound the next run's."""
+    first = tmp_path / "first.tfrecord"
+    _examples_with_provenance(first, [(1, "scanner-a"), (2, "scanner-b")] * 10)
+    schema = infer_schema(str(first))
+    later, plain = tmp_path / "later.tfrecord", tmp_path / "plain.tfrecord"
+    _examples_with_provenance(later, [(3, "scanner-c")] * 20)
+    # Without either feature (a run of one span, no folders) the same schema holds too.
+    _examples_with_provenance(plain, [(None, None)] * 20)
+    for data in (later, plain):
+        statistics = tfdv.generate_statistics_from_tfrecord(str(data))
+        anomalies = tfdv.validate_statistics(statistics, schema)
+        assert not anomalies.anomaly_info, (data, anomalies)
+
+
+def test_a_schema_without_the_recorded_features_stops_the_run_with_what_to_add(tmp_path):
+    path = tmp_path / "schema.pbtxt"
+    _schema_with_pixels(path, schema_pb2.FLOAT)
+    dataset = synthetic_dataset("npz", schema_file=str(path)).model_copy(
+        update={"file_pattern": "span-{SPAN}/*.npz", "span_window": 3}
+    )
+    with pytest.raises(ConfigError) as raised:
+        check_provenance_features(dataset)
+    message = str(raised.value)
+    assert message.startswith(f"{path}: has no 'span' feature, which ExampleGen adds to every ")
+    assert "dataset.span_window 3" in message
+    # What the message says to add is a schema feature that makes the check pass.
+    added = message.split("add it to the schema: ", 1)[1]
+    path.write_text(path.read_text() + added + "\n")
+    check_provenance_features(dataset)
+    with pytest.raises(ConfigError, match="'source_folder' feature.*source_folder_slices is on"):
+        check_provenance_features(dataset.model_copy(update={"source_folder_slices": True}))
+    check_provenance_features(dataset.model_copy(update={"span_window": 1}))  # records nothing

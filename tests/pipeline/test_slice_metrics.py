@@ -21,7 +21,7 @@ from pipeline.report import plots
 from pipeline.report.html import slice_rows
 from pipeline.run_record import NodeRecord
 from pipeline.run_summary import EVALUATOR_RULES_PROPERTY, RunSummary, summarize_run
-from tests.pipeline.tfma_results import NAMES, PHOTOS, write_evaluation
+from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 
 EXAMPLES = 200
 LARGE = 6  # photos over 512 px: all wrong, fewer than the default slice_min_examples
@@ -240,3 +240,70 @@ def test_a_summary_rebuilt_after_the_run_flags_by_the_margin_the_run_noted(evalu
     assert rebuilt.slice_margin == 0.9 and not any(s.flagged for s in rebuilt.slices)
     given = summarize_run(record, [], None, None, "p", NAMES, EvaluatorConfig())
     assert given.slice_margin == 0.1 and any(s.flagged for s in given.slices)
+
+
+def test_a_run_of_several_spans_is_sliced_by_span_and_folder_and_bounded_per_span(tmp_path):
+    """Spans 2 and 10 (number order, not text order): span 10 answered at random; two
+    scanner folders across both."""
+    spans_dataset = DATASET.model_copy(
+        update={
+            "file_pattern": "span-{SPAN}/*/*.tfrecord",
+            "span_window": 2,
+            "source_folder_slices": True,
+        }
+    )
+    rng = np.random.default_rng(2)
+    labels = np.arange(120) % len(NAMES)
+    span = np.where(np.arange(120) < 80, 2, 10)
+    probabilities = np.eye(len(NAMES))[labels] * 0.9 + 0.025
+    probabilities[span == 10] = rng.dirichlet(np.ones(len(NAMES)), (span == 10).sum())
+    right = probabilities.argmax(axis=1) == labels
+    evaluator = EvaluatorConfig(accuracy_lower_bound=0.1, slice_accuracy_lower_bounds={"span": 0.8})
+    folder = np.where(np.arange(120) % 3 == 0, "scanner-b", "scanner-a")
+    features = {"span": list(span), "source_folder": list(folder)}
+    output = write_evaluation(
+        str(tmp_path), labels, probabilities, evaluator, spans_dataset, features
+    )
+    by_span = [
+        (s.value, s.examples, s.accuracy)
+        for s in slice_metrics(output, NAMES, evaluator)
+        if s.kind == "span"
+    ]
+    assert by_span == [
+        ("2", 80, pytest.approx(float(right[span == 2].mean()))),
+        ("10", 40, pytest.approx(float(right[span == 10].mean()))),
+    ]
+    by_folder = [
+        (s.value, s.examples, s.accuracy)
+        for s in slice_metrics(output, NAMES, evaluator)
+        if s.kind == "source_folder"
+    ]
+    assert by_folder == [
+        (name, int((folder == name).sum()), pytest.approx(float(right[folder == name].mean())))
+        for name in ("scanner-a", "scanner-b")
+    ]
+    assert right[span == 10].mean() < 0.8 <= right[span == 2].mean()  # the premise
+    assert blessing_reason(output, False, False, NAMES) == (
+        f"accuracy on span=10 {right[span == 10].mean():.4f} is below the lower bound 0.8000"
+    )
+    assert ("accuracy", "at least 0.8000 on every span", "span") in [
+        (t.metric, t.rule, t.slices) for t in thresholds(output)
+    ]
+
+
+def test_span_and_folder_slice_bounds_are_refused_where_nothing_records_them():
+    with pytest.raises(ConfigError, match="span slices are the spans of a run.*reads no spans"):
+        load_config(None, {"evaluator.slice_accuracy_lower_bounds": {"span": 0.8}})
+    one_span = {"dataset.file_pattern": "span-{SPAN}/*.tfrecord"}
+    with pytest.raises(ConfigError, match="reads one span a run"):
+        load_config(None, {**one_span, "evaluator.slice_accuracy_lower_bounds": {"span": 0.8}})
+    window = {**one_span, "dataset.span_window": 2}
+    bounded = load_config(None, {**window, "evaluator.slice_accuracy_lower_bounds": {"span": 0.8}})
+    assert bounded.evaluator.slice_accuracy_lower_bounds == {"span": 0.8}
+    with pytest.raises(ConfigError, match="source_folder slices need"):
+        load_config(None, {"evaluator.slice_accuracy_lower_bounds": {"source_folder": 0.8}})
+    folders = {"dataset.source_folder_slices": True}
+    bounded = load_config(
+        None, {**folders, "evaluator.slice_accuracy_lower_bounds": {"source_folder": 0.8}}
+    )
+    assert bounded.evaluator.slice_accuracy_lower_bounds == {"source_folder": 0.8}
