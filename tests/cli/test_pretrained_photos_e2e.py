@@ -9,7 +9,7 @@ connection. The file holds a fresh backbone's weights with BatchNorm statistics 
 backbone has (the real one is 9 MB that a clone does not ship), so this checks that the
 file is loaded, trained in both phases, exported and served, not the accuracy ImageNet
 features give. (It also holds what a separate 32x32 MobileNetV2 run once checked: one
-MobileNetV2 fine-tune in the suite, not two.)
+MobileNetV2 fine-tune in the suite, not two; and Grad-CAM through the nested backbone.)
 """
 
 from __future__ import annotations
@@ -23,10 +23,13 @@ import pytest
 import tf_keras
 
 from cli.main import EXIT_OK, main
-from common.config import load_config
+from common.config import ExplainConfig, load_config
 from components import imagenet_files
+from components.explain.choice import Chosen
+from components.explain.eval_split import explain_images
 from components.models._backbone import BACKBONE_LAYER
-from tests.pipeline.e2e_helpers import serving_accuracy
+from components.serving.answers import PixelClassifier, eval_pixels
+from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
 
@@ -113,3 +116,22 @@ def test_the_photo_recipe_fine_tunes_the_cached_imagenet_backbone_in_two_phases(
     assert serving_accuracy(pushed, config) == pytest.approx(
         summary["metrics"]["accuracy"], abs=1e-6
     )
+
+    # Grad-CAM through the nested backbone: the export keeps the outer graph's view of the
+    # backbone's last feature maps (3x3 at 96 px), and a map comes out at the photo's size.
+    classify = PixelClassifier(str(pushed))
+    assert classify.grad_cam_layer == BACKBONE_LAYER
+    dataset = config.dataset.model_copy(update={"image_shape": SHAPE})
+    found = eval_pixels(split_files(config, "eval"), dataset, [0, 1])
+    images = [found[0], found[1]]
+    kept = classify.feature_map_gradients(np.stack(images[:1]), 0)
+    assert kept["feature_maps"].shape == (1, 3, 3, 1280)
+    assert kept["gradients"].shape == (1, 3, 3, 1280) and np.abs(kept["gradients"]).max() > 0
+    answers = classify(np.stack(images)).numpy()
+    chosen = [
+        Chosen(index, None, int(answers[index].argmax()), float(answers[index].max()))
+        for index in (0, 1)
+    ]
+    grad_cam = explain_images(classify, images, chosen, dataset, ExplainConfig(method="grad_cam"))
+    assert grad_cam.method == "grad_cam" and grad_cam.maps.shape == (2, *SHAPE[:2])
+    assert 0 <= grad_cam.maps.min() and grad_cam.maps.max() <= 1
