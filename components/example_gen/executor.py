@@ -190,12 +190,12 @@ class _ReadFile(beam.DoFn):
     def process(self, source: InputFile):
         path = source.path
         images = self._dataset.stores_encoded_images
+        # An image folder's file is one image; any other file's record is named by number.
+        one_file = self._dataset.format == "image_folder"
         for index, (split, example) in enumerate(self._read(path)):
-            record_provenance(example, source, path if index == 0 else f"{path}: record {index}")
+            where = path if one_file else f"{path}: record {index}"
+            record_provenance(example, source, where)
             if images:
-                # An image folder's file is one image; a TFRecord's record is named by number.
-                one_file = self._dataset.format == "image_folder"
-                where = path if one_file else f"{path}: record {index}"
                 fact = image_fact(example, self._dataset, where, self._split or split)
                 yield beam.pvalue.TaggedOutput(IMAGE_FACTS, fact)
             # Serialized here: bytes cross Beam's shuffle cheaply, and deterministically, so

@@ -5,6 +5,7 @@ through TFX's own span resolution and the real executor."""
 from __future__ import annotations
 
 import pathlib
+import shutil
 
 import pytest
 import tensorflow as tf
@@ -14,14 +15,14 @@ from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
 
-from common.config import load_config
+from common.config import DatasetConfig, load_config
 from components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
 from components.example_gen.errors import DataFormatError
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.provenance import source_folder
 from components.example_gen.spans import span_pattern, spans_present, window_spans
 from pipeline.pipeline import example_gen_splits
-from tests.components.example_gen.conftest import read_split
+from tests.components.example_gen.conftest import read_split, real_photos
 
 
 def write_span(folder: pathlib.Path, span: int, count: int, extra=None) -> None:
@@ -147,7 +148,7 @@ def test_a_source_feature_named_span_is_refused_not_overwritten(tmp_path):
     own = {SPAN_FEATURE: tf.train.Feature(int64_list=tf.train.Int64List(value=[99]))}
     write_span(data_root / "span-1", 1, 5)
     write_span(data_root / "span-2", 2, 5, extra=own)
-    with pytest.raises(DataFormatError, match=r"span-2/d\.tfrecord.*feature named 'span'"):
+    with pytest.raises(DataFormatError, match=r"span-2/d\.tfrecord: record 0: .*named 'span'"):
         run_resolved(digits_in_spans(tmp_path, 2), data_root, tmp_path / "examples")
 
 
@@ -202,3 +203,31 @@ def test_each_example_records_its_source_folder_when_asked(tmp_path):
     plain = load_config(None, settings).dataset  # off by default: nothing added
     unrecorded = run_resolved(plain, data_root, tmp_path / "plain")
     assert all(SOURCE_FOLDER_FEATURE not in e.features.feature for e in unrecorded)
+
+
+def test_photos_in_camera_folders_record_the_camera_not_the_class(tmp_path):
+    photos = real_photos()
+    data_root = tmp_path / "data"
+    layout = {"phone/0/a.JPG": 0, "phone/1/b.JPG": 1, "dslr/0/c.JPG": 2, "dslr/1/d.JPG": 3}
+    for name, photo in layout.items():
+        (data_root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(photos[photo], data_root / name)
+    dataset = DatasetConfig(
+        name="cameras",
+        format="image_folder",
+        file_pattern="*/*/*.JPG",
+        image_shape=(100, 100, 3),
+        pixel_feature="image",
+        label_feature="label",
+        num_classes=2,
+        source_folder_slices=True,
+    )
+    examples = run_resolved(dataset, data_root, tmp_path / "examples")
+    recorded = sorted(
+        (
+            example.features.feature[SOURCE_FOLDER_FEATURE].bytes_list.value[0].decode(),
+            example.features.feature["label"].int64_list.value[0],
+        )
+        for example in examples
+    )
+    assert recorded == [("dslr", 0), ("dslr", 1), ("phone", 0), ("phone", 1)]
