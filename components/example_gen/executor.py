@@ -50,6 +50,7 @@ from components.example_gen.examples import ExampleBuilder
 from components.example_gen.formats import (
     EVAL,
     TRAIN,
+    SourceFormat,
     file_pattern,
     has_predefined_splits,
     imports_unchanged,
@@ -69,7 +70,7 @@ from components.example_gen.odd_images import (
 )
 from components.example_gen.provenance import InputFile, input_file, record_provenance
 from components.example_gen.shards import WriteShuffledSplit
-from components.example_gen.spans import span_pattern, window_spans
+from components.example_gen.spans import span_pattern, spans_present, window_spans
 
 # The version of how ExampleGen lays out examples; bump it when a format is stored
 # differently (2: IDX and CIFAR-10 pixels as bytes). It is part of the custom config,
@@ -149,12 +150,28 @@ def _input_files(
             input_file(path, data_root, pattern, dataset)
             for path in list_inputs(os.path.join(data_root, split_pattern), source)
         ]
-    newest = int(exec_properties[example_gen_utils.SPAN_PROPERTY_NAME])
+    newest = _newest_span(exec_properties, data_root, pattern, source)
     return [
         input_file(path, data_root, pattern, dataset, span)
         for span in window_spans(data_root, pattern, newest, dataset.span_window)
         for path in list_inputs(os.path.join(data_root, span_pattern(pattern, span)), source)
     ]
+
+
+def _newest_span(
+    exec_properties: dict[str, Any], data_root: str, pattern: str, source: SourceFormat
+) -> int:
+    """The span TFX's driver resolved (on Vertex AI the pre-cache-check driver passes it as a
+    number); the newest span there is when the executor is run without a driver."""
+    resolved = exec_properties.get(example_gen_utils.SPAN_PROPERTY_NAME)
+    if resolved is not None:
+        return int(resolved)
+    present = spans_present(data_root, pattern)
+    if not present:
+        raise DataFormatError(
+            f"{posixpath.join(data_root, pattern)}: no span has a {source.name} input file"
+        )
+    return present[-1]
 
 
 def _paths(inputs: list[InputFile]) -> list[str]:

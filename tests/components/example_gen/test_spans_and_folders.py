@@ -51,8 +51,9 @@ def digits_in_spans(tmp_path, window: int, pattern: str = "span-{SPAN}/*.tfrecor
     ).dataset
 
 
-def run_resolved(dataset, data_root: pathlib.Path, output: pathlib.Path):
-    """Resolves the span as TFX's driver does (the newest), then runs the executor.
+def run_resolved(dataset, data_root: pathlib.Path, output: pathlib.Path, passed=int):
+    """Resolves the span as TFX's driver does (the newest), then runs the executor with the
+    span `passed(span)` says (None: no span, as without a driver).
 
     Returns the examples of both splits together.
     """
@@ -74,8 +75,9 @@ def run_resolved(dataset, data_root: pathlib.Path, output: pathlib.Path):
         specs.CUSTOM_CONFIG_KEY: proto_utils.proto_to_json(dataset_custom_config(dataset)),
         specs.OUTPUT_DATA_FORMAT_KEY: example_gen_pb2.FORMAT_TF_EXAMPLE,
         specs.OUTPUT_FILE_FORMAT_KEY: example_gen_pb2.FORMAT_TFRECORDS_GZIP,
-        "span": span,
     }
+    if passed(span) is not None:
+        exec_properties["span"] = passed(span)
     SourceExampleGenExecutor().Do({}, {specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return read_split(output / "Split-train") + read_split(output / "Split-eval")
 
@@ -130,6 +132,29 @@ def test_a_window_of_two_reads_the_two_newest_spans_and_each_example_keeps_its_s
     assert len(read) == 40 + 50  # span 1 left out
     assert all(written == kept[0] for written, kept in read), "an example names another span"
     assert sorted({kept[0] for _, kept in read}) == [2, 3]
+
+
+@pytest.mark.parametrize("passed", [float, lambda span: None], ids=["vertex-number", "none"])
+def test_the_window_ends_at_the_newest_span_however_the_span_is_passed(tmp_path, passed):
+    data_root = tmp_path / "data"
+    for span, count in ((1, 3), (2, 4), (3, 5)):
+        write_span(data_root / f"span-{span}", span, count)
+    dataset = digits_in_spans(tmp_path, 2)
+    examples = run_resolved(dataset, data_root, tmp_path / "examples", passed)
+    assert sorted({kept[0] for _, kept in spans_of(examples)}) == [2, 3]
+
+
+def test_without_a_driver_and_without_spans_the_error_names_the_pattern(tmp_path):
+    (tmp_path / "data" / "span-x").mkdir(parents=True)
+    (tmp_path / "data" / "span-x" / "d.tfrecord").write_bytes(b"")  # no span number
+    with pytest.raises(DataFormatError, match=r"data/span-\{SPAN\}/\*\.tfrecord: no span has"):
+        _input_files_of(digits_in_spans(tmp_path, 2), tmp_path / "data")
+
+
+def _input_files_of(dataset, data_root):
+    from components.example_gen.executor import _input_files
+
+    return _input_files({specs.INPUT_BASE_KEY: str(data_root)}, "unused", dataset)
 
 
 def test_a_window_of_one_reads_the_newest_span_as_tfx_does_and_adds_no_feature(tmp_path):
