@@ -213,11 +213,11 @@ class DatasetConfig(_Section):
 
     @property
     def reads_spans(self) -> bool:
-        """Whether the data comes in spans (`{SPAN}` or `{SPAN:width}` in `file_pattern`).
+        """Whether the data comes in spans (`{SPAN}` in `file_pattern`).
 
         No format's default pattern has one, and `split_patterns` refuses it.
         """
-        return "{SPAN" in (self.file_pattern or "")
+        return "{SPAN}" in (self.file_pattern or "")
 
     @property
     def mixes_spans(self) -> bool:

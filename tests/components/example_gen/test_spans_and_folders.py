@@ -185,7 +185,6 @@ def test_a_window_with_a_version_in_the_pattern_is_a_config_error(tmp_path):
 
 def test_mixing_spans_needs_a_span_pattern_and_a_window(tmp_path):
     assert digits_in_spans(tmp_path, 2).mixes_spans
-    assert digits_in_spans(tmp_path, 2, "s{SPAN:2}/*.tfrecord").mixes_spans
     assert not digits_in_spans(tmp_path, 1).mixes_spans
     assert not digits_in_spans(tmp_path, 3, "*.tfrecord").mixes_spans
 
