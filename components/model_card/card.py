@@ -125,6 +125,16 @@ def _version_diff(facts: CardFacts) -> str:
     )
 
 
+def _spans(facts: CardFacts, newest: int | None) -> str:
+    """Which spans a split holds: the run's span, or with `dataset.span_window` above 1 the
+    window's (ExampleGen's artifact carries only the newest)."""
+    if newest is None:
+        return ""
+    if facts.dataset.mixes_spans:
+        return f" of the {facts.dataset.span_window} newest spans up to span {newest}"
+    return f" of span {newest}"
+
+
 def _model_parameters(facts: CardFacts) -> dict[str, Any]:
     shape = facts.dataset.image_shape
     return {
@@ -134,7 +144,7 @@ def _model_parameters(facts: CardFacts) -> dict[str, Any]:
                 "name": f"{facts.dataset.name} {split.name} split",
                 "description": (
                     f"{split.examples:,} examples"
-                    + (f" of span {split.span}" if split.span is not None else "")
+                    + _spans(facts, split.span)
                     + f", {_image_shape(facts)} images, used for "
                     + ("evaluation" if split.name == "eval" else "training")
                     + " (TFDV statistics of StatisticsGen)"

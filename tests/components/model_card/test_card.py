@@ -237,3 +237,20 @@ def test_what_a_killed_writer_left_beside_the_card_is_removed(tmp_path, card_alr
 
     assert sorted(p.name for p in tmp_path.iterdir()) == [CARD_HTML, CARD_JSON, "saved_model.pb"]
     assert read_model_card(str(tmp_path)) == card.model_card(make_facts())
+
+
+def test_the_data_says_which_spans_a_window_of_spans_holds():
+    spans = load_config(
+        None,
+        {
+            "output_dir": "/tmp/unused",
+            "dataset.file_pattern": "span-{SPAN}/*.tfrecord",
+            "dataset.span_window": 2,
+        },
+    ).dataset
+    window = make_facts(dataset=spans, data=[DataSplit("train", 1198, 3)])
+    (train,) = card.model_card(window)["model_parameters"]["data"]
+    assert train["description"].startswith("1,198 examples of the 2 newest spans up to span 3,")
+    one = make_facts(dataset=spans.model_copy(update={"span_window": 1}), data=window.data)
+    (train,) = card.model_card(one)["model_parameters"]["data"]
+    assert train["description"].startswith("1,198 examples of span 3,")
