@@ -27,7 +27,8 @@ def window_run(tmp_path_factory):
     """Spans 1 to 3, a third of the digits each, in two scanner folders per span; the run
     reads spans 2 and 3 and slices by span and by folder.
 
-    Returns (config, summary, the message of the run refused for its schema first)."""
+    Returns (config, summary, the message of the run refused for its schema first, and
+    whether that run left a pipeline root)."""
     root = tmp_path_factory.mktemp("window")
     digits = load_digits()
     pixels, labels = digits.data.astype(np.float32), digits.target
@@ -51,18 +52,19 @@ def window_run(tmp_path_factory):
     config = small_digits_config(root / "out", **settings)
     with pytest.raises(ConfigError) as refused:
         run_local(config, io.StringIO())
-    message = str(refused.value)
+    message, left = str(refused.value), config.pipeline_root.exists()
     schema.write_text(schema.read_text() + message.split("add it to the schema: ", 1)[1])
-    return config, run_local(config, io.StringIO()), message
+    return config, run_local(config, io.StringIO()), message, left
 
 
 def test_a_schema_without_the_folder_feature_stops_the_run_before_it_reads(window_run):
-    config, _, message = window_run
+    config, _, message, left = window_run
     assert message.startswith(f"{config.dataset.schema_file}: has no 'source_folder' feature")
+    assert not left  # refused before any component ran
 
 
 def test_the_run_trains_and_evaluates_on_both_spans_of_its_window(window_run):
-    _, summary, _ = window_run
+    _, summary, _, _ = window_run
     assert summary.succeeded, summary.error
     by_span = {s.value: s.examples for s in summary.slices if s.kind == "span"}
     assert set(by_span) == {"2", "3"}  # span 1 is outside the window
@@ -73,14 +75,14 @@ def test_the_run_trains_and_evaluates_on_both_spans_of_its_window(window_run):
 
 
 def test_the_folder_slices_hold_each_scanner_of_both_spans(window_run):
-    _, summary, _ = window_run
+    _, summary, _, _ = window_run
     by_folder = {s.value: s.examples for s in summary.slices if s.kind == "source_folder"}
     assert set(by_folder) == {"scanner-a", "scanner-b"}  # not span-2/scanner-a
     assert sum(by_folder.values()) == sum(s.examples for s in summary.slices if s.kind == "class")
 
 
 def test_the_span_slices_are_in_the_summary_json_and_the_report(window_run, tmp_path):
-    config, summary, _ = window_run
+    config, summary, _, _ = window_run
     slices = json.loads(summary.to_json())["slices"]
     assert [s["value"] for s in slices if s["kind"] == "span"] == ["2", "3"]
     html = write_report(config.run_dir, output_dir=tmp_path).html.read_text(encoding="utf-8")
