@@ -94,16 +94,20 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
 def _any_span_or_folder(schema: schema_pb2.Schema) -> None:
     """The provenance features as PROVENANCE_SCHEMA_FEATURES says, not as the data read so
     far: the observed spans (1 to 2) or folders would reject the next one."""
-    for index, feature in enumerate(schema.feature):
+    for feature in schema.feature:
         if feature.name in PROVENANCE_SCHEMA_FEATURES:
+            _drop_shared_domain(schema, feature)
             wanted = PROVENANCE_SCHEMA_FEATURES[feature.name]
-            schema.feature[index].CopyFrom(
-                text_format.Parse(wanted, schema_pb2.Schema()).feature[0]
-            )
-            if feature.name == SOURCE_FOLDER_FEATURE:
-                shared = [d for d in schema.string_domain if d.name != SOURCE_FOLDER_FEATURE]
-                del schema.string_domain[:]
-                schema.string_domain.extend(shared)
+            feature.CopyFrom(text_format.Parse(wanted, schema_pb2.Schema()).feature[0])
+
+
+def _drop_shared_domain(schema: schema_pb2.Schema, feature: schema_pb2.Feature) -> None:
+    """Removes the shared string domain TFDV made of the values `feature` had in the sample."""
+    if feature.HasField("domain"):
+        shared = [d for d in schema.string_domain if d.name != feature.domain]
+        del schema.string_domain[:]
+        schema.string_domain.extend(shared)
+        feature.ClearField("domain")
 
 
 def _bound_photos_by_what_is_read(schema: schema_pb2.Schema) -> None:
@@ -119,10 +123,7 @@ def _bound_photos_by_what_is_read(schema: schema_pb2.Schema) -> None:
             feature.int_domain.min, feature.int_domain.max = 1, MAX_IMAGE_SIDE
             feature.int_domain.is_categorical = False
         elif feature.name == IMAGE_FORMAT_FEATURE:
-            if feature.HasField("domain"):  # TFDV's shared domain of the values it saw
-                shared = [d for d in schema.string_domain if d.name != feature.domain]
-                del schema.string_domain[:]
-                schema.string_domain.extend(shared)
+            _drop_shared_domain(schema, feature)
             feature.string_domain.value[:] = STORED_FORMATS
 
 
