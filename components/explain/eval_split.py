@@ -74,18 +74,18 @@ def explain_images(
 
 def explain_eval_split(
     model_run_dir: str,
-    export_dir: str,
+    classify: PixelClassifier,
     eval_files: list[str],
     dataset: DatasetConfig,
     settings: ExplainConfig,
 ) -> Attributions | None:
     """Writes the attributions of the exported model's eval answers into `model_run_dir`.
 
-    Returns them, or None when `settings` explain nothing.
+    `classify` is the exported model, loaded (`write_model_folder` returns it). Returns
+    the attributions, or None when `settings` explain nothing.
     """
     if not settings.enabled:
         return None
-    classify = PixelClassifier(export_dir)
     probabilities, labels = eval_answers(classify, eval_files, dataset, settings.examined_examples)
     chosen = choose_answers(probabilities, labels, settings.mistakes, settings.correct_per_class)
     found = eval_pixels(eval_files, dataset, [c.index for c in chosen])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -97,12 +96,6 @@ def _outputs_feature_map(layer: tf_keras.layers.Layer) -> bool:
     except AttributeError:  # not in the model's graph (the Transform layer it carries)
         return False
     return hasattr(output, "shape") and output.shape.rank == 4
-
-
-def serving_default_function(model_dir: str) -> Callable[[tf.Tensor], np.ndarray]:
-    """The SavedModel in `model_dir` as a function: serialized examples [n] -> probabilities."""
-    serve = tf.saved_model.load(model_dir).signatures[SERVING_SIGNATURE]
-    return lambda serialized: serve(**{SERVING_INPUT_KEY: serialized})[SERVING_OUTPUT_KEY].numpy()
 
 
 def export_serving_model(

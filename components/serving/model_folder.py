@@ -26,7 +26,6 @@ from components.serving.export import (
     export_serving_model,
     feature_map_layer,
     serving_copy,
-    serving_default_function,
     write_training_info,
 )
 from components.serving.temperature import TEMPERATURE_INFO_KEY, fit_temperature
@@ -46,9 +45,9 @@ def write_model_folder(
     eval_files: list[str],
     training_info: dict[str, Any],
     grad_cam_layer: str | None = None,
-) -> None:
+) -> PixelClassifier:
     """Exports the SavedModel with the trained `weights`, its warmup requests, then its
-    measured variants.
+    measured variants; returns the export, loaded once for every step that asks it.
 
     Args:
       weights: the trained model's weights (read on every worker, see `serving_copy`).
@@ -92,10 +91,19 @@ def write_model_folder(
         else:
             write_training_info(export_dir, training_info)
     write_warmup_requests(export_dir, eval_files, dataset)
-    predict = serving_default_function(export_dir)
+    exported = PixelClassifier(export_dir)
     reference = write_drift_reference(
-        export_dir, train_files, eval_files, dataset, serving.measured_examples, predict
+        export_dir,
+        train_files,
+        eval_files,
+        dataset,
+        serving.measured_examples,
+        exported.serve_examples,
     )
     logging.info("Drift reference: the signals of %s", reference.describe())
-    for measured in export_tflite_variants(export_dir, train_files, eval_files, dataset, serving):
+    variants = export_tflite_variants(
+        export_dir, exported, train_files, eval_files, dataset, serving
+    )
+    for measured in variants:
         logging.info("Serving variant %s", measured)
+    return exported

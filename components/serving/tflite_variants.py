@@ -179,14 +179,14 @@ def measure_tflite(model: bytes, batches: tf.data.Dataset, timed: int) -> tuple[
 
 
 def measure_saved_model(
-    saved_model_dir: str, batches: tf.data.Dataset, timed: int
+    classify: Callable[[tf.Tensor], tf.Tensor], batches: tf.data.Dataset, timed: int
 ) -> tuple[float, float, int]:
-    """Accuracy of the `pixels` signature (the variants' source), a batch per call, its
-    single-image latency on the first `timed` images, and how many images it classified."""
-    serve = tf.saved_model.load(saved_model_dir).signatures[PIXELS_SIGNATURE]
+    """Accuracy of the `pixels` signature (the variants' source; `classify` calls it), a
+    batch per call, its single-image latency on the first `timed` images, and how many
+    images it classified."""
 
     def predict(images: np.ndarray) -> np.ndarray:
-        return serve(**{PIXELS_INPUT_KEY: tf.constant(images)})[SERVING_OUTPUT_KEY].numpy()
+        return classify(tf.constant(images)).numpy()
 
     correct = seen = 0
     for images, labels in batches.as_numpy_iterator():
@@ -231,6 +231,7 @@ def cpu_name() -> str:
 
 def export_tflite_variants(
     export_dir: str,
+    classify: Callable[[tf.Tensor], tf.Tensor],
     train_files: list[str],
     eval_files: list[str],
     dataset: DatasetConfig,
@@ -240,6 +241,8 @@ def export_tflite_variants(
 
     Args:
       export_dir: the exported SavedModel; variants go to its `tflite/` folder.
+      classify: its `pixels` signature, loaded (`PixelClassifier`): what the variants
+        are measured against.
       train_files: ExampleGen's training split (calibration images for int8).
       eval_files: ExampleGen's eval split (shuffled by ExampleGen): its first
         `config.measured_examples` records are measured, streamed a batch at a time.
@@ -255,7 +258,7 @@ def export_tflite_variants(
     measured = split_batches(eval_files, dataset, limit=config.measured_examples)
     representative = split_batches(train_files, dataset, limit=config.representative_examples)
     timed = config.latency_examples
-    reference, latency, examples = measure_saved_model(export_dir, measured, timed)
+    reference, latency, examples = measure_saved_model(classify, measured, timed)
     measurements = [
         Measurement(
             SAVED_MODEL, ".", reference, 0.0, *saved_model_bytes(export_dir), latency, True, ""

@@ -14,6 +14,7 @@ from PIL import Image
 
 from common.config import ServingConfig
 from components.serving import tflite_variants
+from components.serving.answers import PixelClassifier
 from components.serving.tflite_variants import export_tflite_variants, measure_tflite, split_batches
 from tests.components.images.reference import pillow_pixels
 from tests.pipeline.e2e_helpers import split_files
@@ -109,6 +110,7 @@ def test_a_variant_beyond_the_bound_is_held_back_with_the_reason(digits_run, tmp
     monkeypatch.setattr(tflite_variants, "measure_tflite", int8_loses_two_points)
     measured = export_tflite_variants(
         str(export_dir),
+        PixelClassifier(str(export_dir)),
         split_files(config, "train"),
         split_files(config, "eval"),
         config.dataset,
@@ -137,6 +139,7 @@ def test_a_variant_that_cannot_convert_is_held_back_not_fatal(digits_run, tmp_pa
     monkeypatch.setattr(tflite_variants, "convert", float16_fails)
     measured = export_tflite_variants(
         str(export_dir),
+        PixelClassifier(str(export_dir)),
         split_files(config, "train"),
         split_files(config, "eval"),
         config.dataset,

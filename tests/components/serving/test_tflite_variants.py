@@ -8,6 +8,7 @@ import pytest
 
 from common.config import ConfigError, ServingConfig, load_config
 from components.serving import tflite_variants
+from components.serving.answers import PixelClassifier
 from components.serving.tflite_variants import (
     MEASURE_BATCH,
     MEASUREMENTS_PATH,
@@ -68,7 +69,9 @@ def test_variants_are_measured_on_a_bounded_sample_streamed_in_batches(tmp_path,
         representative_examples=10,
         latency_examples=5,
     )
-    measured = export_tflite_variants(model_dir, train_files, eval_files, DIGITS, config)
+    measured = export_tflite_variants(
+        model_dir, PixelClassifier(model_dir), train_files, eval_files, DIGITS, config
+    )
 
     # 40 of the 100 eval examples, a batch at a time, the same ones for every variant.
     assert measured_batches == [[MEASURE_BATCH, 40 - MEASURE_BATCH]] * 2
