@@ -35,7 +35,19 @@ def _write_model(package, filters: int) -> None:
     (package / "cnn.py").write_text(USER_MODEL.format(filters=filters))
 
 
-def test_user_model_trains_pushes_and_serves_and_its_edits_retrain(tmp_path, monkeypatch):
+@pytest.fixture
+def forgets_the_package():
+    """The user's package leaves `sys.modules` with this test: its folder goes with the
+    test, and a later test that writes its own `team_models` elsewhere must find that one
+    (`importlib.util.find_spec` answers from `sys.modules` first)."""
+    yield
+    for name in [name for name in sys.modules if name.split(".")[0] == "team_models"]:
+        del sys.modules[name]
+
+
+def test_user_model_trains_pushes_and_serves_and_its_edits_retrain(
+    forgets_the_package, tmp_path, monkeypatch
+):
     package = tmp_path / "team_models"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -63,7 +75,7 @@ def test_user_model_trains_pushes_and_serves_and_its_edits_retrain(tmp_path, mon
     assert info["model"] == "team_models.cnn:build"
 
     _write_model(package, filters=12)
-    monkeypatch.delitem(sys.modules, "team_models.cnn")  # a new `tpu-pipeline run` process
+    del sys.modules["team_models.cnn"]  # as in a new `tpu-pipeline run` process
     second = run_local(config, io.StringIO())
     assert second.succeeded, second.error
     statuses = {c.id: c.status for c in second.components}
