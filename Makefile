@@ -58,7 +58,7 @@ lint: $(SYNCED)
 # Two pytest-xdist workers, a test module per worker (its module fixtures run once): in
 # one process the suite kept one core busy on average (Beam, imports, child processes);
 # on 2 cores two workers took 23 min where one took 39 (2026-12-02, before the weight
-# histograms moved to the host; now two take 16 min, README's Development section).
+# histograms moved to the host); three took 6% longer than two (README's Development section).
 # More cores: PYTEST_ARGS="-n auto --dist loadscope"; in one process: make test PYTEST_ARGS=
 PYTEST_ARGS ?= -n 2 --dist loadscope
 

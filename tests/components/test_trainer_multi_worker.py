@@ -68,6 +68,18 @@ def _start_workers(fn_args: dict, logs: pathlib.Path) -> list[subprocess.Popen]:
     return processes
 
 
+def _backed_up(backups: pathlib.Path) -> bool:
+    """Whether the chief has written a backup checkpoint yet.
+
+    The checkpoint writer renames and deletes its `*_temp` folders while this looks, and
+    pathlib's rglob fails on a folder that vanishes under it: then it is not there yet.
+    """
+    try:
+        return any(backups.rglob("checkpoint"))
+    except FileNotFoundError:
+        return False
+
+
 def _wait_for(condition, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -85,7 +97,7 @@ def test_multi_worker_training_survives_a_lost_worker_and_matches_one_worker(dig
     # 1. The worker dies once the chief has backed up an epoch: the chief stops, saying why.
     chief, worker = _start_workers(fn_args, tmp_path / "first")
     try:
-        _wait_for(lambda: any(backups.rglob("checkpoint")), 600, "the first backup")
+        _wait_for(lambda: _backed_up(backups), 600, "the first backup")
         worker.kill()
         killed_at = time.monotonic()
         returncode = chief.wait(timeout=FAIL_WITHIN_S)
