@@ -64,8 +64,8 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
             tfma.ModelSpec(
                 signature_name="serving_default",
                 label_key=dataset.label_feature,
-                # What TFMA would find by loading each model with Keras just to ask (twice
-                # per model: 7 s of a 96x96 MobileNetV2's evaluation); ours always is one.
+                # What TFMA would find by loading the model with Keras just to ask (twice:
+                # 10 s of a 96x96 MobileNetV2's evaluation under a profiler); ours is one.
                 model_type=tfma.TF_KERAS,
             )
         ],

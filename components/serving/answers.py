@@ -32,9 +32,10 @@ class PixelClassifier:
     """The SavedModel's `pixels` signature as a function: pixels [n, ...] -> probabilities.
 
     It holds the loaded model: a signature alone does not keep its variables alive. The
-    Trainer loads its export once and hands this to every step that asks the model
-    (drift reference, variant measurements, attributions): loading a SavedModel costs
-    seconds (6 s for a 96x96 MobileNetV2), more than those steps' own work.
+    Trainer loads its export once and hands this to every step that asks the model (the
+    drift reference, the SavedModel's measurement beside its TFLite variants, the
+    attributions): a load costs seconds (about 6 s for a 96x96 MobileNetV2 under a
+    profiler), more than those steps' own work.
     """
 
     def __init__(self, export_dir: str):
