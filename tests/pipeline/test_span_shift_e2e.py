@@ -1,5 +1,11 @@
-"""Each new span's images against the served model's: quiet for more digits, loud for inverted
-ones, through the real pipeline and the command a scheduler runs."""
+"""Each new span: retrained from the served model, and its images compared with the served
+model's: quiet for more digits, loud for inverted ones, through the real pipeline and the
+command a scheduler runs.
+
+Vertex AI runs the same pipeline on each schedule tick; what a tick does (read the newest
+span, start from the last blessed model, push only a model that is not worse) is the same
+locally, so it is tested here on the spans' own runs.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,9 @@ from sklearn.datasets import load_digits
 
 from pipeline.local_runner import run_local
 from pipeline.run_message import run_message
+from pipeline.run_record import custom_property
 from tests.conftest import run_cli, small_digits_config
+from tests.pipeline.e2e_helpers import mlmd_store
 
 pytestmark = pytest.mark.slow
 
@@ -21,6 +29,7 @@ SETTINGS = {
     "dataset.file_pattern": "span-{SPAN}/*.tfrecord",
     "trainer.train_steps": 20,
     "trainer.epochs": 1,
+    "trainer.warm_start": True,  # as a scheduled retraining starts: from the served model
     "evaluator.accuracy_lower_bound": 0.0,  # every model blessed: there is a served model
     "evaluator.max_accuracy_drop": 1.0,
     "serving.tflite_variants": [],
@@ -64,6 +73,23 @@ def test_the_first_span_has_no_served_model_to_compare_with(spans):
     assert first.succeeded and first.blessed, first.error
     assert first.span_shift is None
     assert "span shift" not in first.to_text()
+
+
+def test_the_next_span_retrains_warm_started_against_the_first_spans_model(spans):
+    config, _, first, second = spans
+    assert first.push_note == "new version"
+    assert first.trainer["warm_started"] is False  # nothing blessed yet to start from
+    assert first.baseline_metrics is None
+    # The second run picked up the new span by itself, started from span 1's model and
+    # was compared with it.
+    examples = sorted(mlmd_store(config).get_artifacts_by_type("Examples"), key=lambda a: a.id)
+    assert [custom_property(a, "span") for a in examples] == [1, 2]
+    assert second.succeeded and second.trainer["warm_started"] is True
+    assert second.baseline_metrics is not None
+    # Pushed exactly when the Evaluator found it not worse than the baseline.
+    assert (second.push_note == "new version") == second.blessed
+    pushed = sorted(p.name for p in config.serving_dir.iterdir() if p.name.isdigit())
+    assert len(pushed) == (2 if second.blessed else 1)
 
 
 def test_a_fresh_sample_of_the_same_digits_is_no_shift(spans):

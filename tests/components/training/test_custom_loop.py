@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from components.models import build_model, compile_model
 from components.trainer import run_fn, train
 from components.training.custom_loop import train_custom_loop
 from components.training.input_pipeline import EvalInput
+from pipeline.report.run_store import open_latest_run
 from pipeline.report.tensorboard_logs import epoch_scalars
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
@@ -93,21 +95,32 @@ def test_steps_per_execution_runs_every_step_of_every_epoch(tmp_path, loop):
 
 @pytest.mark.slow
 def test_fit_and_custom_loop_reach_the_same_accuracy_through_run_fn(digits_run, tmp_path):
-    config, _ = digits_run
-    accuracy, curves = {}, {}
-    for loop in ("fit", "custom"):
-        loop_config = config.model_copy(
-            update={"trainer": config.trainer.model_copy(update={"loop": loop})}
-        )
-        run = tmp_path / loop
-        run_fn(FnArgs(**run_fn_args(loop_config, run)))
-        info = json.loads((run / "serving" / "assets.extra" / "training_info.json").read_text())
-        assert info["loop"] == loop
-        accuracy[loop] = serving_accuracy(run / "serving", config)
-        curves[loop] = {
+    """The custom loop trained again on digits_run's data, against digits_run's own Trainer
+    (the same configuration with `fit`): one training here, not two."""
+    config, summary = digits_run
+    fitted = pathlib.Path(summary.pushed_model)
+    assert summary.trainer["loop"] == "fit"
+    custom = config.model_copy(
+        update={"trainer": config.trainer.model_copy(update={"loop": "custom"})}
+    )
+    run = tmp_path / "custom"
+    run_fn(FnArgs(**run_fn_args(custom, run)))
+    info = json.loads((run / "serving" / "assets.extra" / "training_info.json").read_text())
+    assert info["loop"] == "custom"
+    accuracy = {
+        "fit": serving_accuracy(fitted, config),
+        "custom": serving_accuracy(run / "serving", config),
+    }
+    curves = {
+        loop: {
             split: {name: len(values) for name, values in scalars.items()}
-            for split, scalars in epoch_scalars(run / "model_run" / "1").items()
+            for split, scalars in epoch_scalars(log_dir).items()
         }
+        for loop, log_dir in (
+            ("fit", open_latest_run(config.run_dir).first_output("Trainer", "model_run").uri),
+            ("custom", run / "model_run" / "1"),
+        )
+    }
     assert accuracy["custom"] >= 0.9
     assert accuracy["custom"] == pytest.approx(accuracy["fit"], abs=0.02)
     # The same per-epoch curves in TensorBoard (and the report), whichever loop drew them.
