@@ -12,6 +12,7 @@ from components.explain.maps import (
     integrated_gradients,
     model_function,
     pixel_range,
+    step_batch,
 )
 
 
@@ -37,6 +38,27 @@ def test_integrated_gradients_add_up_to_the_change_of_the_answer_from_the_baseli
         attribution = integrated_gradients(model_function(classify), image, target, baseline, 256)
         answer = classify(tf.constant(np.stack([image, baseline])))[:, target].numpy()
         assert attribution.sum() == pytest.approx(answer[0] - answer[1], abs=1e-2)
+
+
+@pytest.mark.parametrize(("side", "most"), [(8, 32), (64, 32), (128, 24), (224, 8), (640, 1)])
+def test_large_photos_are_sent_to_the_model_a_few_steps_at_a_time(side, most):
+    """A gradient call holds every image's activations: its pixels are bounded, not its steps,
+    and the attribution is the same however the steps are batched."""
+    rng = np.random.default_rng(0)
+    weights = rng.normal(0, 1e-5, (side, side, 3))
+    linear = _linear_softmax(weights)
+    sent = []
+
+    def classify(pixels: tf.Tensor) -> tf.Tensor:
+        sent.append(int(pixels.shape[0]))
+        return linear(pixels)
+
+    image = rng.uniform(0, 255, (side, side, 3)).astype(np.float32)
+    baseline = np.zeros_like(image)
+    attribution = integrated_gradients(model_function(classify), image, 1, baseline, 32)
+    assert step_batch(image.shape) == most and max(sent) == most and sum(sent) == 32
+    answer = linear(tf.constant(np.stack([image, baseline])))[:, 1].numpy()
+    assert attribution.sum() == pytest.approx(answer[0] - answer[1], abs=1e-3)
 
 
 def test_the_map_lights_only_the_pixels_the_answer_depends_on():
