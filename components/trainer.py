@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
@@ -45,6 +46,7 @@ from components.training.input_pipeline import (
 from components.training.learning_rate import make_optimizer, peak_learning_rate
 from components.training.loop import steps_per_epoch, train
 from components.training.pruning import prune_for_training, strip_pruned
+from components.training.separate_process import TrainingRequest, train_in_child, trains_in_child
 from components.training.training_logs import backup_dir_for, write_run_summaries
 from components.training.warm_start import warm_start
 
@@ -223,52 +225,73 @@ def require_grad_cam_layer(explain: ExplainConfig, model_name: str, dataset: Dat
         )
 
 
+def train_here(request: TrainingRequest) -> tuple[list[np.ndarray], dict[str, Any], StrategyChoice]:
+    """Trains in this process, as `request` asks: the trained weights (read on every worker),
+    how the model was trained, and the device and strategy it trained on.
+
+    `run_fn` calls it, or the training child (`components/trainer_child.py`) does.
+    """
+    dataset = read_dataset(request.custom_config)
+    config = apply_hyperparameters(read_trainer(request.custom_config), request.tuned)
+    setup = training_setup(request.fn_args(), dataset, config)
+    require_grad_cam_layer(read_explain(request.custom_config), config.model, dataset)
+    # Only the chief's logs are kept; other workers log into a scratch folder.
+    with worker_output_dir(request.log_dir, setup.choice.is_chief) as log_dir:
+        model, _, training_info = fit(
+            setup,
+            config,
+            train_steps=request.train_steps,
+            log_dir=log_dir,
+            backup_dir=request.backup_dir,
+            base_model=request.base_model,
+        )
+    # On every worker: reading sync-on-read weights (BatchNorm statistics) is a collective.
+    return model.get_weights(), training_info, setup.choice
+
+
 def run_fn(fn_args: FnArgs) -> None:
     """Trains the configured CNN on the best device available and exports it for serving.
 
     With a Tuner upstream, `fn_args.hyperparameters` holds the best trial's values,
-    which replace their TrainerConfig fields.
+    which replace their TrainerConfig fields. The training runs in this process or in
+    a child (`trainer.training_process`); the export always runs here.
     """
     skip_autograph_for_tf_keras()
     dataset, config = read_dataset(fn_args.custom_config), read_trainer(fn_args.custom_config)
     tuned = tuned_values(fn_args.hyperparameters["values"]) if fn_args.hyperparameters else {}
     config = apply_hyperparameters(config, tuned)
-    setup = training_setup(fn_args, dataset, config)
     explain = read_explain(fn_args.custom_config)
-    require_grad_cam_layer(explain, config.model, dataset)
-    backup_dir = backup_dir_for(
-        fn_args.model_run_dir,
-        {
-            "train_files": fn_args.train_files,
-            "transform": fn_args.transform_graph_path,
-            "custom_config": fn_args.custom_config,
-            "hyperparameters": tuned,
-            "train_steps": fn_args.train_steps,
-        },
+    request = TrainingRequest.from_fn_args(
+        fn_args,
+        tuned,
+        backup_dir=backup_dir_for(
+            fn_args.model_run_dir,
+            {
+                "train_files": fn_args.train_files,
+                "transform": fn_args.transform_graph_path,
+                "custom_config": fn_args.custom_config,
+                "hyperparameters": tuned,
+                "train_steps": fn_args.train_steps,
+            },
+        ),
     )
-    choice = setup.choice
-    # Only the chief's logs are kept; other workers log into a scratch folder.
-    with worker_output_dir(fn_args.model_run_dir, choice.is_chief) as log_dir:
-        model, _, training_info = fit(
-            setup,
-            config,
-            train_steps=fn_args.train_steps,
-            log_dir=log_dir,
-            backup_dir=backup_dir,
-            base_model=fn_args.base_model,
-        )
-    # On every worker: reading sync-on-read weights (BatchNorm statistics) is a collective.
-    weights = model.get_weights()
-    if not choice.is_chief:
-        # TFX checks on every worker that the model exists: return after the chief exported it.
-        wait_for_all_workers(choice.strategy)
-        return
+    choice = None  # a child trained as the only worker, the chief
+    if trains_in_child(config, dataset):
+        trained = train_in_child(request)
+        weights, training_info = trained.weights, trained.training_info
+    else:
+        weights, training_info, choice = train_here(request)
+        if not choice.is_chief:
+            # TFX checks on every worker that the model exists: return after the chief exported it.
+            wait_for_all_workers(choice.strategy)
+            return
+    training_info["training_process"] = "same" if choice else "child"
     if tuned:
         training_info["hyperparameters"] = tuned
     exported = write_model_folder(
         weights,
         config.model,
-        setup.transform_output,
+        tft.TFTransformOutput(fn_args.transform_graph_path),
         dataset,
         read_serving(fn_args.custom_config),
         export_dir=fn_args.serving_model_dir,
@@ -277,7 +300,7 @@ def run_fn(fn_args: FnArgs) -> None:
         training_info=training_info,
         grad_cam_layer=explain.grad_cam_layer,
     )
-    if choice.num_workers > 1:
+    if choice and choice.num_workers > 1:
         wait_for_all_workers(choice.strategy)  # the other workers wait for this export
     # After the other workers are released: explaining takes no collective, only time.
     explain_eval_split(

@@ -44,6 +44,7 @@ from common.config.trainer import (
     Precision,
     PromisedDevices,
     TrainerConfig,
+    TrainingProcess,
 )
 from common.config.tuner import (
     UNTUNABLE_TRAINER_FIELDS,
@@ -104,6 +105,7 @@ __all__ = [
     "SplitPatterns",
     "TFLiteVariant",
     "TrainerConfig",
+    "TrainingProcess",
     "TunerConfig",
     "TunerObjective",
     "VertexConfig",

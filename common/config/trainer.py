@@ -14,6 +14,7 @@ Optimizer = Literal["adam", "adamw", "sgd"]
 LearningRateScaling = Literal["linear", "sqrt", "none"]
 LearningRateDecay = Literal["cosine", "step", "constant"]
 Precision = Literal["float32", "mixed_bfloat16", "mixed_float16"]
+TrainingProcess = Literal["auto", "child", "same"]
 
 
 class PromisedDevices(_Section):
@@ -130,6 +131,13 @@ class TrainerConfig(_Section):
         default=None, description="TPU name or grpc:// address; default: TPU_NAME or local"
     )
     tpu_connect_timeout_s: float = Field(default=60.0, gt=0)
+    training_process: TrainingProcess = Field(
+        default="auto",
+        description="child: train in a process of its own, which gives the training's memory "
+        "back when it ends (on CPU, TensorFlow keeps its pool for the life of a process); "
+        "same: in the pipeline's process; auto: child for large batches of pixels on a "
+        "CPU-only machine of one worker, else same (components/training/separate_process.py)",
+    )
     worker_join_timeout_s: float = Field(
         default=300.0,
         gt=0,

@@ -21,6 +21,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "tpu_name",
         "promised_devices",
         "tpu_connect_timeout_s",
+        "training_process",
         "worker_join_timeout_s",
         "worker_heartbeat_timeout_s",
         "tpu_preflight",

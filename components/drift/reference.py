@@ -28,10 +28,11 @@ import tensorflow as tf
 from common.config import DatasetConfig
 from components.drift.examples import image_signals
 from components.drift.signals import prediction_signals
+from components.images.batching import images_per_call
 
 REFERENCE_PATH = os.path.join("assets.extra", "drift_reference.json")
-# Examples read and predicted at a time: what making the reference holds in memory
-# (64 photos at 224x224: 38 MB of float pixels).
+# Examples read and predicted at a time, for small images; fewer for large ones
+# (`images_per_call`): what making the reference holds in memory.
 _BATCH = 64
 # Digits enough for any comparison; keeps the file small (2,000 photos: ~0.3 MB).
 _DIGITS = 6
@@ -53,11 +54,14 @@ def _count(table: dict[str, np.ndarray]) -> int:
 
 
 def _table(
-    file_patterns: list[str], limit: int, signals_of: Callable[[tf.Tensor], dict]
+    file_patterns: list[str],
+    limit: int,
+    batch: int,
+    signals_of: Callable[[tf.Tensor], dict],
 ) -> dict[str, list]:
-    """The signals of the first `limit` examples of a split, as JSON lists."""
+    """The signals of the first `limit` examples of a split, `batch` at a time, as JSON lists."""
     files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
-    records = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit).batch(_BATCH)
+    records = tf.data.TFRecordDataset(files, compression_type="GZIP").take(limit).batch(batch)
     columns: dict[str, list] = {}
     for serialized in records:
         for name, values in signals_of(serialized).items():
@@ -79,11 +83,18 @@ def write_drift_reference(
     `predict` is the exported model's `serving_default`: serialized examples [n] ->
     probabilities [n, classes], so the reference holds what the served model answers.
     """
-    images = _table(train_files, limit, lambda batch: image_signals(list(batch.numpy()), dataset))
+    batch = images_per_call(dataset.image_shape, _BATCH)
+    images = _table(
+        train_files,
+        limit,
+        batch,
+        lambda serialized: image_signals(list(serialized.numpy()), dataset),
+    )
     answers = _table(
         eval_files,
         limit,
-        lambda batch: prediction_signals(predict(batch), dataset.class_names),
+        batch,
+        lambda serialized: prediction_signals(predict(serialized), dataset.class_names),
     )
     path = os.path.join(export_dir, REFERENCE_PATH)
     tf.io.gfile.makedirs(os.path.dirname(path))

@@ -24,22 +24,13 @@ import saliency.core as saliency
 import tensorflow as tf
 
 from common.config import DatasetConfig, ExplainBaseline, ExplainMethod
+from components.images.batching import images_per_call
 from components.serving.export import FEATURE_MAPS_KEY, GRADIENTS_KEY
 
 TARGET_CLASS = "class"
-# Integration steps sent to the model at once: at most this many images, and at most this
-# many pixels in all. A gradient call holds every activation of every image in it, so its
-# memory grows with the pixels it is sent: 32 images at 224x224 took 1.4 GiB more than the
-# rest of a cnn_bn photo run's Trainer (docs/benchmarks.md, "Memory of a photo run").
+# Integration steps sent to the model at once, for small images; fewer for large ones
+# (`images_per_call`).
 MAX_STEP_BATCH = 32
-PIXELS_PER_CALL = 8 * 224 * 224
-
-
-def step_batch(image_shape: tuple[int, ...]) -> int:
-    """How many integration steps to send to the model at once for images of this shape:
-    32 for small images, fewer as they grow (8 at 224x224), never fewer than one."""
-    height, width = image_shape[:2]
-    return max(1, min(MAX_STEP_BATCH, PIXELS_PER_CALL // (height * width)))
 
 
 class NoGradientError(ValueError):
@@ -104,7 +95,7 @@ def integrated_gradients(
         {TARGET_CLASS: target},
         x_baseline=baseline,
         x_steps=steps,
-        batch_size=step_batch(image.shape),
+        batch_size=images_per_call(image.shape, MAX_STEP_BATCH),
     )
 
 
@@ -129,7 +120,7 @@ def attribution_map(
             call_model,
             {TARGET_CLASS: target},
             baselines=baselines,
-            batch_size=step_batch(image.shape),
+            batch_size=images_per_call(image.shape, MAX_STEP_BATCH),
             extra_parameters=parameters,
         )
         return _scaled(mask)

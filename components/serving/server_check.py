@@ -9,7 +9,7 @@ API. `tensorflow_model_server` must be told its ports: they come from
 `portpicker` (reserved by a port server when `PORTSERVER_ADDRESS` names one);
 `model_server.py` binds port 0 and says in its log which port it got, so no
 other process can take it in between. The server is killed with the process
-that started it, even by SIGKILL (`server_process.py`). Once the version is
+that started it, even by SIGKILL (`common/child_process.py`). Once the version is
 AVAILABLE, the candidate's own warmup requests (eval examples, one request per
 published signature, `warmup.py`) go to `:predict`; each answer must be
 `num_classes` probabilities per example (the class id is their argmax, so a
@@ -40,10 +40,10 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 
 import components
+from common.child_process import start_child, stop_child
 from common.tfx_api import io_utils
 from components.serving.export import SERVING_OUTPUT_KEY
 from components.serving.model_server import reported_port
-from components.serving.server_process import start_server, stop_server
 from components.serving.warmup import read_warmup_requests, signature_defs
 
 MODEL_SERVER = "tensorflow_model_server"
@@ -248,7 +248,7 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
         start = time.monotonic()
         deadline = start + timeout_seconds
         with open(log_path, "w") as log:
-            server = start_server(command.argv, log, _server_env())
+            server = start_child(command.argv, _server_env(), stdout=log, stderr=subprocess.STDOUT)
         try:
             url = _wait_until_available(command, server, log_path, deadline, timeout_seconds)
             available = time.monotonic()
@@ -263,7 +263,7 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
         except ServingCheckError as error:
             raise ServingCheckError(str(error), command.name) from None
         finally:
-            stop_server(server)
+            stop_child(server)
         return ServingCheckResult(
             signatures, time.monotonic() - available, available - start, command.name
         )

@@ -31,13 +31,16 @@ import tensorflow as tf
 from absl import logging
 
 from common.config import DatasetConfig, ServingConfig, TFLiteVariant
+from common.free_heap import return_free_heap
+from components.images.batching import images_per_call
 from components.images.examples import parse_pixels
 from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
 from components.serving.measurements import MEASUREMENTS_PATH, SAVED_MODEL, TFLITE_DIR
 
 # Single-image latency is measured as an edge device runs it: one interpreter thread.
 INTERPRETER_THREADS = 1
-# Images decoded and classified at a time: what measuring holds, however large the split.
+# Images decoded and classified at a time, for small images; fewer for large ones
+# (`images_per_call`): what measuring holds, however large the split.
 MEASURE_BATCH = 32
 
 
@@ -70,7 +73,7 @@ def split_batches(
     records = tf.data.TFRecordDataset(files, compression_type="GZIP")
     if limit is not None:
         records = records.take(limit)
-    return records.batch(MEASURE_BATCH).map(
+    return records.batch(images_per_call(dataset.image_shape, MEASURE_BATCH)).map(
         lambda batch: parse_pixels(batch, dataset), num_parallel_calls=tf.data.AUTOTUNE
     )
 
@@ -267,6 +270,9 @@ def export_tflite_variants(
     tf.io.gfile.makedirs(os.path.join(export_dir, TFLITE_DIR))
     converter = None
     for variant in config.tflite_variants:
+        # A conversion's copies of the weights are freed to the C heap, which keeps them:
+        # given back first, each conversion starts from the same resident size.
+        return_free_heap()
         try:
             converter = converter or pixels_converter(export_dir)
             model = convert(converter, variant, representative)

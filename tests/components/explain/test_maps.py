@@ -6,14 +6,15 @@ import tensorflow as tf
 
 from common.config import ExplainConfig, load_config
 from components.explain.maps import (
+    MAX_STEP_BATCH,
     NoGradientError,
     attribution_map,
     baseline_images,
     integrated_gradients,
     model_function,
     pixel_range,
-    step_batch,
 )
+from components.images.batching import images_per_call
 
 
 def _linear_softmax(weights: np.ndarray):
@@ -56,7 +57,11 @@ def test_large_photos_are_sent_to_the_model_a_few_steps_at_a_time(side, most):
     image = rng.uniform(0, 255, (side, side, 3)).astype(np.float32)
     baseline = np.zeros_like(image)
     attribution = integrated_gradients(model_function(classify), image, 1, baseline, 32)
-    assert step_batch(image.shape) == most and max(sent) == most and sum(sent) == 32
+    assert (
+        images_per_call(image.shape, MAX_STEP_BATCH) == most
+        and max(sent) == most
+        and sum(sent) == 32
+    )
     answer = linear(tf.constant(np.stack([image, baseline])))[:, 1].numpy()
     assert attribution.sum() == pytest.approx(answer[0] - answer[1], abs=1e-3)
 

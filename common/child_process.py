@@ -1,7 +1,8 @@
-"""Starts the serving check's model server as a child that cannot outlive its parent.
+"""Starts a child process that cannot outlive its parent: the serving check's model server,
+the Trainer's training process.
 
-A Pusher killed with SIGKILL (an operator's `kill -9`, the OOM killer) runs no
-`finally`, so the server it started would keep its ports and memory for good.
+A parent killed with SIGKILL (an operator's `kill -9`, the OOM killer) runs no
+`finally`, so a child it started would keep its ports and memory for good.
 On Linux the child asks the kernel for SIGKILL when its parent dies
 (`prctl(PR_SET_PDEATHSIG)`, kept across `exec`); a parent that died before that
 call ran is caught by comparing `getppid()` with the pid that forked it. The
@@ -18,13 +19,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import IO
+from typing import IO, Any
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _STOP_SECONDS = 10
 
 
-def _die_with(parent_pid: int) -> Callable[[], None] | None:
+def die_with(parent_pid: int) -> Callable[[], None] | None:
     """The `preexec_fn` that ties a child to `parent_pid`, or None where prctl does not exist.
 
     libc's `prctl` is looked up here, in the parent: between fork and exec the child
@@ -44,22 +45,29 @@ def _die_with(parent_pid: int) -> Callable[[], None] | None:
     return set_parent_death_signal
 
 
-def start_server(command: list[str], log: IO, env: dict[str, str]) -> subprocess.Popen:
-    """Runs `command` with stdout and stderr to `log`, killed by the kernel if this process dies."""
+def start_child(
+    command: list[str], env: dict[str, str], stdout: IO | int | None, stderr: IO | int | None
+) -> subprocess.Popen:
+    """Runs `command`, killed by the kernel if this process dies; `stdout` and `stderr` as
+    `subprocess.Popen` takes them (a file, PIPE, STDOUT, or None to share this process's)."""
+    extra: dict[str, Any] = {"text": True} if stdout == subprocess.PIPE else {}
     return subprocess.Popen(
         command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        stdout=stdout,
+        stderr=stderr,
         env=env,
-        preexec_fn=_die_with(os.getpid()),  # takes no lock in the child
+        preexec_fn=die_with(os.getpid()),  # takes no lock in the child
+        **extra,
     )
 
 
-def stop_server(server: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL if the server has not exited within a few seconds."""
-    server.terminate()
+def stop_child(child: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if the child has not exited within a few seconds."""
+    if child.poll() is not None:
+        return
+    child.terminate()
     try:
-        server.wait(timeout=_STOP_SECONDS)
+        child.wait(timeout=_STOP_SECONDS)
     except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
+        child.kill()
+        child.wait()

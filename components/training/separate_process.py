@@ -1,0 +1,213 @@
+"""Training in a process of its own, so the memory it took goes back when it ends.
+
+On CPU, TensorFlow's allocator (oneDNN's pool, on by default where the CPU has
+AVX-512) keeps every byte a training step ever held until the process exits: a
+cnn_bn at 224x224, batch 16, left 1.5 GiB behind in the pipeline's process, under
+the TFLite conversions, the Evaluator and the Pusher that came after it
+(docs/benchmarks.md, "Memory of a photo run"). Trained in a child, those bytes
+are the child's, returned when it exits; the pipeline's process then exports the
+weights the child hands back, as it would have in-process.
+
+The child is `python -m components.trainer_child WORK_DIR`: it reads the request
+written here, trains exactly as `run_fn` does in-process, and writes the weights
+and the training's description back. Its log records come back over its stdout
+and are logged again here (the progress line shows its epochs); TensorFlow's own
+output shares this process's stderr. The kernel kills it if this process dies
+(`common/child_process.py`); Ctrl-C reaches both, and this side stops it.
+
+`auto` starts a child only where it pays: a fresh interpreter costs about 6 s of
+imports, and small images leave megabytes, not gigabytes, behind. On a GPU or TPU
+the activations live in the accelerator's memory, and a TPU or a multi-worker
+cluster is joined by one process that then also runs the barrier after the export,
+so those train in the pipeline's process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+import components
+from common.child_process import start_child, stop_child
+from common.config import DatasetConfig, TrainerConfig
+from common.tfx_api import FnArgs
+from components.device.multi_worker import multi_worker_cluster
+from components.device.strategy import find_tpu_signals
+
+CHILD_MODULE = "components.trainer_child"
+# auto: a child when one replica's batch holds at least this many input values (16 photos
+# of 224x224x3 hold 2.4 million; 128 CIFAR-10 images 0.4 million).
+CHILD_MIN_BATCH_VALUES = 2**20
+# A child's stdout line that carries one of its log records: the prefix, then [level, message].
+LOG_LINE_PREFIX = "tpu-pipeline-log "
+REQUEST_FILE, WEIGHTS_FILE, INFO_FILE, ERROR_FILE = (
+    "request.json",
+    "weights.npz",
+    "training_info.json",
+    "error.json",
+)
+
+
+# TFX's arguments a request carries as they are (the others it resolves first).
+_FN_ARGS_FIELDS = (
+    "custom_config",
+    "train_files",
+    "eval_files",
+    "transform_graph_path",
+    "eval_steps",
+    "train_steps",
+)
+
+
+class TrainingProcessError(RuntimeError):
+    """The training child failed; the message is its own error, or how it ended."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingRequest:
+    """What the child needs to train as `run_fn` would: TFX's arguments, resolved values."""
+
+    custom_config: dict[str, Any]
+    tuned: dict[str, Any]  # the Tuner's best values, applied over the trainer section
+    train_files: list[str]
+    eval_files: list[str]
+    transform_graph_path: str
+    eval_steps: int | None
+    train_steps: int | None
+    log_dir: str
+    backup_dir: str
+    base_model: str | None
+
+    @classmethod
+    def from_fn_args(
+        cls, fn_args: FnArgs, tuned: dict[str, Any], backup_dir: str
+    ) -> TrainingRequest:
+        """The Trainer's TFX arguments; its logs go to `model_run_dir`."""
+        passed = {field: getattr(fn_args, field) for field in _FN_ARGS_FIELDS}
+        return cls(
+            **passed,
+            tuned=tuned,
+            log_dir=fn_args.model_run_dir,
+            backup_dir=backup_dir,
+            base_model=fn_args.base_model,
+        )
+
+    def fn_args(self) -> FnArgs:
+        """The TFX arguments `training_setup` reads."""
+        return FnArgs(**{field: getattr(self, field) for field in _FN_ARGS_FIELDS})
+
+    def write(self, work_dir: pathlib.Path) -> None:
+        (work_dir / REQUEST_FILE).write_text(json.dumps(dataclasses.asdict(self)))
+
+    @classmethod
+    def read(cls, work_dir: pathlib.Path) -> TrainingRequest:
+        return cls(**json.loads((work_dir / REQUEST_FILE).read_text()))
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainedWeights:
+    """What the child hands back: the model's weights in `get_weights` order, and how it
+    was trained (the `training_info` the export saves beside the model)."""
+
+    weights: list[np.ndarray]
+    training_info: dict[str, Any]
+
+    def write(self, work_dir: pathlib.Path) -> None:
+        np.savez(work_dir / WEIGHTS_FILE, *self.weights)
+        (work_dir / INFO_FILE).write_text(json.dumps(self.training_info))
+
+    @classmethod
+    def read(cls, work_dir: pathlib.Path) -> TrainedWeights:
+        with np.load(work_dir / WEIGHTS_FILE) as stored:
+            weights = [stored[f"arr_{index}"] for index in range(len(stored.files))]
+        return cls(weights, json.loads((work_dir / INFO_FILE).read_text()))
+
+
+def trains_in_child(config: TrainerConfig, dataset: DatasetConfig) -> bool:
+    """Whether `run_fn` trains in a child process (`trainer.training_process`).
+
+    Raises:
+      ValueError: `child` asked for in a multi-worker cluster, whose barrier after the
+        export needs the process that joined it.
+    """
+    cluster = multi_worker_cluster()
+    if config.training_process == "child" and cluster:
+        raise ValueError(
+            "trainer.training_process is 'child', but TF_CONFIG names several workers: their "
+            "processes join the cluster themselves; set it to 'auto' or 'same'"
+        )
+    if config.training_process != "auto":
+        return config.training_process == "child"
+    if config.accelerator not in ("auto", "cpu") or cluster:
+        return False
+    if config.accelerator == "auto" and (
+        find_tpu_signals() or config.tpu_name or tf.config.list_physical_devices("GPU")
+    ):
+        return False
+    batch_values = config.per_replica_batch_size * math.prod(dataset.image_shape)
+    return batch_values >= CHILD_MIN_BATCH_VALUES
+
+
+def _child_env() -> dict[str, str]:
+    """This environment, with the folder holding `components` first on the child's path."""
+    root = str(pathlib.Path(components.__file__).resolve().parent.parent)
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([root, path]) if path else root}
+
+
+def relay_line(line: str) -> None:
+    """Logs a child's record here again; any other stdout line goes to this stderr."""
+    if line.startswith(LOG_LINE_PREFIX):
+        level, message = json.loads(line[len(LOG_LINE_PREFIX) :])
+        logging.get_absl_logger().log(level, "%s", message)
+    else:
+        sys.stderr.write(line)
+
+
+def _failure(work_dir: pathlib.Path, returncode: int) -> str:
+    error = work_dir / ERROR_FILE
+    if error.exists():
+        return json.loads(error.read_text())["error"]
+    return f"the training process ended with exit code {returncode} and no error of its own"
+
+
+def train_in_child(request: TrainingRequest) -> TrainedWeights:
+    """Trains in a child process; returns its weights and training description.
+
+    Raises:
+      TrainingProcessError: the child failed (its error), or ended without a result.
+    """
+    work_dir = pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-training-"))
+    try:
+        request.write(work_dir)
+        sys.stderr.flush()
+        child = start_child(
+            [sys.executable, "-m", CHILD_MODULE, str(work_dir)],
+            _child_env(),
+            stdout=subprocess.PIPE,
+            stderr=None,
+        )
+        logging.info("Training in a child process (pid %d)", child.pid)
+        try:
+            for line in child.stdout:
+                relay_line(line)
+            returncode = child.wait()
+        finally:
+            stop_child(child)  # Ctrl-C or an error here: the child must not train on
+        if returncode != 0:
+            raise TrainingProcessError(_failure(work_dir, returncode))
+        return TrainedWeights.read(work_dir)
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
