@@ -36,6 +36,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+import psutil
 import tensorflow as tf
 from absl import logging
 
@@ -47,6 +48,8 @@ from components.device.multi_worker import multi_worker_cluster
 from components.device.strategy import find_tpu_signals
 
 CHILD_MODULE = "components.trainer_child"
+# The child's work folder, in the temporary folder: this prefix, the pipeline's pid, a dash.
+WORK_DIR_PREFIX = "tpu-pipeline-training-"
 # auto: a child when one replica's batch holds at least this many input values (16 photos
 # of 224x224x3 hold 2.4 million; 128 CIFAR-10 images 0.4 million).
 CHILD_MIN_BATCH_VALUES = 2**20
@@ -183,13 +186,34 @@ def _failure(work_dir: pathlib.Path, returncode: int) -> str:
     return f"the training process ended with exit code {returncode} and no error of its own"
 
 
+def _work_dir_prefix(pid: int) -> str:
+    return f"{WORK_DIR_PREFIX}{pid}-"
+
+
+def remove_abandoned_work_dirs(temp_dir: pathlib.Path) -> list[pathlib.Path]:
+    """Removes the work folders of pipelines that died without removing theirs (`kill -9`
+    skips every `finally`; a folder can hold a whole model's weights); returns them.
+
+    A folder is abandoned when the process named in it no longer exists; one whose pid
+    was since reused is left for a later run.
+    """
+    abandoned = []
+    for folder in temp_dir.glob(f"{WORK_DIR_PREFIX}*-*"):
+        pid = folder.name[len(WORK_DIR_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not psutil.pid_exists(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            abandoned.append(folder)
+    return abandoned
+
+
 def train_in_child(request: TrainingRequest) -> TrainedWeights:
     """Trains in a child process; returns its weights and training description.
 
     Raises:
       TrainingProcessError: the child failed (its error), or ended without a result.
     """
-    work_dir = pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-training-"))
+    remove_abandoned_work_dirs(pathlib.Path(tempfile.gettempdir()))
+    work_dir = pathlib.Path(tempfile.mkdtemp(prefix=_work_dir_prefix(os.getpid())))
     try:
         request.write(work_dir)
         sys.stderr.flush()

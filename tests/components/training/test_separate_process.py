@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import psutil
@@ -16,10 +19,12 @@ from common.tfx_api import FnArgs
 from components.training import separate_process
 from components.training.separate_process import (
     LOG_LINE_PREFIX,
+    WORK_DIR_PREFIX,
     TrainedWeights,
     TrainingProcessError,
     TrainingRequest,
     relay_line,
+    remove_abandoned_work_dirs,
     train_in_child,
     trains_in_child,
 )
@@ -109,6 +114,24 @@ def test_a_childs_log_record_is_logged_again_and_other_lines_pass_through(caplog
         (logging.WARNING, "epoch 1/2: a\nb")
     ]
     assert capsys.readouterr().err == "a library's own line\n"
+
+
+def test_work_dirs_of_dead_pipelines_are_removed_and_living_ones_kept(tmp_path):
+    finished = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    dead = tmp_path / f"{WORK_DIR_PREFIX}{finished.stdout.strip()}-abc"
+    living = tmp_path / f"{WORK_DIR_PREFIX}{os.getpid()}-def"
+    other = tmp_path / "someone-elses-folder"
+    for folder in (dead, living, other):
+        (folder / "weights.npz").parent.mkdir()
+        (folder / "weights.npz").write_bytes(b"weights")
+
+    assert remove_abandoned_work_dirs(tmp_path) == [dead]
+    assert not dead.exists() and living.exists() and other.exists()
 
 
 def _request(config, run: pathlib.Path) -> TrainingRequest:
