@@ -50,7 +50,9 @@ def start_child(
 ) -> subprocess.Popen:
     """Runs `command`, killed by the kernel if this process dies; `stdout` and `stderr` as
     `subprocess.Popen` takes them (a file, PIPE, STDOUT, or None to share this process's)."""
-    extra: dict[str, Any] = {"text": True} if stdout == subprocess.PIPE else {}
+    # A pipe is read as text; a byte that is not UTF-8 must not stop the reading.
+    piped = stdout == subprocess.PIPE
+    extra: dict[str, Any] = {"encoding": "utf-8", "errors": "replace"} if piped else {}
     return subprocess.Popen(
         command,
         stdout=stdout,

@@ -30,6 +30,7 @@ import math
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -171,23 +172,34 @@ def _child_env() -> dict[str, str]:
 
 
 def relay_line(line: str) -> None:
-    """Logs a child's record here again; any other stdout line goes to this stderr."""
+    """Logs a child's record here again; any other stdout line (a library's print, or a
+    record another thread's print broke into) goes to this stderr as it is."""
     if line.startswith(LOG_LINE_PREFIX):
-        level, message = json.loads(line[len(LOG_LINE_PREFIX) :])
-        logging.get_absl_logger().log(level, "%s", message)
-    else:
-        sys.stderr.write(line)
+        try:
+            level, message = json.loads(line[len(LOG_LINE_PREFIX) :])
+        except ValueError:
+            pass
+        else:
+            logging.get_absl_logger().log(level, "%s", message)
+            return
+    sys.stderr.write(line)
 
 
-def _failure(work_dir: pathlib.Path, returncode: int) -> str:
+def failure(work_dir: pathlib.Path, returncode: int) -> str:
+    """Why the child failed: its own error, else how it ended."""
     error = work_dir / ERROR_FILE
     if error.exists():
         return json.loads(error.read_text())["error"]
+    if returncode < 0:
+        name = signal.Signals(-returncode).name
+        hint = (
+            " (the kernel's OOM killer sends it when the machine runs out of memory: "
+            "a smaller trainer.per_replica_batch_size or dataset.image_shape needs less)"
+            if name == "SIGKILL"
+            else ""
+        )
+        return f"the training process was killed by {name}{hint}"
     return f"the training process ended with exit code {returncode} and no error of its own"
-
-
-def _work_dir_prefix(pid: int) -> str:
-    return f"{WORK_DIR_PREFIX}{pid}-"
 
 
 def remove_abandoned_work_dirs(temp_dir: pathlib.Path) -> list[pathlib.Path]:
@@ -213,7 +225,7 @@ def train_in_child(request: TrainingRequest) -> TrainedWeights:
       TrainingProcessError: the child failed (its error), or ended without a result.
     """
     remove_abandoned_work_dirs(pathlib.Path(tempfile.gettempdir()))
-    work_dir = pathlib.Path(tempfile.mkdtemp(prefix=_work_dir_prefix(os.getpid())))
+    work_dir = pathlib.Path(tempfile.mkdtemp(prefix=f"{WORK_DIR_PREFIX}{os.getpid()}-"))
     try:
         request.write(work_dir)
         sys.stderr.flush()
@@ -231,7 +243,7 @@ def train_in_child(request: TrainingRequest) -> TrainedWeights:
         finally:
             stop_child(child)  # Ctrl-C or an error here: the child must not train on
         if returncode != 0:
-            raise TrainingProcessError(_failure(work_dir, returncode))
+            raise TrainingProcessError(failure(work_dir, returncode))
         return TrainedWeights.read(work_dir)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)

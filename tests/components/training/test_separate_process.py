@@ -23,6 +23,7 @@ from components.training.separate_process import (
     TrainedWeights,
     TrainingProcessError,
     TrainingRequest,
+    failure,
     relay_line,
     remove_abandoned_work_dirs,
     train_in_child,
@@ -110,10 +111,19 @@ def test_a_childs_log_record_is_logged_again_and_other_lines_pass_through(caplog
     record = json.dumps([logging.WARNING, "epoch 1/2: a\nb"])
     relay_line(f"{LOG_LINE_PREFIX}{record}\n")
     relay_line("a library's own line\n")
+    relay_line(f'{LOG_LINE_PREFIX}[20, "broken into\n')
     assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
         (logging.WARNING, "epoch 1/2: a\nb")
     ]
-    assert capsys.readouterr().err == "a library's own line\n"
+    assert capsys.readouterr().err == f"a library's own line\n{LOG_LINE_PREFIX}[20, \"broken into\n"
+
+
+def test_a_child_killed_without_a_word_is_reported_by_signal(tmp_path):
+    assert failure(tmp_path, -9).startswith(
+        "the training process was killed by SIGKILL (the kernel's OOM"
+    )
+    assert failure(tmp_path, -15) == "the training process was killed by SIGTERM"
+    assert "exit code 3" in failure(tmp_path, 3)
 
 
 def test_work_dirs_of_dead_pipelines_are_removed_and_living_ones_kept(tmp_path):
