@@ -1,7 +1,7 @@
 """Training in a process of its own, so the memory it took goes back when it ends.
 
-On CPU, TensorFlow's allocator (oneDNN's pool, on by default where the CPU has
-AVX-512) keeps every byte a training step ever held until the process exits: a
+On CPU, TensorFlow's allocator (oneDNN's pool; oneDNN is on by default on CPUs with
+AVX-512 VNNI, BF16 or AMX) keeps every byte a training step held until the process exits: a
 cnn_bn at 224x224, batch 16, left 1.5 GiB behind in the pipeline's process, under
 the TFLite conversions, the Evaluator and the Pusher that came after it
 (docs/benchmarks.md, "Memory of a photo run"). Trained in a child, those bytes
