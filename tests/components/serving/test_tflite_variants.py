@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from common.config import ConfigError, ServingConfig, load_config
 from components.serving import tflite_variants
@@ -79,6 +81,37 @@ def test_variants_are_measured_on_a_bounded_sample_streamed_in_batches(tmp_path,
     written = json.loads((tmp_path / "model" / MEASUREMENTS_PATH).read_text())
     assert written["eval_examples"] == 40
     assert [m.published for m in measured] == [True, True, True]
+
+
+def test_a_variant_the_interpreter_refuses_is_held_back_and_the_others_published(
+    tmp_path, monkeypatch
+):
+    model_dir = save_model(tmp_path / "model")
+    eval_files = write_eval_split(tmp_path / "eval", count=40)
+    real_measure = tflite_variants.measure_tflite
+    refused = (
+        "tensorflow/lite/kernels/kernel_util.cc:323 scale_diff / output_scale <= 0.02 was not true."
+    )
+
+    def measure(model, batches, timed):
+        if tf.lite.Interpreter(model_content=model).get_input_details()[0]["dtype"] == np.int8:
+            raise RuntimeError(f"{refused}Node number 7 (FULLY_CONNECTED) failed to prepare.\n")
+        return real_measure(model, batches, timed)
+
+    monkeypatch.setattr(tflite_variants, "measure_tflite", measure)
+    config = ServingConfig(tflite_variants=("int8", "float32"), max_accuracy_drop=1.0)
+    measured = export_tflite_variants(
+        model_dir, PixelClassifier(model_dir), eval_files, eval_files, DIGITS, config
+    )
+
+    assert [(m.name, m.published) for m in measured] == [
+        ("saved_model", True),
+        ("int8", False),
+        ("float32", True),
+    ]
+    assert measured[1].reason.startswith(f"TFLite interpreter failed: {refused}")
+    assert not (tmp_path / "model" / "tflite" / "int8.tflite").exists()
+    assert (tmp_path / "model" / "tflite" / "float32.tflite").exists()
 
 
 def test_variants_converted_after_a_full_integer_one_are_what_a_fresh_converter_makes(tmp_path):
