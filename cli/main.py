@@ -38,6 +38,7 @@ from cli.stop_summary import write_stop_summary, write_summary_json
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
+from common.owned_paths import check_replaceable
 from components.example_gen.errors import DataFormatError
 from pipeline.input_fingerprint import new_inputs, record_success
 from pipeline.metadata_check import (
@@ -45,13 +46,14 @@ from pipeline.metadata_check import (
     LockedMetadataError,
     check_metadata_store,
 )
-from pipeline.run_lock import RunInProgressError, exclusive_run
+from pipeline.run_lock import RunInProgressError, claim_run_folder, exclusive_run
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:
   0    success (a run that was not blessed too: read `blessed` in the summary)
   1    the run or command failed
-  2    bad configuration or arguments
+  2    bad configuration or arguments, or a path named that holds files
+       tpu-pipeline did not write (nothing is written there)
   3    data rejected: bad input files, a data folder without matching files, or
        data that breaks the schema or drifts, whichever command finds it
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
@@ -144,7 +146,11 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the schema file to write (a .pbtxt file, not a folder); default: the dataset's "
         "schema_file, else schemas/<name>/schema.pbtxt",
     )
-    infer.add_argument("--force", action="store_true", help="replace an existing schema file")
+    infer.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing schema file (kept beside it as <name>.replaced-<time>)",
+    )
 
     preflight = commands.add_parser(
         "preflight", help="check on this CPU that the model and input will run on a TPU"
@@ -173,6 +179,8 @@ def _run(args: argparse.Namespace) -> int:
         "trainer.model": args.model,
     }
     pipeline_name, chosen = "tpu-pipeline", None
+    if args.summary_json:  # a file of the user's there: refused before anything runs
+        check_replaceable(args.summary_json, "--summary-json")
     try:
         config = config_from_args(args, flags)
         pipeline_name = config.full_pipeline_name
@@ -217,6 +225,7 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
     run_log = None if args.verbose else str(log_file)
     if not args.verbose:
         quiet_library_warnings()
+    claim_run_folder(config)
     with exclusive_run(config.run_dir):
         check_metadata_store(config.metadata_path)
         if args.if_new_data and not _has_new_inputs(config):
@@ -352,7 +361,11 @@ def _schema_infer(args: argparse.Namespace) -> int:
     with output_to_log_file(log_file) as terminal:
         from pipeline.schema_tools import infer_schema, write_schema
 
-        write_schema(infer_schema(pattern, LiveStatus(terminal)), output, overwrite=args.force)
+        kept = write_schema(
+            infer_schema(pattern, LiveStatus(terminal)), output, overwrite=args.force
+        )
+    if kept is not None:
+        print(f"kept the schema it replaced as {kept}")
     print(f"wrote {output}: review value ranges, shapes and the label domain before relying on it")
     return EXIT_OK
 
@@ -401,10 +414,10 @@ def _run_command(args: argparse.Namespace) -> int:
             run_data_command(args)
             return EXIT_OK
         return _schema_infer(args)
-    except ConfigError as error:
+    except (ConfigError, FileExistsError) as error:  # a path of the user's that is refused too
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_BAD_CONFIG
-    except (FileExistsError, FileNotFoundError) as error:
+    except FileNotFoundError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_FAILED
     except DataFormatError as error:

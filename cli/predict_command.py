@@ -23,6 +23,7 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from cli.config_flags import add_config_flags, config_from_args, positive_int
+from common.owned_paths import check_replaceable
 
 if TYPE_CHECKING:  # the job's module loads TensorFlow and Beam: only when predicting
     from common.config import NotifyConfig
@@ -68,7 +69,8 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
         required=True,
         metavar="FILE",
         help="the file to write, by extension: .csv, .jsonl, or .tfrecord (PredictionLog); "
-        "an existing file is replaced only once the new one is whole",
+        "an existing file is replaced only if tpu-pipeline wrote it, and only once the new one is "
+        "whole",
     )
     predict.add_argument(
         "--top-k", type=positive_int, default=3, help="classes listed per record (default: 3)"
@@ -92,8 +94,9 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--explain-dir",
         metavar="DIR",
-        help="folder where --explain writes attributions.png, .json and maps.npz (default: "
-        "a folder beside --output, named after it with -explained)",
+        help="folder where --explain writes attributions.png, .json and maps.npz: new, empty "
+        "or one it wrote before (default: a folder beside --output, named after it with "
+        "-explained)",
     )
     predict.add_argument(
         "--summary-json",
@@ -120,6 +123,8 @@ def beam_args(args: argparse.Namespace) -> list[str]:
 def run_predict(args: argparse.Namespace) -> int:
     """Runs `predict`; prints where the predictions went and how many there are."""
     config = config_from_args(args, {"dataset": args.dataset, "dataset.format": args.format})
+    if args.summary_json:  # a file of the user's there: refused before the job
+        check_replaceable(args.summary_json, "--summary-json")
     from cli.console import output_to_log_file, quiet_library_warnings
     from pipeline.progress import LiveStatus
 
@@ -192,7 +197,7 @@ def _notify_shift(notify: NotifyConfig, result: BatchResult) -> None:
 
 def _write_summary(path: str, result: BatchResult) -> None:
     """`--summary-json`: the counts and the drift check, replaced whole or not at all."""
-    from common.atomic_file import write_text
+    from common.owned_paths import write_owned
 
     summary = {
         "model": result.model_dir,
@@ -209,4 +214,4 @@ def _write_summary(path: str, result: BatchResult) -> None:
             "answers": [c.as_json() for c in result.explained.chosen],
         },
     }
-    write_text(path, json.dumps(summary, indent=2) + "\n")
+    write_owned(path, json.dumps(summary, indent=2) + "\n", "--summary-json")

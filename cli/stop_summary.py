@@ -14,6 +14,7 @@ import pathlib
 from typing import Any
 
 from common.interrupts import RunInterrupted, received_signal
+from common.owned_paths import write_owned
 from components.example_gen.errors import DataFormatError
 
 
@@ -66,9 +67,8 @@ def stop_summary(
 
 
 def write_summary_json(path: pathlib.Path, text: str) -> None:
-    """Writes a summary's JSON `text` to `path`, making its folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
+    """Writes a summary's JSON `text` to `path` whole, never over a file of the user's."""
+    write_owned(path, text, "--summary-json")
 
 
 def write_stop_summary(

@@ -71,3 +71,26 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     """Writes `text` to the local file `path`, whole or not at all."""
     with replaced_when_done(path) as partial, open(partial, "w") as file:
         file.write(text)
+
+
+def write_new_text(path: str | os.PathLike, text: str) -> None:
+    """Writes `text` to the new local file `path`, whole or not at all, never over a file.
+
+    The content is written beside, synced, then hard-linked to `path`: the link is
+    made only if `path` is absent, in one step, so a file that appears meanwhile stays.
+
+    Raises:
+      FileExistsError: `path` exists (before or during the writing); it is left as it was.
+    """
+    path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    scratch = os.path.join(folder, f".{os.path.basename(path)}.new-{uuid.uuid4().hex[:12]}")
+    try:
+        with open(scratch, "x") as file:
+            file.write(text)
+        fsync_path(scratch)
+        os.link(scratch, path)
+        fsync_path(folder)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(scratch)

@@ -10,6 +10,7 @@ parameters a user sets per run (the data root and the train arguments).
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 from typing import TYPE_CHECKING, Any
 
@@ -163,28 +164,35 @@ def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
 
 
 def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, Any]:
-    """Writes the KFP v2 pipeline job spec (JSON) for `config` to `output` and returns it."""
-    from common.tfx_api import kubeflow_v2_dag_runner
+    """Writes the KFP v2 pipeline job spec (JSON) for `config` to `output` and returns it.
+
+    `output` is new or a spec this command wrote (`common/owned_paths.py`); the runner
+    writes into a scratch file that replaces it whole once compiled.
+
+    Raises:
+      UserPathError: `output` is a file of the user's (or a folder).
+    """
+    from common.owned_paths import check_replaceable, owned_file
 
     vertex = require_vertex(config)
     require_webhook_secret(config)  # before the import of TFX: a config error takes a second
-    output = pathlib.Path(output)
-    if output.exists():
-        output.unlink()  # the runner refuses to overwrite; a rebuilt spec replaces the old one
-    runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
-        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
-            default_image=vertex.pipeline_image
-        ),
-        output_dir=str(output.parent),
-        output_filename=output.name,
-    )
+    check_replaceable(output, "--output")
+    from common.tfx_api import kubeflow_v2_dag_runner
     from kubeflow.exit_handler import notify_exit_handler
 
-    handler = notify_exit_handler(config)
-    if handler is not None:  # runs after the DAG, however it ended
-        runner.set_exit_handler(handler)
-    return runner.run(
-        build_vertex_pipeline(config),
-        parameter_values=runtime_parameter_defaults(config),
-        write_out=True,
-    )
+    with owned_file(output, "--output") as partial:
+        runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
+            config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+                default_image=vertex.pipeline_image
+            ),
+            output_dir=os.path.dirname(partial),
+            output_filename=os.path.basename(partial),
+        )
+        handler = notify_exit_handler(config)
+        if handler is not None:  # runs after the DAG, however it ended
+            runner.set_exit_handler(handler)
+        return runner.run(
+            build_vertex_pipeline(config),
+            parameter_values=runtime_parameter_defaults(config),
+            write_out=True,
+        )

@@ -13,7 +13,9 @@ import contextlib
 import pathlib
 from collections.abc import Callable, Iterator
 
+from common.config import PipelineConfig
 from common.file_lock import LockBusyError, held_lock
+from common.owned_paths import claim_folder
 
 LOCK_FILE = ".run.lock"
 # How long a serving action waits for a run or another action to release the folder.
@@ -22,6 +24,20 @@ DEFAULT_WAIT_SECONDS = 120.0
 
 class RunInProgressError(RuntimeError):
     """Another process is running the pipeline, or a serving action, in this run folder."""
+
+
+def claim_run_folder(config: PipelineConfig) -> None:
+    """Makes the run folder one, refusing a folder of the user's (`common/owned_paths.py`).
+
+    The run folder is `--output-dir`/<pipeline>-<dataset>: new, empty, marked by an
+    earlier run, or one a run wrote before markers existed (it holds a metadata store
+    or a pipeline root).
+
+    Raises:
+      UserPathError: the folder holds files no run wrote.
+    """
+    earlier = {config.metadata_path.name, config.pipeline_root.name}
+    claim_folder(config.run_dir, "--output-dir", adopt=lambda names: bool(earlier & set(names)))
 
 
 @contextlib.contextmanager

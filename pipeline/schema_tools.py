@@ -10,6 +10,7 @@ infer` does it again on demand.
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 
@@ -19,6 +20,7 @@ from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import schemas
+from common.atomic_file import write_new_text, write_text
 from common.config import ConfigError, DatasetConfig
 from components.contract import (
     IMAGE_FORMAT_FEATURE,
@@ -127,8 +129,16 @@ def _bound_photos_by_what_is_read(schema: schema_pb2.Schema) -> None:
             feature.string_domain.value[:] = STORED_FORMATS
 
 
-def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False) -> None:
-    """Writes `schema` as text; a curated schema already there is kept unless `overwrite`.
+def write_schema(
+    schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool = False
+) -> pathlib.Path | None:
+    """Writes `schema` as text, whole; a curated schema already there is kept.
+
+    With `overwrite` the file there is replaced, and kept beside it under a new name
+    (`<name>.replaced-<time>`): a curated schema is a person's work, never lost.
+
+    Returns:
+      Where the replaced schema was kept, or None if there was none.
 
     Raises:
       SchemaExistsError: `path` exists and `overwrite` is off.
@@ -138,10 +148,21 @@ def write_schema(schema: schema_pb2.Schema, path: pathlib.Path, overwrite: bool 
         raise IsADirectoryError(
             f"{path} is a folder; name the schema file, e.g. {path}/schema.pbtxt"
         )
-    if path.exists() and not overwrite:
-        raise SchemaExistsError(f"{path} exists; pass --force to replace the curated schema")
+    text = text_format.MessageToString(schema)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tfdv.write_schema_text(schema, str(path))
+    if not overwrite or not path.exists():
+        try:
+            write_new_text(path, text)
+        except FileExistsError:
+            raise SchemaExistsError(
+                f"{path} exists; pass --force to replace the curated schema"
+            ) from None
+        return None
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    kept = path.with_name(f"{path.name}.replaced-{stamp}")
+    os.link(path, kept)  # the old content under a new name; fails rather than overwrite
+    write_text(path, text)
+    return kept
 
 
 def _nearest_existing(path: pathlib.Path) -> pathlib.Path:

@@ -50,22 +50,26 @@ def display_pixels(pixels: np.ndarray, low: float, high: float) -> np.ndarray:
     return np.clip(np.round(scaled), 0, 255).astype(np.uint8)
 
 
-def write_attributions(folder: str, attributions: Attributions) -> None:
-    """Writes `attributions` into `folder` (local or on an object store), the index last."""
-    fileio.makedirs(folder)
+def attribution_files(attributions: Attributions) -> dict[str, bytes]:
+    """The folder's files by name, in the order to write them (the index last)."""
     buffer = io.BytesIO()
     np.savez_compressed(
         buffer, images=attributions.images, maps=attributions.maps.astype(np.float16)
     )
-    with fileio.open(os.path.join(folder, _MAPS_FILE), "wb") as handle:
-        handle.write(buffer.getvalue())
     index = {
         "method": attributions.method,
         "settings": attributions.settings,
         "chosen": [c.as_json() for c in attributions.chosen],
     }
-    with fileio.open(os.path.join(folder, _INDEX_FILE), "w") as handle:
-        handle.write(json.dumps(index, indent=2))
+    return {_MAPS_FILE: buffer.getvalue(), _INDEX_FILE: json.dumps(index, indent=2).encode()}
+
+
+def write_attributions(folder: str, attributions: Attributions) -> None:
+    """Writes `attributions` into `folder` (local or on an object store), the index last."""
+    fileio.makedirs(folder)
+    for name, data in attribution_files(attributions).items():
+        with fileio.open(os.path.join(folder, name), "wb") as handle:
+            handle.write(data)
 
 
 def read_index(folder: str) -> dict[str, Any] | None:

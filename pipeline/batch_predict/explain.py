@@ -6,8 +6,9 @@ after it, the driver maps each one with the same methods and settings as the
 Trainer's step (`components/explain/`), on the same `pixels` signature of the
 model that predicted them, and writes the folder: `attributions.png` (the
 report's picture), `attributions.json` (each record's source, label if any,
-class and probability) and `maps.npz`. A local folder appears whole when done, and
-an existing one is replaced only then; on an object store the files are written one by one.
+class and probability) and `maps.npz`. The folder is the user's to name: it must be
+new, empty or one an earlier `--explain` wrote (`common/owned_paths.py`); each file
+lands whole, the index after the maps, and a file the user put there stays.
 """
 
 from __future__ import annotations
@@ -15,21 +16,17 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-import pathlib
 import posixpath
-import shutil
-import tempfile
-import uuid
 
 import apache_beam as beam
 import numpy as np
 
 from common import fileio
-from common.atomic_file import is_remote
 from common.config import DatasetConfig, ExplainConfig
+from common.owned_paths import check_claimable, claim_folder, write_owned
 from components.explain.choice import Chosen
 from components.explain.eval_split import explain_images
-from components.explain.store import Attributions, write_attributions
+from components.explain.store import Attributions, attribution_files
 from pipeline.batch_predict.predictions import Predictions
 
 _CANDIDATES_FILE = "least_confident.jsonl"
@@ -113,33 +110,19 @@ def explain_least_confident(
     return attributions
 
 
+def check_explain_dir(destination: str) -> None:
+    """Refuses, before the job runs, a folder `--explain` may not write into."""
+    check_claimable(destination, "--explain-dir")
+
+
 def _write_folder(destination: str, attributions: Attributions, dataset: DatasetConfig) -> None:
-    """The store's two files and the picture, into `destination` once all are written."""
+    """The store's two files and the picture, each whole, into the claimed `destination`."""
     from pipeline.report.plots import attribution_maps, png_bytes
 
+    claim_folder(destination, "--explain-dir")
     figure = attribution_maps(attributions, list(dataset.class_names))
-    if is_remote(destination):  # an object store has no rename of folders: file by file
-        write_attributions(destination, attributions)
-        if figure is not None:
-            with fileio.open(posixpath.join(destination, PICTURE_FILE), "wb") as handle:
-                handle.write(png_bytes(figure))
-        return
-    target = pathlib.Path(destination)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = pathlib.Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    old = target.with_name(f".{target.name}.old-{uuid.uuid4().hex[:12]}")
-    try:
-        write_attributions(str(partial), attributions)
-        if figure is not None:
-            (partial / PICTURE_FILE).write_bytes(png_bytes(figure))
-        if target.exists():  # set aside, so the new folder takes its name whole
-            target.rename(old)
-        try:
-            partial.rename(target)
-        except OSError:  # another job's folder took the name meanwhile: ours is lost, not it
-            if old.exists() and not target.exists():
-                old.rename(target)
-            raise
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-        shutil.rmtree(old, ignore_errors=True)
+    files = attribution_files(attributions)
+    if figure is not None:
+        files = {PICTURE_FILE: png_bytes(figure), **files}
+    for name, data in files.items():
+        write_owned(posixpath.join(destination, name), data, "--explain-dir")

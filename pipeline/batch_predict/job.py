@@ -28,14 +28,18 @@ from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
 from common import fileio
-from common.atomic_file import replaced_when_done
 from common.config import ConfigError, DatasetConfig, DriftConfig, ExplainConfig
+from common.owned_paths import check_replaceable, owned_file
 from components.drift.compare import DriftCheck
 from components.example_gen.errors import DataFormatError, data_format_error_in
 from components.example_gen.formats import list_inputs, source_format, split_inputs
 from components.explain.store import Attributions
 from pipeline.batch_predict.drift_check import DriftPlan, check_drift
-from pipeline.batch_predict.explain import ExplainPlan, explain_least_confident
+from pipeline.batch_predict.explain import (
+    ExplainPlan,
+    check_explain_dir,
+    explain_least_confident,
+)
 from pipeline.batch_predict.model_handler import ServingDefaultHandler
 from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
 from pipeline.batch_predict.outputs import output_extension, write_predictions
@@ -220,11 +224,16 @@ def run_batch_predictions(
 
     Raises:
       ConfigError: a bad model path, output extension, or a model whose class count
-        is not the dataset's.
+        is not the dataset's; `UserPathError` (one) for an `output` or `explain_dir` that
+        holds a file of the user's (`common/owned_paths.py`).
       DataFormatError: the data folder is missing or empty, or a record is bad (named
         in one line); `output` is left as it was.
     """
     output_extension(output)
+    check_replaceable(output, "--output")  # a user's file there: refused before the job
+    if explain:
+        explain_dir = explain_dir or default_explain_dir(output)
+        check_explain_dir(explain_dir)
     model_dir = resolve_model_version(model)
     classes = served_class_count(model_dir)
     if classes != dataset.num_classes:
@@ -236,7 +245,7 @@ def run_batch_predictions(
     version = os.path.basename(model_dir)
     rows = RowFormat(dataset.class_names, top_k, int(version) if version.isdigit() else 0)
     options = PipelineOptions(list(beam_args))
-    with replaced_when_done(output) as partial:
+    with owned_file(output, "--output") as partial:
         # Beside the new output, in its scratch folder: every runner's workers reach it.
         plan = DriftPlan.for_model(model_dir, dataset, drift or DriftConfig(), partial)
         pipeline = beam.Pipeline(options=options)
@@ -262,7 +271,6 @@ def run_batch_predictions(
             raise DataFormatError(cause) from None
         drift_check = check_drift(plan)
         if explained is not None:
-            explain_dir = explain_dir or default_explain_dir(output)
             attributions = explain_least_confident(explained, model_dir, dataset, explain_dir)
     return BatchResult(
         model_dir,

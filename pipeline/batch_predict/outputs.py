@@ -1,11 +1,11 @@
 """The predictions file: its format follows its extension, and it appears whole or not at all.
 
 Beam writes one file (one shard) in a hidden folder beside the output, and only
-a finished job renames it onto `--output` (`common.atomic_file.replaced_when_done`):
-on a local disk the rename replaces an
-existing file atomically, so a reader sees the old predictions or the new ones,
-never half of them; on an object store the file is one object, which appears
-whole. A failed or interrupted job leaves the old file.
+a finished job renames it onto `--output` (`common.owned_paths.owned_file`, which
+replaces only a file an earlier job wrote, never one of the user's): on a local
+disk the rename replaces an existing file atomically, so a reader sees the old
+predictions or the new ones, never half of them; on an object store the file is
+one object, which appears whole. A failed or interrupted job leaves the old file.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay instant
@@ -20,6 +21,23 @@ if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay
 
 REPORT_DIR = "report"
 REPORT_FILE = "report.html"
+FIGURES = (
+    "components",
+    "data",
+    "training",
+    "comparison",
+    "confusion_matrix",
+    "per_class",
+    "slices",
+    "calibration",
+    "samples",
+    "attributions",
+)
+
+
+def _earlier_report(names: list[str]) -> bool:
+    """Whether an unmarked report folder holds only what a report wrote (before markers)."""
+    return set(names) <= {REPORT_FILE, *(f"{figure}.png" for figure in FIGURES)}
 
 
 @dataclasses.dataclass
@@ -40,26 +58,39 @@ def write_report(
       run_dir: a run folder (`<output_dir>/<pipeline>-<dataset>`).
       summary: the summary of the run just finished, if any (see `collect_report`).
       config: the run's configuration, if known.
-      output_dir: where the page and PNGs go; default `<run_dir>/report`,
-        replaced by each new report.
+      output_dir: where the page and PNGs go; default `<run_dir>/report`. Either is
+        new, empty or a report folder, never a folder of the user's files
+        (`common/owned_paths.py`); each new report replaces the files of the last.
 
     Raises:
       RunNotFoundError: no summary was given and the folder holds no run.
+      UserPathError: `output_dir` holds files the product did not write.
     """
+    from common.owned_paths import check_claimable
     from pipeline.report.collect import collect_report
 
+    if output_dir is not None:  # refused before the run is read
+        check_claimable(output_dir, "--output")
     report = collect_report(run_dir, summary, config)
-    return write_report_files(
-        report, pathlib.Path(output_dir or pathlib.Path(run_dir) / REPORT_DIR)
-    )
+    if output_dir is None:
+        return write_report_files(report, pathlib.Path(run_dir) / REPORT_DIR, _earlier_report)
+    return write_report_files(report, pathlib.Path(output_dir))
 
 
-def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFiles:
-    """Draws the figures of a collected `RunReport` and writes them and the page to `output_dir`."""
+def write_report_files(
+    report: RunReport,
+    output_dir: pathlib.Path,
+    adopt: Callable[[list[str]], bool] | None = None,
+) -> ReportFiles:
+    """Draws the figures of a collected `RunReport` and writes them and the page to `output_dir`.
+
+    `output_dir` is claimed as `common.owned_paths.claim_folder` does (with `adopt`).
+    """
+    from common.owned_paths import claim_folder, write_owned
     from pipeline.report import plots
     from pipeline.report.html import render_html
 
-    output_dir.mkdir(parents=True, exist_ok=True)
+    claim_folder(output_dir, "--output", adopt)
     evaluation = report.evaluation
     lower_bound = (
         next(
@@ -102,7 +133,8 @@ def write_report_files(report: RunReport, output_dir: pathlib.Path) -> ReportFil
     for name, figure in drawn.items():
         if figure is not None:
             paths[name] = output_dir / f"{name}.png"
-            pngs[name] = plots.save_png(figure, paths[name])
+            pngs[name] = plots.png_bytes(figure)
+            write_owned(paths[name], pngs[name], "--output")
     html_path = output_dir / REPORT_FILE
-    html_path.write_text(render_html(report, pngs), encoding="utf-8")
+    write_owned(html_path, render_html(report, pngs).encode("utf-8"), "--output")
     return ReportFiles(html_path, paths)

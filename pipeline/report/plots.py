@@ -8,7 +8,6 @@ display backend are involved: they render with Agg wherever the report runs.
 from __future__ import annotations
 
 import io
-import pathlib
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -331,10 +330,3 @@ def png_bytes(figure: Figure) -> bytes:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
-
-
-def save_png(figure: Figure, path: pathlib.Path) -> bytes:
-    """Writes the figure to `path` and returns the PNG bytes (to embed in the page)."""
-    data = png_bytes(figure)
-    path.write_bytes(data)
-    return data

@@ -10,6 +10,7 @@ import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
 
 from cli.main import main
+from common.owned_paths import MARKER, write_owned
 from components.explain.store import read_attributions
 
 pytestmark = pytest.mark.slow
@@ -100,13 +101,13 @@ def test_a_bad_file_is_named_in_one_line_exit_3_and_the_old_output_is_kept(pushe
     bad.mkdir()
     (bad / "cut.tfrecord").write_bytes((data_dir / "digits.tfrecord").read_bytes()[:5000])
     output = tmp_path / "p.csv"
-    output.write_text("yesterday's predictions\n")
+    write_owned(output, "yesterday's predictions\n", "--output")  # an earlier job's
     code, _, err = _predict(capfd, run_dir, bad, output)
     assert code == 3
     message = [line for line in err.splitlines() if line.startswith("tpu-pipeline:")]
     assert len(message) == 1 and f"{bad / 'cut.tfrecord'}: record 16" in message[0]
     assert output.read_text() == "yesterday's predictions\n"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["bad", "p.csv"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == [MARKER, "bad", "p.csv"]
 
     code, _, err = _predict(capfd, run_dir, tmp_path / "nowhere", output)
     assert code == 3 and "no such folder" in err
@@ -141,7 +142,10 @@ def test_explain_draws_the_least_confident_answers_of_the_job(pushed, tmp_path, 
     assert recorded["folder"] == str(folder)
     assert [a["source"] for a in recorded["answers"]] == [c.source for c in explained.chosen]
 
+    # A rerun replaces what the last one wrote, and keeps what the user put beside it.
+    (folder / "notes.txt").write_text("the user's notes")
     code, *_ = _predict(capfd, run_dir, data_dir, output, "--explain", "2")
     assert code == 0
     assert len(read_attributions(str(folder)).chosen) == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["p-explained", "p.csv", "s.json"]
+    assert (folder / "notes.txt").read_text() == "the user's notes"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [MARKER, "p-explained", "p.csv", "s.json"]

@@ -285,3 +285,19 @@ def test_pruning_and_the_pruned_variant_reach_the_vertex_trainer(compile_spec):
     custom_config = task_parameter(spec, "Trainer", "custom_config")
     assert custom_config["trainer"]["pruning"]["target_sparsity"] == 0.5
     assert custom_config["serving"]["tflite_variants"] == ["pruned"]
+
+
+def test_compiling_again_replaces_its_own_spec_and_never_a_users_file(compile_spec, tmp_path):
+    from common.owned_paths import UserPathError
+    from kubeflow.runner import compile_pipeline
+
+    config, spec, path = compile_spec("cpu")
+    compile_pipeline(config, path)  # the spec it wrote is its own to replace
+    users = tmp_path / "pipeline.json"
+    users.write_text('{"the user": "own spec"}')
+
+    with pytest.raises(UserPathError, match="did not write"):
+        compile_pipeline(config, users)
+
+    assert json.loads(path.read_text())["pipelineSpec"] == spec["pipelineSpec"]
+    assert users.read_text() == '{"the user": "own spec"}'

@@ -84,7 +84,7 @@ def test_schema_infer_command_writes_the_schema_once(mnist_tfrecord, tmp_path):
     assert main([*command, "--output", str(output)]) == 0
     features = {feature.name for feature in tfdv.load_schema_text(str(output)).feature}
     assert features == {"image_floats", "image_class"}
-    assert main([*command, "--output", str(output)]) == 1  # no overwrite without --force
+    assert main([*command, "--output", str(output)]) == EXIT_BAD_CONFIG  # not without --force
 
 
 @pytest.mark.slow
@@ -356,3 +356,14 @@ def test_a_schema_without_the_recorded_features_stops_the_run_with_what_to_add(t
     with pytest.raises(ConfigError, match="'source_folder' feature.*source_folder_slices is on"):
         check_provenance_features(dataset.model_copy(update={"source_folder_slices": True}))
     check_provenance_features(dataset.model_copy(update={"span_window": 1}))  # records nothing
+
+
+def test_force_keeps_the_curated_schema_it_replaces_beside_it(tmp_path):
+    path = tmp_path / "schema.pbtxt"
+    path.write_text('feature { name: "curated" }\n')
+
+    kept = write_schema(schema_pb2.Schema(feature=[{"name": "inferred"}]), path, overwrite=True)
+
+    assert kept.parent == tmp_path and kept.name.startswith("schema.pbtxt.replaced-")
+    assert kept.read_text() == 'feature { name: "curated" }\n'
+    assert 'name: "inferred"' in path.read_text()

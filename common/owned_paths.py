@@ -1,0 +1,228 @@
+"""Paths a user names stay the user's: the product writes beside what is there, and
+replaces only what it wrote itself.
+
+`git clone` refuses a non-empty folder; Keras' `ModelCheckpoint` and TensorBoard write
+new files into a folder and never clear it. We do the same, and to know which files are
+ours, every folder the product writes into on a user's behalf (`--output`,
+`--summary-json`, `--explain-dir`, `report --output`, `compile --output`, a run folder)
+holds a marker, `.tpu-pipeline` (JSON): the names of the files the product wrote there,
+each with the SHA-256 of what it wrote.
+
+- A file the product writes (`owned_file`) is new, or replaces a file the marker lists
+  with the same content. A file the user made, edited or replaced is refused.
+- A folder the product fills (`claim_folder`) is new, empty, or holds the marker; a
+  non-empty folder without it is refused (a folder the product wrote before markers
+  existed is recognised by its caller, `adopt`, and marked).
+- Nothing here deletes or renames away a file; a replaced file is one the marker
+  lists, replaced atomically (`common/atomic_file.py`).
+
+A refusal is a `UserPathError` (a `ConfigError`: exit 2), one line naming the path.
+
+Dying between two writes: the marker lists the new content before the file is
+renamed into place, and keeps the old content's hash until after, so a process
+killed at any point leaves a file the marker still recognises. Two writers in one
+local folder update the marker under a lock on it; on an object store there is no
+lock, so a lost update can only make the next write refuse, never replace a user's file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import posixpath
+from collections.abc import Callable, Iterator
+
+import portalocker
+
+from common import fileio
+from common.atomic_file import is_remote, replaced_when_done
+from common.config import ConfigError
+
+MARKER = ".tpu-pipeline"
+_CHUNK = 1 << 20
+
+
+class UserPathError(ConfigError):
+    """A path the user named holds something the product did not write; nothing was changed."""
+
+
+def _join(folder: str, name: str) -> str:
+    return posixpath.join(folder, name) if is_remote(folder) else os.path.join(folder, name)
+
+
+def _split(path: str) -> tuple[str, str]:
+    return posixpath.split(path) if is_remote(path) else os.path.split(path)
+
+
+def content_hash(path: str) -> str:
+    """SHA-256 of the file at `path` (local or on an object store), read in 1 MiB chunks."""
+    digest = hashlib.sha256()
+    with fileio.open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _read_marker(folder: str) -> dict[str, list[str]] | None:
+    """The files the marker in `folder` lists (name -> accepted hashes); None without one.
+
+    A marker that cannot be read still marks the folder as the product's, listing no file.
+    """
+    path = _join(folder, MARKER)
+    if not fileio.exists(path):
+        return None
+    try:
+        with fileio.open(path) as handle:
+            files = json.loads(handle.read() or "{}").get("files", {})
+        return {name: list(hashes) for name, hashes in files.items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
+@contextlib.contextmanager
+def _updating_marker(folder: str) -> Iterator[dict[str, list[str]]]:
+    """Yields the marker's file list to change; written back when the block ends.
+
+    Locally the read and the write happen under a lock on the marker itself,
+    rewritten in place (a rename would leave the lock on the old file).
+    """
+    path = _join(folder, MARKER)
+    if is_remote(folder):
+        files = _read_marker(folder) or {}
+        yield files
+        with fileio.open(path, "w") as handle:
+            handle.write(_marker_text(files))
+        return
+    with portalocker.Lock(path, mode="a+", timeout=30, fail_when_locked=False) as handle:
+        handle.seek(0)
+        try:
+            files = json.loads(handle.read() or "{}").get("files", {})
+        except (ValueError, AttributeError):
+            files = {}
+        yield files
+        handle.seek(0)
+        handle.truncate()
+        handle.write(_marker_text(files))
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _marker_text(files: dict[str, list[str]]) -> str:
+    return json.dumps({"written_by": "tpu-pipeline", "files": files}, indent=1, sort_keys=True)
+
+
+def _entries(folder: str) -> list[str]:
+    return [name.rstrip("/") for name in fileio.listdir(folder)]
+
+
+def check_claimable(
+    folder: str | os.PathLike,
+    what: str,
+    adopt: Callable[[list[str]], bool] | None = None,
+) -> bool:
+    """Refuses, before any work, a folder the product may not write into; changes nothing.
+
+    Args:
+      folder: the folder the user named (or a default beside what they named).
+      what: the flag or setting that named it, for the refusal ("--explain-dir").
+      adopt: for folders the product wrote before it marked them: told the names in
+        an unmarked non-empty folder, says whether they are all the product's.
+
+    Returns:
+      Whether the folder exists without a marker (empty, or to adopt).
+
+    Raises:
+      UserPathError: `folder` is a file, or a non-empty folder without the marker
+        that `adopt` does not recognise.
+    """
+    folder = os.fspath(folder)
+    if not fileio.exists(folder):
+        return False
+    if not fileio.isdir(folder):
+        raise UserPathError(f"{what} {folder}: is a file, not a folder")
+    if _read_marker(folder) is not None:
+        return False
+    names = _entries(folder)
+    if names and not (adopt is not None and adopt(names)):
+        raise UserPathError(
+            f"{what} {folder}: the folder holds files tpu-pipeline did not write; "
+            "name a new or empty folder"
+        )
+    return True
+
+
+def claim_folder(
+    folder: str | os.PathLike,
+    what: str,
+    adopt: Callable[[list[str]], bool] | None = None,
+) -> str:
+    """Makes `folder` one the product may write into (creating it, marked); returns it.
+
+    Raises:
+      UserPathError: see `check_claimable`; nothing is changed.
+    """
+    folder = os.fspath(folder)
+    unmarked = check_claimable(folder, what, adopt)
+    fileio.makedirs(folder)
+    with _updating_marker(folder) as files:
+        if unmarked:  # empty, or adopted: the files in it are the product's
+            for name in _entries(folder):
+                path = _join(folder, name)
+                if name != MARKER and not fileio.isdir(path):
+                    files[name] = [content_hash(path)]
+    return folder
+
+
+def check_replaceable(path: str | os.PathLike, what: str) -> None:
+    """Refuses, before any work, a file the product may not replace at `path`.
+
+    Raises:
+      UserPathError: `path` is a folder, or a file the marker beside it does not list
+        with its current content.
+    """
+    path = os.fspath(path)
+    if not fileio.exists(path):
+        return
+    if fileio.isdir(path):
+        raise UserPathError(f"{what} {path}: is a folder; name a file")
+    folder, name = _split(path)
+    listed = (_read_marker(folder or ".") or {}).get(name, [])
+    if not listed or content_hash(path) not in listed:
+        raise UserPathError(
+            f"{what} {path}: the file exists and tpu-pipeline did not write it; "
+            "name a new file or move that one away"
+        )
+
+
+@contextlib.contextmanager
+def owned_file(path: str | os.PathLike, what: str) -> Iterator[str]:
+    """Yields where to write `path`'s content; it lands on `path` only if the block succeeds
+    and `path` is new or a file the product wrote (checked before and again after the block).
+
+    Raises:
+      UserPathError: see `check_replaceable`; nothing is written.
+    """
+    path = os.fspath(path)
+    check_replaceable(path, what)
+    folder, name = _split(path)
+    folder = folder or "."
+    fileio.makedirs(folder)
+    with replaced_when_done(path) as partial:
+        yield partial
+        check_replaceable(path, what)  # a file of the user's may have appeared meanwhile
+        new_hash = content_hash(partial)
+        with _updating_marker(folder) as files:  # before the rename: a death after it is safe
+            files[name] = sorted({*files.get(name, []), new_hash})
+    with _updating_marker(folder) as files:
+        files[name] = [new_hash]
+
+
+def write_owned(path: str | os.PathLike, data: str | bytes, what: str) -> None:
+    """Writes `data` to `path` whole, under `owned_file`'s rule."""
+    with (
+        owned_file(path, what) as partial,
+        fileio.open(partial, "wb" if isinstance(data, bytes) else "w") as handle,
+    ):
+        handle.write(data)
