@@ -7,11 +7,20 @@ file first, then the command's own flags, then `--set FIELD=VALUE` pairs.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from common.config import PipelineConfig, explicit_fields, load_config
+from common.config import (
+    BUILTIN_DATASETS,
+    PipelineConfig,
+    explicit_fields,
+    load_config,
+    user_dataset,
+)
+
+if TYPE_CHECKING:
+    from components.example_gen.recognize import RecognizedData
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -55,10 +64,53 @@ def add_config_flags(
 
 
 def config_from_args(
-    args: argparse.Namespace, flags: dict[str, Any] | None = None
+    args: argparse.Namespace,
+    flags: dict[str, Any] | None = None,
+    recognized: RecognizedData | None = None,
 ) -> PipelineConfig:
-    """Loads the configuration: file, then the command's own `flags` (dotted keys), then `--set`."""
-    return load_config(args.config, {**(flags or {}), **dict(args.assignments)})
+    """Loads the configuration: what was `recognized` in the data folder, then the file,
+    then the command's own `flags` (dotted keys), then `--set`.
+
+    A dataset recognised without a schema file of the user's bootstraps its schema in
+    the run folder (`<run>/schema/schema.pbtxt`), never over a built-in dataset's.
+    """
+    overrides = {**(flags or {}), **dict(args.assignments)}
+    if recognized is None:
+        return load_config(args.config, overrides)
+    base = {"dataset": recognized.dataset}
+    config = load_config(args.config, overrides, base)
+    if config.dataset.schema_file is None:
+        schema_file = str(config.run_dir / "schema" / "schema.pbtxt")
+        config = load_config(
+            args.config, overrides, {"dataset": {**recognized.dataset, "schema_file": schema_file}}
+        )
+    return config
+
+
+def recognized_from_args(
+    args: argparse.Namespace, flags: dict[str, Any] | None = None
+) -> RecognizedData | None:
+    """What the data folder the user named holds, when they named no dataset.
+
+    None when no data folder is named, a dataset is (`--dataset`, `dataset: NAME`,
+    `dataset.name`), the folder's files say nothing recognisable, or the user chose
+    another `dataset.format` than the folder's: then the configuration alone decides.
+
+    Raises:
+      DataFormatError: the folder could be read two ways or holds too little (exit 3).
+    """
+    overrides = {**(flags or {}), **dict(args.assignments)}
+    given = user_dataset(args.config, overrides)
+    if not isinstance(given, dict) or "name" in given or not given.get("data_dir"):
+        return None
+    if "://" in str(given["data_dir"]):  # a bucket: the configuration says what it holds
+        return None
+    from components.example_gen.recognize import recognize_folder
+
+    found = recognize_folder(given["data_dir"], taken=frozenset(BUILTIN_DATASETS))
+    if found is None or given.get("format", found.dataset["format"]) != found.dataset["format"]:
+        return None
+    return found
 
 
 def explicit_from_args(

@@ -24,6 +24,7 @@ from cli.config_flags import (
     config_from_args,
     explicit_from_args,
     positive_int,
+    recognized_from_args,
 )
 from cli.data_commands import add_data_commands, run_data_command
 from cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
@@ -33,6 +34,7 @@ from cli.report_commands import (
     run_report_command,
     write_run_report,
 )
+from cli.saved_config import recognized_lines, save_config
 from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
 from cli.stop_summary import write_stop_summary, write_summary_json
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
@@ -113,6 +115,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="also write the run summary as JSON to this file",
     )
     run.add_argument(
+        "--save-config",
+        type=pathlib.Path,
+        metavar="FILE",
+        help="also write the dataset recognised in --data-dir, and the defaults chosen from "
+        "it, to this YAML file: `run --config FILE` runs the same again",
+    )
+    run.add_argument(
         "--fail-on-drift",
         action="store_true",
         help="with spans: exit 3 when the new span's images moved from the served model's "
@@ -179,13 +188,19 @@ def _run(args: argparse.Namespace) -> int:
         "trainer.model": args.model,
     }
     pipeline_name, chosen = "tpu-pipeline", None
-    if args.summary_json:  # a file of the user's there: refused before anything runs
-        check_replaceable(args.summary_json, "--summary-json")
+    for path, flag in ((args.summary_json, "--summary-json"), (args.save_config, "--save-config")):
+        if path:  # a file of the user's there: refused before anything runs
+            check_replaceable(path, flag)
     try:
-        config = config_from_args(args, flags)
+        recognized = recognized_from_args(args, flags)
+        config = config_from_args(args, flags, recognized)
         pipeline_name = config.full_pipeline_name
         recipe = _recipe_for(config, explicit_from_args(args, flags))
         chosen = recipe.to_json()
+        for line in recognized_lines(recognized, config, args.save_config):
+            print(line, file=sys.stderr, flush=True)
+        if args.save_config:
+            save_config(args.save_config, recipe.config, recipe)
         for line in recipe.lines():
             print(line, file=sys.stderr, flush=True)
         _require_reachable_weights(recipe.config)

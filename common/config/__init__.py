@@ -23,7 +23,7 @@ from common.config.dataset import (
 from common.config.drift import DriftConfig
 from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig, SliceKind
 from common.config.explain import ExplainBaseline, ExplainConfig, ExplainMethod
-from common.config.loading import explicit_fields, load_config
+from common.config.loading import explicit_fields, load_config, user_dataset
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
 from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
 from common.config.pruning import PruningConfig
@@ -112,6 +112,7 @@ __all__ = [
     "VertexTrainerConfig",
     "explicit_fields",
     "load_config",
+    "user_dataset",
     "plain_credentials",
     "url_host",
     "webhook_url_problem",

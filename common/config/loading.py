@@ -38,6 +38,23 @@ def _format_errors(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+def _merged(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """`base` with `top`'s fields on top, mapping by mapping (a built-in's name stays a name)."""
+    merged = dict(base)
+    for key, value in top.items():
+        below = merged.get(key)
+        if isinstance(below, dict) and isinstance(value, dict):
+            merged[key] = _merged(below, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def user_dataset(path: str | None = None, overrides: dict[str, Any] | None = None) -> Any:
+    """The `dataset` the user gave in the file or flags: a built-in's name, a mapping, or None."""
+    return _raw_config(path, overrides)[0].get("dataset")
+
+
 def _raw_config(path: str | None, overrides: dict[str, Any] | None) -> tuple[dict[str, Any], str]:
     """The user's fields as given (file, then flags on top) and where they came from."""
     raw: dict[str, Any] = {}
@@ -79,7 +96,11 @@ def explicit_fields(
     return frozenset(_dotted_keys(_raw_config(path, overrides)[0]))
 
 
-def load_config(path: str | None = None, overrides: dict[str, Any] | None = None) -> PipelineConfig:
+def load_config(
+    path: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    base: dict[str, Any] | None = None,
+) -> PipelineConfig:
     """Builds the configuration from an optional YAML file and dotted-key overrides.
 
     Args:
@@ -87,12 +108,17 @@ def load_config(path: str | None = None, overrides: dict[str, Any] | None = None
       overrides: values from flags, keyed by dotted field name
         (e.g. `{"trainer.train_steps": 100, "dataset": "mnist"}`); they win over
         the file.
+      base: fields below the file's (what was recognised in the data folder); the
+        file and the flags win over them, and they are not the user's
+        (`explicit_fields` leaves them out).
 
     Raises:
       ConfigError: the file cannot be read, or a field holds a value not allowed;
         the message names every offending field.
     """
     raw, source = _raw_config(path, overrides)
+    if base:
+        raw = _merged(base, raw)
     try:
         return PipelineConfig.model_validate(raw)
     except ValidationError as error:
