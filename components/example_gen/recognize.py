@@ -20,7 +20,12 @@ eval folder ExampleGen carves `dataset.eval_percent` of the photos by a hash of
 their path: the same split on every run.
 
 Other formats are recognised by content: IDX pairs (their magic numbers), CIFAR-10
-binary (whole 3,073-byte records), `.npz` archives with `x_train`/`y_train`.
+binary (whole 3,073-byte records), `.npz` archives with `x_train`/`y_train`, and
+TFRecords of `tf.Example` (read with TensorFlow, loaded only then): the pixels are
+the one feature of encoded PNG/JPEG bytes or of a float list of a square image's
+length (one channel, or three), the label the one int64 feature with one value in
+every record (or the one of them named label or class); the classes are counted over
+every record.
 
 A folder that could be read two ways, or trains on too little, is refused with
 `DataFormatError` (exit 3) in one line, never guessed at: a class folder without
@@ -51,6 +56,7 @@ MIN_PER_CLASS = 2
 CHANNEL_SAMPLE = 64
 # From scratch, the recipe (pipeline/recipe.py) chooses the side from the photos.
 PLACEHOLDER_SIDE = 64
+_DOCUMENT_SUFFIXES = frozenset({".md", ".txt", ".html", ".rst", ".pdf"})
 _GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "F"})
 _CIFAR10_RECORD = 1 + 32 * 32 * 3
 _CIFAR10_CLASSES = (
@@ -83,7 +89,7 @@ class RecognizedData:
 def dataset_name(folder: pathlib.Path, taken: frozenset[str] = frozenset()) -> str:
     """A dataset name from the folder's name (lower case, [a-z0-9_-]), never one of `taken`."""
     name = re.sub(r"[^a-z0-9_-]+", "-", folder.resolve().name.lower()).strip("-_") or "photos"
-    return f"{name}-photos" if name in taken else name
+    return f"{name}-data" if name in taken else name
 
 
 def class_order(names: set[str]) -> list[str]:
@@ -111,6 +117,11 @@ def _folders(root: pathlib.Path) -> list[pathlib.Path]:
             "put every image inside the folder of its class"
         )
     return [entry for entry in entries if entry.is_dir()]
+
+
+def _is_document(path: pathlib.Path) -> bool:
+    """A file that describes the data (README, LICENSE, batches.meta.txt), not data itself."""
+    return path.suffix.lower() in _DOCUMENT_SUFFIXES or path.stem.upper() in ("README", "LICENSE")
 
 
 def _is_image(path: pathlib.Path) -> bool:
@@ -341,11 +352,106 @@ def _npz(files: list[pathlib.Path]) -> RecognizedData | None:
     )
 
 
+TFRECORD_SAMPLE = 16
+_IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8\xff")
+
+
+def _tfrecords(files: list[pathlib.Path]) -> RecognizedData | None:
+    if not all(".tfrecord" in path.name for path in files):
+        return None
+    import tensorflow as tf
+
+    from components.example_gen.tfrecords import read_records
+
+    sample = []
+    for _, serialized in read_records(str(files[0])):
+        sample.append(tf.train.Example.FromString(serialized).features.feature)
+        if len(sample) == TFRECORD_SAMPLE:
+            break
+    if not sample:
+        raise DataFormatError(f"{files[0]}: holds no record")
+    label = _label_feature(files[0], sample)
+    pixels, shape, encoded = _pixel_feature(files[0], sample)
+    classes = _tfrecord_classes(files, label)
+    dataset: dict[str, Any] = {
+        "format": "tfrecord",
+        "image_shape": shape,
+        "pixel_feature": pixels,
+        "label_feature": label,
+        "num_classes": max(2, classes),
+    }
+    if encoded:
+        dataset["source"] = {"pixel_encoding": "image", "resize": True}
+    kind = "encoded images" if encoded else f"{'x'.join(map(str, shape))} float pixels"
+    return RecognizedData(
+        f"TFRecords of tf.Example: {kind} in {pixels!r}, labels in {label!r}, {classes} classes",
+        dataset,
+    )
+
+
+def _label_feature(path: pathlib.Path, sample) -> str:
+    names = sorted(
+        name
+        for name in sample[0]
+        if all(name in f and len(f[name].int64_list.value) == 1 for f in sample)
+    )
+    named = [name for name in names if "label" in name.lower() or "class" in name.lower()]
+    chosen = named if len(names) > 1 else names
+    if len(chosen) != 1:
+        raise DataFormatError(
+            f"{path}: which feature is the label is ambiguous ({', '.join(names) or 'none'} "
+            "hold one integer in every record); set dataset.label_feature"
+        )
+    return chosen[0]
+
+
+def _pixel_feature(path: pathlib.Path, sample) -> tuple[str, tuple[int, int, int], bool]:
+    found = []
+    for name, feature in sample[0].items():
+        if feature.bytes_list.value and feature.bytes_list.value[0].startswith(_IMAGE_MAGIC):
+            found.append((name, (PLACEHOLDER_SIDE, PLACEHOLDER_SIDE, 3), True))
+        elif feature.float_list.value:
+            shape = _square_shape(len(feature.float_list.value))
+            if shape is not None:
+                found.append((name, shape, False))
+    if len(found) != 1:
+        names = ", ".join(sorted(name for name, _, _ in found)) or "none"
+        raise DataFormatError(
+            f"{path}: which feature holds the pixels is ambiguous (candidates: {names}); set "
+            "dataset.pixel_feature and dataset.image_shape"
+        )
+    return found[0]
+
+
+def _square_shape(length: int) -> tuple[int, int, int] | None:
+    """The square image a float list of `length` values is: one channel, else three."""
+    for channels in (1, 3):
+        side = round((length / channels) ** 0.5)
+        if side > 1 and side * side * channels == length:
+            return (side, side, channels)
+    return None
+
+
+def _tfrecord_classes(files: list[pathlib.Path], label: str) -> int:
+    import tensorflow as tf
+
+    from components.example_gen.tfrecords import read_records
+
+    spec = {label: tf.io.FixedLenFeature([1], tf.int64)}
+    highest = 0
+    for path in files:
+        batch = [serialized for _, serialized in read_records(str(path))]
+        if batch:
+            labels = tf.io.parse_example(tf.constant(batch), spec)[label]
+            highest = max(highest, int(tf.reduce_max(labels)))
+    return highest + 1
+
+
 def recognize_folder(
     data_dir: str | os.PathLike, taken: frozenset[str] = frozenset()
 ) -> RecognizedData | None:
-    """What `data_dir` holds; None when its files say nothing this recognises (TFRecords,
-    CSV: their feature names and shapes are the user's to give).
+    """What `data_dir` holds; None when its files say nothing this recognises (CSV: its
+    columns are the user's to name).
 
     Args:
       data_dir: a local folder.
@@ -358,9 +464,9 @@ def recognize_folder(
     if not folder.is_dir():
         raise DataFormatError(f"--data-dir {folder}: no such folder")
     entries = _visible(folder)
-    files = [entry for entry in entries if entry.is_file()]
-    if entries and len(files) == len(entries):  # flat: formats that say what they are
-        for recognize in (_idx_pairs, _cifar10_binary, _npz):
+    files = [entry for entry in entries if entry.is_file() and not _is_document(entry)]
+    if files and all(entry.is_file() for entry in entries):  # flat: files that say what they are
+        for recognize in (_idx_pairs, _cifar10_binary, _npz, _tfrecords):
             found = recognize(files)
             if found is not None:
                 found.dataset.update(name=dataset_name(folder, taken), data_dir=str(folder))

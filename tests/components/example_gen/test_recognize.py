@@ -89,7 +89,7 @@ def test_whole_number_class_names_sort_as_numbers_and_grayscale_has_one_channel(
 
     assert dataset.class_names == ("1", "2", "10")
     assert dataset.image_shape[2] == 1
-    assert dataset.name == "digits-photos"  # never the built-in dataset's name or schema
+    assert dataset.name == "digits-data"  # never the built-in dataset's name or schema
 
 
 def test_one_colour_photo_among_grayscale_ones_makes_three_channels(tmp_path):
@@ -175,6 +175,42 @@ def test_npz_with_keras_keys_is_recognised(tmp_path):
 
 
 def test_files_that_say_nothing_recognisable_leave_the_choice_to_the_configuration(tmp_path):
-    (tmp_path / "part-0.tfrecord").write_bytes(b"\x00" * 32)
+    (tmp_path / "table.csv").write_text("label,p0\n1,0.5\n")
 
     assert recognize_folder(tmp_path, TAKEN) is None
+
+
+def test_the_shipped_mnist_tfrecords_are_recognised_by_their_features():
+    dataset = _validated(recognize_folder(BUILTIN_DATA_DIR / "mnist", TAKEN))
+
+    builtin = BUILTIN_DATASETS["mnist"]
+    assert (dataset.pixel_feature, dataset.label_feature) == ("image_floats", "image_class")
+    assert (dataset.image_shape, dataset.num_classes) == ((28, 28, 1), 10)
+    assert dataset.image_shape == builtin["image_shape"] and dataset.name == "mnist-data"
+
+
+def test_tfrecords_of_encoded_photos_and_an_ambiguous_label_is_refused(tmp_path):
+    import tensorflow as tf
+
+    photo = next((HANDS / "train" / "0").iterdir()).read_bytes()
+
+    def example(**ints):
+        feature = {"jpeg": tf.train.Feature(bytes_list=tf.train.BytesList(value=[photo]))}
+        for name, value in ints.items():
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+        return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+    (tmp_path / "ok").mkdir()
+    with tf.io.TFRecordWriter(str(tmp_path / "ok" / "a.tfrecord")) as writer:
+        for index in range(6):
+            writer.write(example(label=index % 3, height=100))
+    (tmp_path / "odd").mkdir()
+    with tf.io.TFRecordWriter(str(tmp_path / "odd" / "a.tfrecord")) as writer:
+        writer.write(example(a=1, b=2))
+
+    dataset = _validated(recognize_folder(tmp_path / "ok", TAKEN))
+    with pytest.raises(DataFormatError, match="which feature is the label is ambiguous"):
+        recognize_folder(tmp_path / "odd", TAKEN)
+
+    assert dataset.stores_encoded_images and dataset.pixel_feature == "jpeg"
+    assert (dataset.label_feature, dataset.num_classes) == ("label", 3)
