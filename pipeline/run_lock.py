@@ -30,13 +30,13 @@ def claim_run_folder(config: PipelineConfig) -> None:
     """Makes the run folder one, refusing a folder of the user's (`common/owned_paths.py`).
 
     The run folder is `--output-dir`/<pipeline>-<dataset>: new, empty, marked by an
-    earlier run, or one a run wrote before markers existed (it holds a metadata store
-    or a pipeline root).
+    earlier run, or one a run wrote before markers existed (it holds a metadata store,
+    a pipeline root or the run lock).
 
     Raises:
       UserPathError: the folder holds files no run wrote.
     """
-    earlier = {config.metadata_path.name, config.pipeline_root.name}
+    earlier = {config.metadata_path.name, config.pipeline_root.name, LOCK_FILE}
     claim_folder(config.run_dir, "--output-dir", adopt=lambda names: bool(earlier & set(names)))
 
 
