@@ -13,6 +13,7 @@ import yaml
 
 from common.config import (
     BUILTIN_DATASETS,
+    DEFAULT_DATASET,
     PipelineConfig,
     explicit_fields,
     load_config,
@@ -87,6 +88,10 @@ def config_from_args(
     return config
 
 
+# What makes a folder of TFRecords the default dataset's, read as it always was.
+_DEFAULT_LAYOUT = ("format", "pixel_feature", "label_feature", "image_shape")
+
+
 def recognized_from_args(
     args: argparse.Namespace, flags: dict[str, Any] | None = None
 ) -> RecognizedData | None:
@@ -110,6 +115,9 @@ def recognized_from_args(
     found = recognize_folder(given["data_dir"], taken=frozenset(BUILTIN_DATASETS))
     if found is None or given.get("format", found.dataset["format"]) != found.dataset["format"]:
         return None
+    default = BUILTIN_DATASETS[DEFAULT_DATASET]
+    if all(found.dataset.get(key) == default.get(key, "tfrecord") for key in _DEFAULT_LAYOUT):
+        return None  # the default dataset's own records: its name and run folder stay
     return found
 
 

@@ -21,7 +21,7 @@ their path: the same split on every run.
 
 Other formats are recognised by content: IDX pairs (their magic numbers), CIFAR-10
 binary (whole 3,073-byte records), `.npz` archives with `x_train`/`y_train`, and
-TFRecords of `tf.Example` (read with TensorFlow, loaded only then): the pixels are
+TFRecords of `tf.Example` (read without TensorFlow, `example_proto.py`): the pixels are
 the one feature of encoded PNG/JPEG bytes or of a float list of a square image's
 length (one channel, or three), the label the one int64 feature with one value in
 every record (or the one of them named label or class); the classes are counted over
@@ -37,14 +37,18 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import itertools
 import os
 import pathlib
 import re
+import zipfile
 from typing import Any
 
+from google.protobuf.message import DecodeError
 from PIL import Image, UnidentifiedImageError
 
 from components.example_gen.errors import DataFormatError
+from components.example_gen.example_proto import Example, read_serialized
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp"})
 # Eval folder names, in the order one is chosen when several are there.
@@ -332,8 +336,8 @@ def _npz(files: list[pathlib.Path]) -> RecognizedData | None:
                 return None
             shape = archive["x_train"].shape[1:]
             labels = archive["y_train"]
-    except (OSError, ValueError):
-        return None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        return None  # not an archive: ExampleGen names what is wrong
     if len(shape) not in (2, 3) or labels.dtype.kind not in "iu":
         return None
     height, width, channels = (*shape, 1)[:3]
@@ -359,17 +363,15 @@ _IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8\xff")
 def _tfrecords(files: list[pathlib.Path]) -> RecognizedData | None:
     if not all(".tfrecord" in path.name for path in files):
         return None
-    import tensorflow as tf
-
-    from components.example_gen.tfrecords import read_records
-
-    sample = []
-    for _, serialized in read_records(str(files[0])):
-        sample.append(tf.train.Example.FromString(serialized).features.feature)
-        if len(sample) == TFRECORD_SAMPLE:
-            break
+    try:
+        sample = [
+            Example.FromString(serialized).features.feature
+            for serialized in itertools.islice(read_serialized(files[0]), TFRECORD_SAMPLE)
+        ]
+    except (ValueError, DecodeError):
+        return None  # not TFRecords of tf.Example: ExampleGen names what is wrong
     if not sample:
-        raise DataFormatError(f"{files[0]}: holds no record")
+        return None
     label = _label_feature(files[0], sample)
     pixels, shape, encoded = _pixel_feature(files[0], sample)
     classes = _tfrecord_classes(files, label)
@@ -433,17 +435,11 @@ def _square_shape(length: int) -> tuple[int, int, int] | None:
 
 
 def _tfrecord_classes(files: list[pathlib.Path], label: str) -> int:
-    import tensorflow as tf
-
-    from components.example_gen.tfrecords import read_records
-
-    spec = {label: tf.io.FixedLenFeature([1], tf.int64)}
     highest = 0
     for path in files:
-        batch = [serialized for _, serialized in read_records(str(path))]
-        if batch:
-            labels = tf.io.parse_example(tf.constant(batch), spec)[label]
-            highest = max(highest, int(tf.reduce_max(labels)))
+        for serialized in read_serialized(path):
+            values = Example.FromString(serialized).features.feature[label].int64_list.value
+            highest = max(highest, *values)
     return highest + 1
 
 
@@ -458,11 +454,12 @@ def recognize_folder(
       taken: names the dataset may not take (the built-in datasets').
 
     Raises:
-      DataFormatError: the folder is missing, or an image folder is odd (see the module).
+      DataFormatError: an image folder is odd (see the module), or which TFRecord feature
+        is which is ambiguous.
     """
     folder = pathlib.Path(data_dir)
     if not folder.is_dir():
-        raise DataFormatError(f"--data-dir {folder}: no such folder")
+        return None  # the run names the missing folder, as for a configured dataset
     entries = _visible(folder)
     files = [entry for entry in entries if entry.is_file() and not _is_document(entry)]
     if files and all(entry.is_file() for entry in entries):  # flat: files that say what they are

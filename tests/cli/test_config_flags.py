@@ -4,7 +4,13 @@ import argparse
 
 import pytest
 
-from cli.config_flags import explicit_from_args, parse_assignment
+from cli.config_flags import (
+    config_from_args,
+    explicit_from_args,
+    parse_assignment,
+    recognized_from_args,
+)
+from common.config import BUILTIN_DATA_DIR
 
 
 @pytest.mark.parametrize(
@@ -34,3 +40,31 @@ def test_explicit_fields_are_the_users_not_a_built_in_datasets(tmp_path):
     explicit = explicit_from_args(args, {"trainer.model": None, "output_dir": "out"})
 
     assert explicit == {"dataset", "trainer", "trainer.epochs", "trainer.seed", "output_dir"}
+
+
+def _args(config=None, *assignments):
+    return argparse.Namespace(config=config, assignments=list(assignments))
+
+
+def test_a_folder_of_the_default_datasets_records_keeps_its_name_and_run_folder(tmp_path):
+    """TFRecords laid out as the built-in digits (`pixels`, `label`, 8x8x1) were always read
+    as digits with --data-dir alone: their run folder (and its history) stays."""
+    from pipeline.data_sources import write_digits_tfrecord
+
+    write_digits_tfrecord(tmp_path / "digits.tfrecord")
+    flags = {"dataset.data_dir": str(tmp_path)}
+
+    assert recognized_from_args(_args(), flags) is None
+    assert config_from_args(_args(), flags).dataset.name == "digits"
+
+
+def test_a_named_dataset_or_another_format_leaves_the_folder_unrecognised(tmp_path):
+    mnist = str(BUILTIN_DATA_DIR / "mnist")
+
+    recognized = recognized_from_args(_args(), {"dataset.data_dir": mnist})
+    assert recognized.dataset["pixel_feature"] == "image_floats"
+    assert recognized_from_args(_args(), {"dataset": "mnist", "dataset.data_dir": mnist}) is None
+    assert (
+        recognized_from_args(_args(None, ("dataset.format", "csv")), {"dataset.data_dir": mnist})
+        is None
+    )

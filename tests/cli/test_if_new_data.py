@@ -7,6 +7,7 @@ import sys
 
 from common.config import load_config
 from pipeline.input_fingerprint import fingerprint_inputs, input_patterns, record_success
+from pipeline.run_lock import claim_run_folder
 
 # The command as cron starts it, then a look at what it imported.
 PROBE = (
@@ -24,7 +25,7 @@ def test_nothing_new_exits_0_in_one_line_without_loading_tensorflow(tmp_path):
     (data_dir / "digits.tfrecord").write_bytes(b"records")
     flags = {"dataset.data_dir": str(data_dir), "output_dir": str(output_dir)}
     config = load_config(None, flags)
-    config.run_dir.mkdir(parents=True)
+    claim_run_folder(config)  # as the last successful run did
     inputs = fingerprint_inputs(config, data_dir, input_patterns(config.dataset))
     record_success(config.run_dir, inputs)  # as the last successful run did
 

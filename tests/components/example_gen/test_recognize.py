@@ -10,6 +10,8 @@ import gzip
 import pathlib
 import shutil
 import struct
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -214,3 +216,16 @@ def test_tfrecords_of_encoded_photos_and_an_ambiguous_label_is_refused(tmp_path)
 
     assert dataset.stores_encoded_images and dataset.pixel_feature == "jpeg"
     assert (dataset.label_feature, dataset.num_classes) == ("label", 3)
+
+
+def test_recognising_tfrecords_loads_no_tensorflow():
+    """A look at a folder takes well under a second: TensorFlow's import alone takes 10 s."""
+    probe = (
+        "import sys\n"
+        "from components.example_gen.recognize import recognize_folder\n"
+        f"found = recognize_folder({str(BUILTIN_DATA_DIR / 'mnist')!r})\n"
+        "print(found.dataset['pixel_feature'], 'tensorflow' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+
+    assert result.stdout.split() == ["image_floats", "False"], result.stderr
