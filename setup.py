@@ -18,6 +18,8 @@ setup(
             "pipeline.*",
             "components",
             "components.*",
+            "serving_ops",
+            "serving_ops.*",
             "schemas",
             "kubeflow",
             "kubeflow.*",

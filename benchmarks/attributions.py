@@ -1,4 +1,4 @@
-"""The `attributions` bench section: what the Trainer's attribution step costs.
+"""The `attributions` bench section: what the Explainer's attribution step costs.
 
 On one finished run's exported model, the step itself (`explain_eval_split`: the
 eval answers searched, the chosen images read again and mapped, the files
@@ -40,8 +40,9 @@ def step_seconds(
     eval_files = sorted(
         glob.glob(_newest(str(root / "ExampleGen" / "examples" / "*")) + "/Split-eval/*")
     )
-    # Loaded once, outside the timing: the Trainer hands the step the model it exported.
-    classify = PixelClassifier(_newest(str(root / "Trainer" / "model" / "*")) + "/Format-Serving")
+    # Loaded once, outside the timing, as the Explainer loads the served model once.
+    served = root / "ServingPackager" / "served_model" / "*"
+    classify = PixelClassifier(_newest(str(served)) + "/Format-Serving")
     found: dict[str, dict[str, list]] = {m: {"step": [], "maps": [], "images": []} for m in methods}
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(repeats):

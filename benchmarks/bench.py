@@ -397,7 +397,7 @@ def bench_steps_per_execution(settings: Settings) -> list[Row]:
 
 
 def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
-    """Every built-in model through `components.trainer.fit` vs `model.fit(numpy)`, same run.
+    """Every built-in model through `components.training.task.fit` vs `model.fit(numpy)`, same run.
 
     Three figures per model, each over its second epoch: images/s while training
     (input pipeline, augmentation and per-step callbacks included), the whole

@@ -56,8 +56,8 @@ def slice_seconds(output_dir: pathlib.Path, dataset: str, repeats: int) -> dict[
     root = config.pipeline_root
     examples_uri = _newest(str(root / "ExampleGen" / "examples" / "*"))
     model_uri = _newest(str(root / "Trainer" / "model" / "*"))
-    sliced = build_eval_config(config.dataset, config.evaluator)
-    whole = build_eval_config(config.dataset, config.evaluator)
+    sliced = build_eval_config(config.dataset)
+    whole = build_eval_config(config.dataset)
     del whole.slicing_specs[1:]  # the whole split only: the config before slices
     seconds: dict[str, list[float]] = {"sliced": [], "whole": []}
     with tempfile.TemporaryDirectory() as scratch:

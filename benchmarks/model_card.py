@@ -15,7 +15,7 @@ import time
 from common.config import load_config
 from components.model_card import card, facts
 from components.model_card.write import write_model_card
-from pipeline.manual_blessing import open_store, pusher_inputs, trainer_model_dir
+from serving_ops.local.blessing import open_store, pusher_inputs, trainer_model_dir
 
 
 def card_seconds(output_dir: pathlib.Path, dataset: str, repeats: int) -> dict:

@@ -1,6 +1,6 @@
 """The Trainer's own training against a plain `model.fit` on in-memory arrays, per model.
 
-One side is `components.trainer.fit`, the function `run_fn` and the Tuner call:
+One side is `components.training.task.fit`, the function `run_fn` and the Tuner call:
 records through the real Transform graph (`data.build_transform_graph`), the
 Trainer's input pipeline, augmentation, callbacks (backups, TensorBoard with
 histograms, epoch lines) and validation on the whole eval split every epoch. The
@@ -113,13 +113,13 @@ def trainer_config(case: Case, **overrides) -> TrainerConfig:
 
 
 def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> EpochRate:
-    """The last epoch of `components.trainer.fit`, exactly as `run_fn` trains."""
-    from components import trainer
+    """The last epoch of `components.training.task.fit`, exactly as `run_fn` trains."""
     from components.device.strategy import resolve_strategy
+    from components.training import task
 
     config = trainer_config(case, **overrides)
     train_file, eval_file, transform_output = split
-    setup = trainer.TrainingSetup(
+    setup = task.TrainingSetup(
         dataset=case.dataset,
         choice=resolve_strategy(config),
         transform_output=transform_output,
@@ -128,7 +128,7 @@ def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> Epoc
         eval_steps=None,
     )
     shutil.rmtree(run_dir, ignore_errors=True)
-    _, history, _ = trainer.fit(
+    _, history, _ = task.fit(
         setup,
         config,
         train_steps=case.steps * EPOCHS,

@@ -40,15 +40,15 @@ from cli.stop_summary import write_stop_summary, write_summary_json
 from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
 from common.config import BUILTIN_DATASETS, ConfigError
 from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
-from common.owned_paths import check_replaceable
-from components.example_gen.errors import DataFormatError
-from pipeline.input_fingerprint import new_inputs, record_success
-from pipeline.metadata_check import (
+from common.metadata_check import (
     DamagedMetadataError,
     LockedMetadataError,
     check_metadata_store,
 )
-from pipeline.run_lock import RunInProgressError, claim_run_folder, exclusive_run
+from common.owned_paths import check_replaceable
+from common.run_lock import RunInProgressError, claim_run_folder, exclusive_run
+from components.example_gen.errors import DataFormatError
+from pipeline.input_fingerprint import new_inputs, record_success
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:

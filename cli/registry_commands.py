@@ -1,10 +1,12 @@
 """`tpu-pipeline serving list|rollback|pin|unpin|restore|bless --vertex`: the Model Registry entry.
 
-Each action is one library function (`kubeflow/registry_actions.py`) that keeps the
-order of its steps (intent, registry, Vertex ML Metadata, endpoint) and finishes what
-an earlier action left half done; this module parses, prints and maps errors to exit
-codes. `--dry-run` prints every request (with stand-ins for what the lookups find) and
-needs no network. Errors are one line naming the entry and the version.
+Each action is one library function (`serving_ops/vertex/actions.py`) that keeps the
+protocol's order (intent, registry, Vertex ML Metadata, endpoint) and finishes what
+another actor left half done; this module parses, prints and maps errors to exit
+codes. `--dry-run` is the same action over a transport that records instead of
+sending: it reads the registry (reads change nothing) and prints, as JSON, every call
+the action makes in order, each marked sent (a read) or not (a change); the lines it
+would print go to stderr. Errors are one line naming the entry and the version.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cli.vertex_commands import print_calls
-from common.config import PipelineConfig
+from common.config import PipelineConfig, require_vertex
 
 
 def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
@@ -21,10 +22,11 @@ def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int
     from cli.console import quiet_library_warnings
 
     quiet_library_warnings()
-    from kubeflow import registry_actions
-    from kubeflow.model_aliases import RegistryActionError, find_model_call
-    from kubeflow.runner import require_vertex
-    from kubeflow.vertex_api import VertexUnreachableError, connect, send
+    from common.vertex_api import VertexUnreachableError, connect, send
+    from serving_ops.protocol import OperationError
+    from serving_ops.vertex import actions
+    from serving_ops.vertex.aliases import find_model_call
+    from serving_ops.vertex.transport import Recorder, Transport
 
     action = args.serving_action
     version, reason = getattr(args, "version", None), getattr(args, "reason", "")
@@ -34,31 +36,44 @@ def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int
     try:
         if action == "bless":
             _require_model_uri(model_uri)
-        if args.dry_run:
-            print_calls(registry_actions.planned_calls(config, action, version, reason, model_uri))
-            return 0
         credentials = connect(region)
-        registry = registry_actions.open_registry(
+
+        def api(call):
+            return send(call, region, credentials)
+
+        recorder = Recorder(api) if args.dry_run else None
+        say = _to_stderr if recorder else print
+        registry = actions.open_registry(
             config,
-            lambda call: send(call, region, credentials),
-            print,
+            Transport(recorder or api),
+            say,
             may_be_new=action == "bless",  # a bless uploads the entry's first version
         )
+        patience = actions.patience_for(
+            registry, getattr(args, "wait", actions.DEFAULT_WAIT_SECONDS)
+        )
         if action == "list":
-            print("\n".join(registry_actions.version_lines(registry.versions)))
+            for line in actions.list_versions(registry):
+                say(line)
         elif action == "bless":
-            registry_actions.bless(registry, model_uri, reason)
+            actions.bless(registry, model_uri, reason, patience)
         else:
-            registry_actions.move(registry, action, version, reason)
+            actions.move(registry, action, version, reason, patience)
+        if recorder is not None:
+            print(recorder.printed())
         return 0
-    except (VertexUnreachableError, RegistryActionError) as error:
+    except (VertexUnreachableError, OperationError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return 1
 
 
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def _require_model_uri(model_uri: str | None) -> None:
-    from kubeflow.model_aliases import RegistryActionError
-    from kubeflow.registry_blessing import check_model_uri
+    from serving_ops.vertex.blessing import check_model_uri
+    from serving_ops.vertex.entry import RegistryActionError
 
     if not model_uri:
         raise RegistryActionError(

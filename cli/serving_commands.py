@@ -2,9 +2,9 @@
 
 The serving folder is the run folder's `serving_model/` (from the same
 --config/--dataset/--output-dir flags `run` takes). Each action is one call of
-`pipeline/serving_actions.py`, which moves the folder and makes ML Metadata
-follow as one recoverable operation; the Vertex AI Model Registry variant
-(`--vertex`) is `cli/registry_commands.py`.
+`serving_ops/local/actions.py`, which moves the folder and makes ML Metadata
+follow as one recoverable operation (`serving_ops/protocol.py`); the Vertex AI
+Model Registry variant (`--vertex`) is `cli/registry_commands.py`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 from cli.config_flags import add_config_flags, config_from_args
 from common.config import BUILTIN_DATASETS, ConfigError, PipelineConfig
-from pipeline.run_lock import DEFAULT_WAIT_SECONDS
+from common.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
 ACTIONS = ("list", "rollback", "pin", "unpin", "restore", "bless")
@@ -72,7 +72,10 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
             help="act on the Vertex AI Model Registry entry (vertex.model_registry) instead",
         )
         parsers[name].add_argument(
-            "--dry-run", action="store_true", help="with --vertex: print the requests, send none"
+            "--dry-run",
+            action="store_true",
+            help="with --vertex: the same action, sending no change: print every call it "
+            "makes, in order (reads are sent, changes are not)",
         )
     for name in ACTIONS[1:]:
         parsers[name].add_argument(
@@ -81,7 +84,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
             default=DEFAULT_WAIT_SECONDS,
             metavar="SECONDS",
             help="how long to wait for a run or another serving command using the run folder "
-            f"(default: {DEFAULT_WAIT_SECONDS:g}); then exit 1, nothing changed",
+            "(with --vertex: for another operator's action on the registry entry; "
+            f"default: {DEFAULT_WAIT_SECONDS:g}); then exit 1, nothing changed",
         )
     for parser in parsers.values():
         add_config_flags(parser)
@@ -94,11 +98,11 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
 def run_serving_command(args: argparse.Namespace) -> int:
     """Runs one `serving` action; returns the exit code (1, with one line, if it cannot)."""
     from components.serving.versions import ServingFolderError
-    from pipeline.serving_actions import ServingActionError
+    from serving_ops.protocol import OperationError
 
     try:
         return _run_action(args)
-    except (ServingFolderError, ServingActionError) as error:
+    except (ServingFolderError, OperationError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return 1
 
@@ -111,7 +115,7 @@ def _run_action(args: argparse.Namespace) -> int:
         return run_registry_action(config, args)
     _quiet_libraries()
     # Each action is one library call that keeps the order over the folder and ML Metadata.
-    from pipeline import serving_actions as actions
+    from serving_ops.local import actions
 
     action = args.serving_action
     if action == "list":
@@ -174,8 +178,9 @@ def _rewrite_report(config: PipelineConfig) -> str:
 
 def _print_versions(config: PipelineConfig) -> None:
     """A line per version: served or why set aside, and what ML Metadata knows of it."""
-    from components.serving.versions import list_versions, pinned
-    from pipeline.version_history import version_facts
+    from components.serving.versions import pinned
+    from serving_ops.local.folder import list_versions
+    from serving_ops.local.history import version_facts
 
     base = str(config.serving_dir)
     found = list_versions(base)

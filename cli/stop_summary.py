@@ -34,6 +34,7 @@ def stop_summary(
         "components": [],
         "metrics": {},
         "baseline_metrics": None,
+        "baseline_comparison": None,
         "blessed": False,
         "blessing_reason": "",
         "pushed_model": None,

@@ -70,7 +70,7 @@ def run_vertex_command(args: argparse.Namespace) -> int:
     require_webhook_secret(config)  # no spec, job or schedule carries the webhook URL
     if args.command == "compile":
         return _compile(config, args.output)
-    from kubeflow.vertex_api import VertexUnreachableError, connect
+    from common.vertex_api import VertexUnreachableError, connect
 
     try:
         credentials = None if args.dry_run else connect(_region(config))
@@ -133,7 +133,7 @@ def print_calls(calls: dict[str, Any]) -> None:
 
 
 def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> int:
-    from kubeflow.vertex_api import send
+    from common.vertex_api import send
     from kubeflow.vertex_requests import create_job_call
 
     call = create_job_call(config, _job(config, args, credentials))
@@ -146,8 +146,8 @@ def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) 
 
 
 def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> int:
+    from common.vertex_api import send
     from kubeflow import vertex_requests as requests
-    from kubeflow.vertex_api import send
 
     region = config.vertex.region
     if args.action == "list":

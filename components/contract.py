@@ -1,11 +1,11 @@
 """The contract between the pipeline's wiring and the code TFX calls.
 
 The pipeline (`pipeline/`) writes configuration sections into each component's
-`custom_config`; Transform, the Trainer, the Tuner and the report read them
-back. The feature keys Transform writes are the ones the Trainer, the models
-and the serving signatures read. Both sides use this module, so a key or a
-section cannot be spelled two ways, and a reader does not import the Trainer
-just to parse its configuration.
+`custom_config`; Transform, the Trainer, the Tuner, the ServingPackager, the Explainer,
+the Evaluator, the Pusher and the report read them back. The feature keys Transform
+writes are the ones the Trainer, the models and the serving signatures read. Both
+sides use this module, so a key or a section cannot be spelled two ways, and a reader
+does not import the Trainer just to parse its configuration.
 """
 
 from __future__ import annotations
@@ -47,6 +47,9 @@ EVALUATOR_SECTION = "evaluator"
 TUNER_SECTION = "tuner"
 # A fingerprint of the code, so editing it reruns the component instead of hitting the cache.
 CODE_VERSION_KEY = "code_version"
+# The Trainer's one setting of the `explain` section: the layer whose feature maps its
+# export keeps for Grad-CAM (`explain.grad_cam_layer`; null: the last with feature maps).
+GRAD_CAM_LAYER_KEY = "grad_cam_layer"
 
 
 def component_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
@@ -59,15 +62,33 @@ def component_sections(config: PipelineConfig, code_version: str) -> dict[str, A
 
 
 def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
-    """The Trainer's: also the `serving` section, which its export step reads, and the
-    `explain` section of its attribution step.
+    """The Trainer's: the shared sections and the layer its export keeps for Grad-CAM.
 
-    Only the Trainer gets them, so changing the TFLite variants does not rerun Transform.
+    The `serving` and `explain` sections are the steps' after it (`packager_sections`,
+    `explainer_sections`): changing the TFLite variants or the attributions reruns
+    those steps, not the training.
     """
     return {
         **component_sections(config, code_version),
+        GRAD_CAM_LAYER_KEY: config.explain.grad_cam_layer,
+    }
+
+
+def packager_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
+    """The ServingPackager's: the dataset, and the `serving` section it packages by."""
+    return {
+        DATASET_SECTION: config.dataset.model_dump(mode="json"),
         SERVING_SECTION: config.serving.model_dump(mode="json"),
+        CODE_VERSION_KEY: code_version,
+    }
+
+
+def explainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
+    """The Explainer's: the dataset, and the `explain` section it explains by."""
+    return {
+        DATASET_SECTION: config.dataset.model_dump(mode="json"),
         EXPLAIN_SECTION: config.explain.model_dump(mode="json"),
+        CODE_VERSION_KEY: code_version,
     }
 
 
@@ -77,6 +98,15 @@ def pusher_sections(config: PipelineConfig) -> dict[str, Any]:
     return {
         DATASET_SECTION: config.dataset.model_dump(mode="json"),
         SERVING_SECTION: config.serving.model_dump(mode="json"),
+        EVALUATOR_SECTION: config.evaluator.model_dump(mode="json"),
+    }
+
+
+def evaluator_sections(config: PipelineConfig) -> dict[str, Any]:
+    """The Evaluator's: the rules it judges TFMA's figures by, and the class names its
+    verdict names slices with."""
+    return {
+        DATASET_SECTION: config.dataset.model_dump(mode="json"),
         EVALUATOR_SECTION: config.evaluator.model_dump(mode="json"),
     }
 
@@ -105,12 +135,12 @@ def read_trainer(custom_config: dict[str, Any]) -> TrainerConfig:
 
 
 def read_serving(custom_config: dict[str, Any]) -> ServingConfig:
-    """The serving section (the Trainer's and the Pusher's custom_config)."""
+    """The serving section (the ServingPackager's and the Pusher's custom_config)."""
     return ServingConfig.model_validate(custom_config[SERVING_SECTION])
 
 
 def read_explain(custom_config: dict[str, Any]) -> ExplainConfig:
-    """The attribution step's section (the Trainer's custom_config only)."""
+    """The attribution step's section (the Explainer's custom_config only)."""
     return ExplainConfig.model_validate(custom_config[EXPLAIN_SECTION])
 
 

@@ -11,7 +11,7 @@ went and which server ran it. Each version it publishes gets a model card in its
 (`components/model_card/`), made from the Evaluator's evaluation and blessing and
 StatisticsGen's statistics, two inputs TFX's own Pusher does not take; the PushedModel
 records where (`model_card`). A Pusher that publishes elsewhere too
-(kubeflow/model_registry.py) runs the same check through `check_serving`.
+(serving_ops/vertex/pusher.py) runs the same check through `check_serving`.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
@@ -208,7 +208,7 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
     ) -> str | None:
         """Why not to push `model_dir` (the serving folder's pin or set-aside versions), or None.
 
-        A Pusher that serves from elsewhere too (kubeflow/model_registry.py) adds its own reasons.
+        A Pusher that serves from elsewhere too (serving_ops/vertex/pusher.py) adds its own reasons.
         """
         del custom_config  # the serving folder says it all here
         return push_refusal(model_dir, base_directory)

@@ -1,11 +1,10 @@
 """The Trainer's training child: `python -m components.trainer_child WORK_DIR`.
 
-Started by `components/training/separate_process.py`, which explains why. It
-trains as `run_fn` does in-process (`components.trainer.train_here`), writes the
-weights and the training's description into WORK_DIR, and exits: its memory,
-TensorFlow's pool included, goes back to the machine. Its log records go to the
-parent over stdout, one line each; on failure, the error goes to WORK_DIR too, so
-the parent raises it by name.
+Started by `components/training/separate_process.py`, which explains why. It calls
+`run_fn` with the Trainer's arguments, which trains and exports here as it does
+in-process, and exits: its memory, TensorFlow's pool included, goes back to the
+machine. Its log records go to the parent over stdout, one line each; on failure, the
+error goes to WORK_DIR, so the parent raises it by name.
 """
 
 from __future__ import annotations
@@ -18,14 +17,8 @@ import traceback
 
 from absl import logging as absl_logging
 
-from components.trainer import train_here
-from components.training.autograph import skip_autograph_for_tf_keras
-from components.training.separate_process import (
-    ERROR_FILE,
-    LOG_LINE_PREFIX,
-    TrainedWeights,
-    TrainingRequest,
-)
+from components.trainer import run_fn
+from components.training.separate_process import ERROR_FILE, LOG_LINE_PREFIX, TrainingRequest
 
 
 class _ToParent(logging.Handler):
@@ -49,9 +42,7 @@ def _log_to_parent() -> None:
 def main(work_dir: pathlib.Path) -> int:
     _log_to_parent()
     try:
-        skip_autograph_for_tf_keras()
-        weights, training_info, _ = train_here(TrainingRequest.read(work_dir))
-        TrainedWeights(weights, training_info).write(work_dir)
+        run_fn(TrainingRequest.read(work_dir).fn_args(), process="child")
         return 0
     except BaseException as error:  # Ctrl-C too: the parent says how the training ended
         message = str(error).strip() or "no message"

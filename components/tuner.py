@@ -1,6 +1,6 @@
 """The Tuner's `tuner_fn`: the Trainer's own training, run once per trial by KerasTuner.
 
-Every trial trains through `components.trainer.fit`, the function `run_fn` calls,
+Every trial trains through `components.training.task.fit`, the function `run_fn` calls,
 so a trial measures the model, input pipeline, strategy and XLA/precision policy
 the Trainer really uses; only the TrainerConfig fields of `tuner.search_space`
 change, and a trial trains for the Tuner's step budget (its TrainArgs,
@@ -35,7 +35,7 @@ from common.tfx_api import (
     tfx_tuner_executor,
 )
 from components.contract import read_dataset, read_trainer, read_tuner
-from components.trainer import TrainingSetup, fit, training_setup
+from components.preflight import require_preflight
 from components.training.autograph import skip_autograph_for_tf_keras
 from components.training.hyperparameters import (
     TRIAL_RECORD,
@@ -45,6 +45,7 @@ from components.training.hyperparameters import (
     trial_dir,
     tuned_values,
 )
+from components.training.task import TrainingSetup, fit, training_setup
 
 # The custom_config entry the Tuner's executor adds: the folder trials write into.
 TRIALS_DIR_KEY = "trials_dir"
@@ -142,6 +143,12 @@ class PipelineTuner(base_tuner.BaseTuner):
         config = apply_hyperparameters(self._trainer_config, tuned_values(values))
         if self._setup is None:
             self._setup = training_setup(self._fn_args, self._dataset, self._trainer_config)
+        setup = self._setup
+        if setup.choice.device == "tpu" and config.tpu_preflight:
+            # As in run_fn: a trial whose step cannot compile fails in seconds, by name.
+            require_preflight(
+                setup.dataset, config, setup.choice.num_replicas, setup.transform_output
+            )
         steps_per_epoch = max(1, self._fn_args.train_steps // config.epochs)
         epochs = int(values.get(HYPERBAND_EPOCHS, config.epochs))
         _, history, _ = fit(

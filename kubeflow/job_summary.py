@@ -25,12 +25,13 @@ from tfx.utils.path_constants import SERVING_MODEL_DIR
 
 from common.config import DriftConfig, EvaluatorConfig
 from common.tfx_api import ExampleAnomalies
+from common.vertex_api import ApiCall, connect, send
 from components.data_checks.anomalies import (
     DataRejectedError,
     describe_anomalies,
     rejection_message,
 )
-from kubeflow.vertex_api import ApiCall, connect, send
+from pipeline.node_ids import SERVED_MODEL_OUTPUTS
 from pipeline.pipeline import NodeIds
 from pipeline.run_summary import RunSummary
 
@@ -174,7 +175,9 @@ def job_summary(
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
         served = blessing.metadata.get("baseline_model")
-        model = _output(tasks, NodeIds.TRAINER, "model")
+        # The new model's drift reference is in the model the Evaluator judged.
+        models = (_output(tasks, node, key) for node, key in SERVED_MODEL_OUTPUTS)
+        model = next((found for found in models if found is not None), None)
         if drift is not None and served and model is not None:
             new_model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
             summary.add_span_shift(new_model_dir, served, drift)

@@ -14,7 +14,14 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Any
 
-from common.config import REPO_ROOT, ConfigError, NotifyConfig, PipelineConfig, VertexConfig
+from common.config import (
+    REPO_ROOT,
+    ConfigError,
+    NotifyConfig,
+    PipelineConfig,
+    VertexConfig,
+    require_vertex,
+)
 
 if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
     from common.tfx_api import tfx_pipeline
@@ -24,16 +31,6 @@ if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
 CONTAINER_SOURCE_DIR = "/pipeline"
 DATA_ROOT_PARAMETER = "data_root"
 TRAIN_ARGS_PARAMETER = "train_args"
-
-
-def require_vertex(config: PipelineConfig) -> VertexConfig:
-    """Returns the `vertex:` section, or says how to add one."""
-    if config.vertex is None:
-        raise ConfigError(
-            "vertex: section missing; start from kubeflow/vertex-cpu.yaml, vertex-gpu.yaml "
-            "or vertex-tpu.yaml and set project, roots and images"
-        )
-    return config.vertex
 
 
 def require_webhook_secret(config: PipelineConfig) -> NotifyConfig | None:
@@ -140,7 +137,7 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
         overrides["tuner_custom_config"] = tuner_job_custom_config(config)
         overrides["tune_args"] = tune_args(config)
     if vertex.model_registry:
-        from kubeflow.model_registry import RegistryPusher, registry_custom_config
+        from serving_ops.vertex.pusher import RegistryPusher, registry_custom_config
 
         overrides["pusher_class"] = RegistryPusher
         overrides["pusher_custom_config"] = registry_custom_config(vertex)

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import field_mask_pb2
 from pydantic import TypeAdapter, ValidationError
 
+from common import vertex_types as gca
 from common.config import ConfigError, GcsUri, PipelineConfig
-from kubeflow import vertex_types as gca
+from common.vertex_api import ApiCall
 from kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
-from kubeflow.vertex_api import ApiCall
 
 if TYPE_CHECKING:  # imported where a job is built: the SDK is slow to import
     from google.cloud import aiplatform
@@ -84,8 +84,7 @@ def pipeline_job(
 
 
 def parent(config: PipelineConfig) -> str:
-    vertex = require_vertex(config)
-    return f"projects/{vertex.project}/locations/{vertex.region}"
+    return require_vertex(config).location
 
 
 def create_job_call(config: PipelineConfig, job: aiplatform.PipelineJob) -> ApiCall:

@@ -48,7 +48,7 @@ from pipeline.schema_tools import (
     describe_schema,
     schema_to_bootstrap,
 )
-from pipeline.serving_actions import finish_interrupted_action
+from serving_ops.local.actions import finish_interrupted_action
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.

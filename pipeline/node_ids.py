@@ -18,7 +18,14 @@ class NodeIds:
     TRANSFORM = "Transform"
     TUNER = "Tuner"
     TRAINER = "Trainer"
+    SERVING_PACKAGER = "ServingPackager"
+    EXPLAINER = "Explainer"
     BASELINE_RESOLVER = "latest_blessed_model_resolver"
     PREVIOUS_SPAN_STATISTICS = "previous_span_statistics_resolver"
     EVALUATOR = "Evaluator"
     PUSHER = "Pusher"
+
+
+# Where the served model is, the one the Evaluator judges and the Pusher publishes: the
+# ServingPackager's output, else (`serving.package: false`) the Trainer's. (node, output)
+SERVED_MODEL_OUTPUTS = ((NodeIds.SERVING_PACKAGER, "served_model"), (NodeIds.TRAINER, "model"))

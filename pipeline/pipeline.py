@@ -21,7 +21,6 @@ from common.config import DatasetConfig, PipelineConfig
 from common.tfx_api import (
     BaseComponent,
     Channel,
-    Evaluator,
     ExampleValidator,
     ImportSchemaGen,
     LatestBlessedModelStrategy,
@@ -40,6 +39,9 @@ from common.tfx_api import (
 )
 from components.contract import (
     component_sections,
+    evaluator_sections,
+    explainer_sections,
+    packager_sections,
     pusher_sections,
     trainer_sections,
     tuner_sections,
@@ -47,8 +49,11 @@ from components.contract import (
 from components.data_checks.label_drift import PreviousSpanStatistics
 from components.data_gate import DataGate
 from components.evaluation.eval_config import build_eval_config
+from components.evaluator import JudgingEvaluator
 from components.example_gen.factory import build_example_gen
 from components.example_gen.formats import file_pattern, source_format
+from components.explain.maps import require_grad_cam_layer
+from components.explainer import Explainer
 from components.models import (
     check_backbone_settings,
     check_model,
@@ -56,6 +61,7 @@ from components.models import (
     user_model_source,
     weights_fingerprint,
 )
+from components.packager import ServingPackager
 from components.pusher import AtomicPusher
 from pipeline.node_ids import NodeIds
 
@@ -190,6 +196,28 @@ def build_tuner(
     ).with_id(NodeIds.TUNER)
 
 
+def build_packager(
+    config: PipelineConfig,
+    version: str,
+    example_gen: BaseComponent,
+    transform: BaseComponent,
+    trainer: BaseComponent,
+) -> BaseComponent | None:
+    """The ServingPackager after the Trainer (`serving.package`), or None.
+
+    Its custom_config holds the dataset and `serving` sections and the code version, so
+    changing the TFLite variants reruns it alone, from the Trainer's cached model.
+    """
+    if not config.serving.package:
+        return None
+    return ServingPackager(
+        model=trainer.outputs["model"],
+        examples=example_gen.outputs["examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        custom_config=json.dumps(packager_sections(config, version), sort_keys=True),
+    ).with_id(NodeIds.SERVING_PACKAGER)
+
+
 def create_pipeline(
     config: PipelineConfig,
     *,
@@ -199,7 +227,8 @@ def create_pipeline(
     metadata_connection_config: metadata_store_pb2.ConnectionConfig | None = None,
     overrides: ComponentOverrides = ComponentOverrides(),
 ) -> tfx_pipeline.Pipeline:
-    """Builds ExampleGen -> validation -> Transform -> Trainer -> Evaluator -> Pusher.
+    """Builds ExampleGen -> validation -> Transform -> Trainer -> ServingPackager -> Evaluator
+    -> Pusher, and the Explainer beside the last two.
 
     Args:
       config: the run's configuration (dataset, trainer, evaluator, caching, Beam).
@@ -212,12 +241,15 @@ def create_pipeline(
 
     Raises:
       ConfigError: the configuration names a model or data format there is none of, or
-        backbone settings that cannot work (images too small, no such weights file).
+        backbone settings that cannot work (images too small, no such weights file), or
+        Grad-CAM on a model without that feature-map layer.
     """
     dataset = config.dataset
     # Names resolved by the registries: a typo fails here, before any component runs.
     check_model(config.trainer.model)
     check_backbone_settings(config.trainer, dataset.image_shape)
+    # Grad-CAM's layer is kept by the Trainer's export: a wrong one fails before training.
+    require_grad_cam_layer(config.explain, config.trainer.model, dataset)
     source_format(dataset)
     version = code_version(config)
     custom_config = component_sections(config, version)
@@ -293,14 +325,26 @@ def create_pipeline(
         hyperparameters=tuner.outputs["best_hyperparameters"] if tuner else None,
         custom_config={**trainer_sections(config, version), **overrides.trainer_custom_config},
     ).with_id(NodeIds.TRAINER)
-    evaluator = Evaluator(
+    # What the Evaluator judges and the Pusher publishes: the ServingPackager's model, made
+    # from the Trainer's (calibrated, measured, converted), or the Trainer's as it is.
+    packager = build_packager(config, version, example_gen, transform, trainer)
+    served_model = packager.outputs["served_model"] if packager else trainer.outputs["model"]
+    explainer = None
+    if config.explain.enabled:
+        explainer = Explainer(
+            model=served_model,
+            examples=example_gen.outputs["examples"],
+            custom_config=json.dumps(explainer_sections(config, version), sort_keys=True),
+        ).with_id(NodeIds.EXPLAINER)
+    evaluator = JudgingEvaluator(
         examples=example_gen.outputs["examples"],
-        model=trainer.outputs["model"],
+        model=served_model,
         baseline_model=baseline_resolver.outputs["model"],
-        eval_config=build_eval_config(dataset, config.evaluator),
+        eval_config=build_eval_config(dataset),
+        custom_config=evaluator_sections(config),
     ).with_id(NodeIds.EVALUATOR)
     pusher = overrides.pusher_class(
-        model=trainer.outputs["model"],
+        model=served_model,
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         statistics=statistics_gen.outputs["statistics"],
@@ -323,9 +367,11 @@ def create_pipeline(
             transform,
             *([tuner] if tuner else []),
             trainer,
+            *([packager] if packager else []),
             baseline_resolver,
             evaluator,
             pusher,
+            *([explainer] if explainer else []),
         ],
         enable_cache=config.enable_cache,
         metadata_connection_config=metadata_connection_config,

@@ -13,12 +13,14 @@ import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ml_metadata.proto import metadata_store_pb2
 from tfx.utils.path_constants import SERVING_MODEL_DIR
 
 from common.config import DriftConfig, EvaluatorConfig
 from common.interrupts import received_signal
 from common.memory_meter import SAMPLED, MemoryPeak
 from components.data_checks.anomalies import DataRejectedError
+from components.evaluation.baseline_test import BaselineComparison
 from components.evaluation.results import (
     Calibration,
     ClassMetrics,
@@ -27,10 +29,11 @@ from components.evaluation.results import (
     calibration,
     class_metrics,
     overall_metrics,
+    read_verdict,
     slice_metrics,
 )
 from components.example_gen.errors import DataFormatError
-from components.explain.store import ATTRIBUTIONS_DIR, METHOD_NAMES, read_index
+from components.explain.store import METHOD_NAMES, read_index
 from components.preflight.memory import describe as describe_bytes
 from components.pusher import (
     ALREADY_PUSHED_PROPERTY,
@@ -43,10 +46,10 @@ from components.pusher import (
 from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
 from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
-from pipeline.manual_blessing import manual_blessing_of, trainer_model_dir
-from pipeline.node_ids import NodeIds
+from pipeline.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
+from serving_ops.local.blessing import manual_blessing_of, trainer_model_dir
 
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
 # Noted on the run (`RunRecord.note`): the `evaluator:` section the run flagged slices
@@ -136,7 +139,7 @@ class RunSummary(MeasuredMemory):
     interrupted: str | None = None  # e.g. "SIGINT during Trainer"
     # The SavedModel, then each TFLite variant: name, path (where it is served, or
     # null), published, reason (why held back), accuracy, accuracy_drop, size_bytes, gzip_bytes,
-    # latency_ms (median single-image, on the CPU that ran the Trainer).
+    # latency_ms (median single-image, on the CPU that ran the ServingPackager).
     serving_variants: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     # Every class's name in label order (dataset.source.label_names, else "0", "1", ...),
     # and each class's precision, recall and counts on the eval split, in that order.
@@ -147,11 +150,16 @@ class RunSummary(MeasuredMemory):
     # The candidate on each slice of the eval split (class; for photos, stored format and
     # size bucket; span and source folder where ExampleGen records them), each flagged when
     # its accuracy is below the overall one by more than slice_margin and it holds at least
-    # slice_min_examples examples.
+    # slice_min_examples examples; and, where slice_accuracy_lower_bounds names its kind, the
+    # bound and whether it was met, missed or not judged (fewer than slice_min_examples).
     slices: list[SliceMetrics] = dataclasses.field(default_factory=list)
     slice_margin: float | None = None
     slice_min_examples: int | None = None
-    # The Trainer's attribution maps (components/explain/): method, settings, and each
+    # The candidate against the last blessed model on the same eval examples: the examples
+    # only one of the two got right, the test (evaluator.baseline_test), its confidence and
+    # p-value, and whether it refused the candidate; None for a first model.
+    baseline_comparison: BaselineComparison | None = None
+    # The Explainer's attribution maps (components/explain/): method, settings, and each
     # explained eval answer (index, label, predicted, probability, mistake); None if none.
     attributions: dict[str, Any] | None = None
     # The schema this run bootstrapped for a new dataset (to review and commit), or None.
@@ -234,6 +242,8 @@ class RunSummary(MeasuredMemory):
         self.blessing_reason = blessing_reason(
             evaluation_uri, blessed, self.baseline_metrics is not None, self.class_names
         )
+        verdict = read_verdict(evaluation_uri)
+        self.baseline_comparison = verdict.baseline_comparison if verdict else None
         self.calibration = calibration(evaluation_uri)
         self.slices = slice_metrics(evaluation_uri, self.class_names, rules)
         self.slice_margin, self.slice_min_examples = rules.slice_margin, rules.slice_min_examples
@@ -279,12 +289,13 @@ class RunSummary(MeasuredMemory):
             self.peak_rss_component = component
 
     def temperature_fit(self) -> TemperatureFit | None:
-        """The Trainer's temperature fit (`serving.temperature_scaling`), if it made one."""
+        """The ServingPackager's temperature fit (`serving.temperature_scaling`), recorded in
+        the served model's training_info, if it made one."""
         recorded = (self.trainer or {}).get(TEMPERATURE_INFO_KEY)
         return TemperatureFit.from_json(recorded) if recorded else None
 
     def describe_attributions(self) -> str:
-        """One line: how many mistakes and right answers the Trainer mapped, and how."""
+        """One line: how many mistakes and right answers the Explainer mapped, and how."""
         chosen = self.attributions["chosen"]
         mistakes = sum(answer["mistake"] for answer in chosen)
         method = METHOD_NAMES.get(self.attributions["method"], self.attributions["method"])
@@ -458,13 +469,15 @@ def summarize_run(
     if tuner.get("tuner_results") and tuner.get("best_hyperparameters"):
         summary.tuning = read_tuning(tuner["tuner_results"][0], tuner["best_hyperparameters"][0])
     trainer = record.node(NodeIds.TRAINER)
-    if trainer.status != "skipped" and trainer.outputs.get("model"):
-        info_path = pathlib.Path(trainer.outputs["model"][0].uri) / TRAINING_INFO_FILE
+    model = served_model(record)  # the ServingPackager's, or the Trainer's
+    if trainer.status != "skipped" and model is not None:
+        # The Trainer's training_info.json, with the ServingPackager's temperature fit.
+        info_path = pathlib.Path(model.uri) / TRAINING_INFO_FILE
         if info_path.exists():
             summary.trainer = json.loads(info_path.read_text())
-    if trainer.status != "skipped" and trainer.outputs.get("model_run"):
-        model_run = trainer.outputs["model_run"][0].uri.rstrip("/")
-        summary.attributions = read_index(f"{model_run}/{ATTRIBUTIONS_DIR}")
+    explanation = record.node(NodeIds.EXPLAINER).outputs.get("explanation")
+    if trainer.status != "skipped" and explanation:
+        summary.attributions = read_index(explanation[0].uri)
 
     evaluator_node = record.node(NodeIds.EVALUATOR)
     if evaluator_node.outputs.get("evaluation") and evaluator_node.outputs.get("blessing"):
@@ -479,8 +492,8 @@ def summarize_run(
             noted = record.noted(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY)
             drift = DriftConfig.model_validate_json(noted) if noted else None
         served = custom_property(blessing, "baseline_model")
-        if drift is not None and served and trainer.outputs.get("model"):
-            summary.add_span_shift(trainer_model_dir(trainer.outputs["model"][0]), served, drift)
+        if drift is not None and served and model is not None:
+            summary.add_span_shift(trainer_model_dir(model), served, drift)
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 
@@ -488,9 +501,18 @@ def summarize_run(
     if pusher.outputs.get("pushed_model"):
         pushed = pusher.outputs["pushed_model"][0]
         summary.add_push(lambda name: custom_property(pushed, name))
-    if trainer.outputs.get("model"):
-        _apply_manual_blessing(summary, record, pipeline_name, trainer.outputs["model"][0].id)
-    if trainer.status != "skipped" and trainer.outputs.get("model"):
-        model_dir = trainer_model_dir(trainer.outputs["model"][0])
-        summary.serving_variants = serving_variants(model_dir, summary.pushed_model)
+    if model is not None:
+        _apply_manual_blessing(summary, record, pipeline_name, model.id)
+    if trainer.status != "skipped" and model is not None:
+        summary.serving_variants = serving_variants(trainer_model_dir(model), summary.pushed_model)
     return summary
+
+
+def served_model(record: RunRecord) -> metadata_store_pb2.Artifact | None:
+    """The run's Model that the Evaluator judged and the Pusher published (or would have):
+    the ServingPackager's, else the Trainer's; None before the Trainer made one."""
+    for node, key in SERVED_MODEL_OUTPUTS:
+        models = record.node(node).outputs.get(key)
+        if models:
+            return models[0]
+    return None

@@ -21,7 +21,12 @@ from common.config.dataset import (
     SplitPatterns,
 )
 from common.config.drift import DriftConfig
-from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig, SliceKind
+from common.config.evaluator import (
+    PHOTO_SLICE_KINDS,
+    BaselineTest,
+    EvaluatorConfig,
+    SliceKind,
+)
 from common.config.explain import ExplainBaseline, ExplainConfig, ExplainMethod
 from common.config.loading import explicit_fields, load_config, user_dataset
 from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
@@ -61,6 +66,7 @@ from common.config.vertex import (
     ScheduleConfig,
     VertexConfig,
     VertexTrainerConfig,
+    require_vertex,
 )
 
 __all__ = [
@@ -74,6 +80,7 @@ __all__ = [
     "TPU_V5E_MACHINE_PREFIX",
     "UNTUNABLE_TRAINER_FIELDS",
     "Accelerator",
+    "BaselineTest",
     "ConfigError",
     "DataflowConfig",
     "DatasetConfig",
@@ -114,6 +121,7 @@ __all__ = [
     "load_config",
     "user_dataset",
     "plain_credentials",
+    "require_vertex",
     "url_host",
     "webhook_url_problem",
 ]

@@ -9,30 +9,35 @@ from common.config.base import _Section
 
 
 class DriftConfig(_Section):
-    """Thresholds of the label-free shift check every `predict` job runs (docs/drift.md).
+    """Thresholds of the label-free shift check every `predict` job runs, and of a new
+    span's images against the served model's (docs/drift.md).
 
-    The job's images are compared with the model's reference (the eval images the
-    Trainer measured it on) through TFDV's drift comparators: Jensen-Shannon
-    divergence for each numeric signal (pixel statistics, stored image size, the
-    model's confidence), L-infinity distance for each categorical one (predicted class,
-    stored format, the share of unsure predictions). The defaults stay quiet on a fresh
-    sample of the training data's kind and fire on images of another kind; the
-    figures behind them are in docs/drift.md.
+    The images' signals are compared with the model's reference (the signals of its
+    training images, and its answers on its eval images) through TFDV's drift
+    comparators: Jensen-Shannon divergence for each numeric signal (brightness,
+    contrast, sharpness, and for colour images each channel's mean and spread),
+    L-infinity distance for each categorical one (the predicted class, for photos the
+    stored size and format, and the share of unsure answers). The confidence itself is
+    not compared, only the share of answers under `low_confidence`; a new span is
+    compared on its image signals alone. The defaults stay quiet on a fresh sample of
+    the training data's kind and fire on images of another kind; the figures behind
+    them are in docs/drift.md.
     """
 
     max_js_divergence: float = Field(
         default=0.2,
         gt=0,
         le=1,
-        description="largest Jensen-Shannon divergence of a numeric signal (pixel mean, "
-        "spread, brightness, contrast, sharpness, stored image size) from the reference",
+        description="largest Jensen-Shannon divergence of a numeric signal (brightness, "
+        "contrast, sharpness, each colour channel's mean and spread) from the reference",
     )
     max_class_mix_change: float = Field(
         default=0.2,
         gt=0,
         le=1,
-        description="largest change of any predicted class's share (L-infinity distance), "
-        "also of a stored image format's share",
+        description="largest change of any value's share of a categorical signal "
+        "(L-infinity distance): the predicted class, and for photos the stored image size "
+        "(width x height) and format",
     )
     low_confidence: float = Field(
         default=0.5,
@@ -44,7 +49,7 @@ class DriftConfig(_Section):
         default=0.15,
         gt=0,
         le=1,
-        description="largest change of the share of unsure predictions",
+        description="largest change of the share of unsure predictions (L-infinity distance)",
     )
     min_records: int = Field(
         default=30,

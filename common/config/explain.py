@@ -1,6 +1,7 @@
-"""The `explain:` section: which eval images the Trainer explains, and with which method.
+"""The `explain:` section: which eval images the Explainer explains, and with which method.
 
-The Trainer explains its exported model's answers on the eval split (the most
+The Explainer (`components/explainer.py`, a step after the Trainer) explains the served
+model's answers on the eval split (the most
 confident mistakes first, then a few correct answers per class) with PAIR's
 `saliency` methods; the report shows each image beside its map, and `predict
 --explain N` draws the same for a batch job (docs/explain.md).

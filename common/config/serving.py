@@ -1,5 +1,6 @@
-"""The `serving:` section: the TFLite variants published beside each blessed SavedModel,
-and the time budget of the serving check before a push."""
+"""The `serving:` section: what the ServingPackager makes of the trained model (the TFLite
+variants published beside each blessed SavedModel, temperature scaling, the drift
+reference), and the time budget of the serving check before a push."""
 
 from __future__ import annotations
 
@@ -15,12 +16,20 @@ TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8", "pruned"]
 class ServingConfig(_Section):
     """What is published beside each blessed SavedModel, and the accuracy it must keep.
 
-    Each TFLite variant is measured against the SavedModel on the same eval
+    The ServingPackager (`components/packager.py`) makes it after the Trainer, in a step
+    of its own. Each TFLite variant is measured against the SavedModel on the same eval
     images, the first `measured_examples` of the shuffled eval split, and
     published with it only when its accuracy is at most `max_accuracy_drop`
     lower (docs/serving/tflite.md).
     """
 
+    package: bool = Field(
+        default=True,
+        description="run the ServingPackager after the Trainer: temperature scaling, the "
+        "drift reference predict compares with, and the TFLite variants with their "
+        "measurements; false leaves the step out, and the Evaluator and the Pusher take the "
+        "Trainer's SavedModel (with its signatures and warmup requests) as it is",
+    )
     tflite_variants: tuple[TFLiteVariant, ...] = Field(
         default=("float32", "float16", "dynamic_int8", "int8"),
         description="float32, float16 (weights), dynamic_int8 (weights), int8 (full integer), "
@@ -53,6 +62,15 @@ class ServingConfig(_Section):
         description="the Pusher's serving check: starting a model server on the candidate "
         "and every signature's answer must fit in this many seconds",
     )
+
+    @model_validator(mode="after")
+    def _temperature_needs_the_packager(self) -> ServingConfig:
+        if self.temperature_scaling and not self.package:
+            raise ValueError(
+                "temperature_scaling is fitted by the ServingPackager, which package: false "
+                "leaves out; set package to true or temperature_scaling to false"
+            )
+        return self
 
     @model_validator(mode="after")
     def _distinct_variants(self) -> ServingConfig:

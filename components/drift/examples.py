@@ -1,6 +1,6 @@
 """The drift signals of a batch of stored examples and the model's answers about them.
 
-The reference (the Trainer's export) and every `predict` job read them through this
+The reference (the ServingPackager's) and every `predict` job read them through this
 one function, from the same serialized `tf.Example`s the served model takes, so
 both sides decode, resize and measure images alike. Photos also give what
 ExampleGen stored about each file: its height, width and format.

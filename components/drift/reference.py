@@ -1,7 +1,7 @@
 """The model's drift reference: the signals of the data it was trained and checked on, kept with it.
 
-The Trainer writes it beside the SavedModel it exports (`assets.extra/`, which TF
-Serving ignores and every pushed copy carries), so a `predict` job compares its
+The ServingPackager writes it beside the SavedModel it serves (`assets.extra/`, which
+TF Serving ignores and every pushed copy carries), so a `predict` job compares its
 input with the data of this very model, wherever the model is copied. Two tables:
 
 - image signals (pixels, stored size and format) of the training split: the images

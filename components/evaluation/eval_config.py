@@ -1,11 +1,11 @@
-"""The TFMA evaluation that decides whether a model is blessed, plus per-class and
-per-slice metrics."""
+"""What TFMA measures of a candidate model: overall, per class and per slice, and against
+the last blessed model on the same examples; the verdict is `verdict.py`'s."""
 
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
 
-from common.config import DatasetConfig, EvaluatorConfig, SliceKind
+from common.config import DatasetConfig, SliceKind
 from components.contract import (
     IMAGE_FORMAT_FEATURE,
     IMAGE_HEIGHT_FEATURE,
@@ -13,6 +13,7 @@ from components.contract import (
     SOURCE_FOLDER_FEATURE,
     SPAN_FEATURE,
 )
+from components.evaluation import paired_metric
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"
@@ -25,40 +26,19 @@ SIZE_BUCKET_LIMITS = (64, 128, 256, 512)
 SIZE_BUCKETS = ("up to 64 px", "65-128 px", "129-256 px", "257-512 px", "over 512 px")
 
 
-def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfma.EvalConfig:
-    """Accuracy must clear an absolute bound and must not drop against the baseline, on
-    the whole eval split; TFMA also measures each slice (`slicing_specs`).
+def build_eval_config(dataset: DatasetConfig) -> tfma.EvalConfig:
+    """What TFMA measures of the candidate, on the whole eval split and on each slice
+    (`slicing_specs`): the examples, accuracy, the confusion matrix, each class's precision
+    and recall, the calibration, and against a baseline the examples only one of the two
+    models gets right (`paired_metric.py`).
 
-    The baseline is the last blessed model; on the very first run there is none
-    and TFX checks the absolute bound alone. The overall thresholds are per-slice
-    thresholds of the overall slice: a metric's plain `threshold` applies to every
-    slice, and would hold each class to the overall bound. Each of
-    `evaluator.slice_accuracy_lower_bounds` holds every slice of its kind to its bound.
+    No thresholds: TFMA measures, and the Evaluator's executor judges what it measured by
+    the `evaluator:` rules (`verdict.py`), which TFMA's thresholds cannot express (a slice
+    too small to judge, a drop that chance explains). Without thresholds TFX's executor
+    writes no blessing; ours writes it from the verdict. TFX adds the baseline's model spec
+    when there is a last blessed model (on the very first run there is none).
     """
-    overall_threshold = tfma.MetricThreshold(
-        value_threshold=tfma.GenericValueThreshold(
-            lower_bound={"value": evaluator.accuracy_lower_bound}
-        ),
-        # A tiny epsilon: a model exactly as good as its baseline passes.
-        change_threshold=tfma.GenericChangeThreshold(
-            direction=tfma.MetricDirection.HIGHER_IS_BETTER,
-            absolute={"value": -evaluator.max_accuracy_drop - 1e-10},
-        ),
-    )
     kinds = slicing_specs(dataset)
-    accuracy_thresholds = [
-        tfma.PerSliceMetricThreshold(
-            slicing_specs=[tfma.SlicingSpec()], threshold=overall_threshold
-        )
-    ] + [
-        tfma.PerSliceMetricThreshold(
-            slicing_specs=[threshold_spec(kinds[kind])],
-            threshold=tfma.MetricThreshold(
-                value_threshold=tfma.GenericValueThreshold(lower_bound={"value": bound})
-            ),
-        )
-        for kind, bound in evaluator.slice_accuracy_lower_bounds.items()
-    ]
     return tfma.EvalConfig(
         model_specs=[
             tfma.ModelSpec(
@@ -74,11 +54,11 @@ def build_eval_config(dataset: DatasetConfig, evaluator: EvaluatorConfig) -> tfm
             tfma.MetricsSpec(
                 metrics=[
                     tfma.MetricConfig(class_name="ExampleCount"),
-                    tfma.MetricConfig(
-                        class_name="SparseCategoricalAccuracy",
-                        per_slice_thresholds=accuracy_thresholds,
-                    ),
+                    tfma.MetricConfig(class_name="SparseCategoricalAccuracy"),
                     tfma.MetricConfig(class_name=CONFUSION_MATRIX_PLOT),
+                    tfma.MetricConfig(
+                        class_name=paired_metric.CLASS_NAME, module=paired_metric.MODULE
+                    ),
                 ]
             ),
             per_class_metrics_spec(dataset.num_classes),
@@ -118,17 +98,6 @@ def slice_kinds_by_key(label_feature: str) -> dict[str, SliceKind]:
         SPAN_FEATURE: "span",
         SOURCE_FOLDER_FEATURE: "source_folder",
     }
-
-
-def threshold_spec(spec: tfma.SlicingSpec) -> tfma.SlicingSpec:
-    """The spec a per-slice threshold names to apply to every slice `spec` makes.
-
-    TFMA matches a threshold's spec to a slice by its keys and ignores SQL, so the
-    size buckets are named by the key the query gives them.
-    """
-    if spec.slice_keys_sql:
-        return tfma.SlicingSpec(feature_keys=[IMAGE_SIZE_SLICE])
-    return spec
 
 
 def _size_bucket_sql() -> str:

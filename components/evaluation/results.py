@@ -2,7 +2,9 @@
 
 Overall metrics (candidate and baseline), the blessing decision in words, per-class
 metrics, the confusion matrix, the calibration of the top probability, the metrics of
-each slice and the thresholds, all through TFMA's public loaders.
+each slice, the examples only the candidate or only the baseline gets right, and the
+rules, all through TFMA's public loaders, and the Evaluator's verdict written beside them
+(`verdict.py`).
 """
 
 from __future__ import annotations
@@ -16,8 +18,12 @@ import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
 
+from common import fileio
 from common.config import EvaluatorConfig, SliceKind
+from components.evaluation import paired_metric
+from components.evaluation.baseline_test import MCNEMAR
 from components.evaluation.eval_config import ACCURACY_METRIC, SIZE_BUCKETS, slice_kinds_by_key
+from components.evaluation.verdict import VERDICT_FILE, PairedCounts, Verdict
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).
@@ -44,6 +50,9 @@ class SliceMetrics:
 
     `flagged`: its accuracy is below the overall accuracy by more than the margin
     (`evaluator.slice_margin`), and it holds at least `evaluator.slice_min_examples`.
+    `bound` and `bound_outcome`: where `evaluator.slice_accuracy_lower_bounds` names its
+    kind, the bound and what the Evaluator's verdict made of the slice ("met", "below", or
+    "not judged" for a slice under `evaluator.slice_min_examples`); else None.
     """
 
     kind: SliceKind
@@ -51,6 +60,8 @@ class SliceMetrics:
     examples: int
     accuracy: float
     flagged: bool = False
+    bound: float | None = None
+    bound_outcome: str | None = None
 
 
 @dataclasses.dataclass
@@ -129,6 +140,34 @@ def overall_metrics(evaluation_uri: str) -> tuple[dict[str, float], dict[str, fl
     return candidate, baseline or None
 
 
+def paired_counts(evaluation_uri: str) -> PairedCounts | None:
+    """The examples of the whole eval split only the candidate or only the baseline got
+    right (`paired_metric.py`); None without a baseline."""
+    counts = {}
+    for metrics_for_slice in tfma.load_metrics(evaluation_uri):
+        if metrics_for_slice.slice_key.single_slice_keys:
+            continue
+        for entry in metrics_for_slice.metric_keys_and_values:
+            if entry.key.is_diff and entry.key.name in paired_metric.NAMES:
+                counts[entry.key.name] = round(entry.value.double_value.value)
+    if set(counts) != set(paired_metric.NAMES):
+        return None
+    return PairedCounts(
+        candidate_right_only=counts[paired_metric.CANDIDATE_RIGHT_ONLY],
+        baseline_right_only=counts[paired_metric.BASELINE_RIGHT_ONLY],
+        examples=counts[paired_metric.PAIRED_EXAMPLES],
+    )
+
+
+def read_verdict(evaluation_uri: str) -> Verdict | None:
+    """The Evaluator's verdict (`verdict.py`); None for an evaluation made before it wrote one."""
+    path = f"{evaluation_uri.rstrip('/')}/{VERDICT_FILE}"
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path) as handle:
+        return Verdict.from_json(handle.read())
+
+
 def per_class_metrics(evaluation_uri: str) -> dict[str, dict[int, float]]:
     """TFMA's per-class precision and recall of the candidate over the whole eval split.
 
@@ -194,8 +233,16 @@ def _describe_missing(spec) -> str:
 def blessing_reason(
     evaluation_uri: str, blessed: bool, has_baseline: bool, class_names: Sequence[str] = ()
 ) -> str:
-    """Why the model was blessed or not: each missed threshold (naming its slice), each
-    slice a threshold names and no example fell in, or that all passed."""
+    """Why the model was blessed or not: each missed rule (naming its slice), each slice
+    kind a bound names and no example fell in, or that all passed; how it compared with the
+    last blessed model, and which slices were too small to judge.
+
+    `blessed`, `has_baseline` and `class_names` word an evaluation made before the
+    Evaluator wrote its verdict (TFMA's validation result); the verdict says it all.
+    """
+    verdict = read_verdict(evaluation_uri)
+    if verdict is not None:
+        return verdict.reason()
     result = tfma.load_validation_result(evaluation_uri)
     label_key = _label_key(_eval_config(evaluation_uri))
     failures = [
@@ -225,7 +272,8 @@ def slice_metrics(
     evaluation_uri: str, class_names: Sequence[str], rule: EvaluatorConfig
 ) -> list[SliceMetrics]:
     """The candidate's example count and accuracy on every slice, flagged by `rule`'s
-    margin and minimum size against the overall accuracy; in kind order (class,
+    margin and minimum size against the overall accuracy, with what the verdict's slice
+    bounds made of it (once the Evaluator has judged); in kind order (class,
     image_format, image_size, span, source_folder), then class order, format name, bucket
     size, span number, folder name."""
     label_key = _label_key(_eval_config(evaluation_uri))
@@ -255,12 +303,17 @@ def slice_metrics(
                 kind, value, round(values.get("example_count", 0)), values[ACCURACY_METRIC]
             )
         )
+    verdict = read_verdict(evaluation_uri)
+    judged = {(j.kind, j.value): j for j in verdict.slice_judgments} if verdict else {}
     for s in slices:
         s.flagged = (
             overall is not None
             and s.examples >= rule.slice_min_examples
             and overall - s.accuracy > rule.slice_margin
         )
+        if (s.kind, s.value) in judged:
+            s.bound = judged[s.kind, s.value].bound
+            s.bound_outcome = judged[s.kind, s.value].outcome
     return sorted(slices, key=lambda s: _slice_order(s, class_names))
 
 
@@ -365,9 +418,46 @@ def _describe_threshold(class_name: str, threshold, slices: str | None) -> list[
     return rules
 
 
+def _verdict_rules(verdict: Verdict) -> list[Threshold]:
+    rules = verdict.rules
+    bound = rules.accuracy_lower_bound
+    described = [Threshold("accuracy", f"at least {bound:.4f}", bound)]
+    comparison = verdict.baseline_comparison
+    if comparison is not None and comparison.test == MCNEMAR:
+        beyond = f" by more than {comparison.allowed_drop:.4f}" if comparison.allowed_drop else ""
+        described.append(
+            Threshold(
+                "accuracy",
+                f"not significantly worse than the last blessed model{beyond} on the same eval "
+                f"examples (McNemar's exact test, {comparison.confidence:g} confidence)",
+            )
+        )
+    elif comparison is not None:
+        described.append(
+            Threshold(
+                "accuracy",
+                f"may drop by at most {comparison.allowed_drop:.4f} against the last blessed model",
+            )
+        )
+    for kind, bound in rules.slice_accuracy_lower_bounds.items():
+        described.append(
+            Threshold(
+                "accuracy",
+                f"at least {bound:.4f} {_SLICE_SCOPES[kind]} holding at least "
+                f"{rules.slice_min_examples} eval examples",
+                bound,
+                kind,
+            )
+        )
+    return described
+
+
 def thresholds(evaluation_uri: str) -> list[Threshold]:
-    """The thresholds the Evaluator applied (TFX drops change thresholds on a first run):
-    the whole eval split's first, then those every slice of a kind must meet."""
+    """The rules the Evaluator applied (the baseline comparison only where it had a
+    baseline): the whole eval split's first, then those every slice of a kind must meet."""
+    verdict = read_verdict(evaluation_uri)
+    if verdict is not None:
+        return _verdict_rules(verdict)
     eval_config = _eval_config(evaluation_uri)
     if eval_config is None:
         return []

@@ -1,10 +1,10 @@
-"""The Trainer's attribution step: explains the exported model's answers on the eval split.
+"""The Explainer's step: explains the served model's answers on the eval split.
 
 It searches the first `explain.examined_examples` eval answers for the most
 confident mistakes and the most confident right answers per class
 (`choice.py`), reads those images again and maps each one (`maps.py`) into the
-Trainer's `model_run` folder, beside the TensorBoard logs: part of the run, cached
-with the Trainer, compiled for Vertex like it, and never pushed with the model.
+Explainer's own artifact (`components/explainer.py`): part of the run, cached on its
+own, compiled for Vertex like every step, and never pushed with the model.
 """
 
 from __future__ import annotations
@@ -17,12 +17,7 @@ from absl import logging
 from common.config import DatasetConfig, ExplainConfig
 from components.explain.choice import Chosen, choose_answers
 from components.explain.maps import attribution_map, baseline_images, model_function, pixel_range
-from components.explain.store import (
-    ATTRIBUTIONS_DIR,
-    Attributions,
-    display_pixels,
-    write_attributions,
-)
+from components.explain.store import Attributions, display_pixels, write_attributions
 from components.serving.answers import PixelClassifier, eval_answers, eval_pixels
 
 
@@ -73,16 +68,16 @@ def explain_images(
 
 
 def explain_eval_split(
-    model_run_dir: str,
+    attributions_dir: str,
     classify: PixelClassifier,
     eval_files: list[str],
     dataset: DatasetConfig,
     settings: ExplainConfig,
 ) -> Attributions | None:
-    """Writes the attributions of the exported model's eval answers into `model_run_dir`.
+    """Writes the attributions of the served model's eval answers into `attributions_dir`.
 
-    `classify` is the exported model, loaded (`write_model_folder` returns it). Returns
-    the attributions, or None when `settings` explain nothing.
+    `classify` is the served model, loaded. Returns the attributions, or None when
+    `settings` explain nothing.
     """
     if not settings.enabled:
         return None
@@ -93,7 +88,7 @@ def explain_eval_split(
         classify, [found[c.index] for c in chosen], chosen, dataset, settings
     )
     attributions.settings["examined_examples"] = len(labels)
-    write_attributions(f"{model_run_dir.rstrip('/')}/{ATTRIBUTIONS_DIR}", attributions)
+    write_attributions(attributions_dir, attributions)
     mistakes = sum(c.mistake for c in chosen)
     logging.info(
         "Attributions: %d mistakes and %d right answers of %d eval examples, %s, %.1f s",

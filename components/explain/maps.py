@@ -23,9 +23,16 @@ import numpy as np
 import saliency.core as saliency
 import tensorflow as tf
 
-from common.config import DatasetConfig, ExplainBaseline, ExplainMethod
+from common.config import (
+    ConfigError,
+    DatasetConfig,
+    ExplainBaseline,
+    ExplainConfig,
+    ExplainMethod,
+)
 from components.images.batching import images_per_call
-from components.serving.export import FEATURE_MAPS_KEY, GRADIENTS_KEY
+from components.models import build_model
+from components.serving.export import FEATURE_MAPS_KEY, GRADIENTS_KEY, feature_map_layer
 
 TARGET_CLASS = "class"
 # Integration steps sent to the model at once, for small images; fewer for large ones
@@ -35,6 +42,29 @@ MAX_STEP_BATCH = 32
 
 class NoGradientError(ValueError):
     """The served model cannot be differentiated with respect to its pixels."""
+
+
+def require_grad_cam_layer(explain: ExplainConfig, model_name: str, dataset: DatasetConfig) -> None:
+    """Fails when the pipeline is built, not after training, when Grad-CAM is asked for and
+    the model has no layer to read (a misnamed `explain.grad_cam_layer`, or no feature maps
+    at all). Builds the model only then.
+
+    Raises:
+      ConfigError: naming the problem and what to set instead.
+    """
+    wanted = explain.enabled and explain.method_for(dataset.stores_encoded_images) == "grad_cam"
+    if not wanted and explain.grad_cam_layer is None:
+        return
+    model = build_model(model_name, dataset.image_shape, dataset.num_classes, "float32")
+    try:
+        layer = feature_map_layer(model, explain.grad_cam_layer)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if layer is None:
+        raise ConfigError(
+            f"explain.method grad_cam needs a feature-map layer, and {model_name} has none: "
+            "use explain.method=xrai or integrated_gradients"
+        )
 
 
 def pixel_range(dataset: DatasetConfig) -> tuple[float, float]:

@@ -3,7 +3,7 @@
 A folder of two files: `maps.npz` (the images as 8-bit pixels and their maps) and
 `attributions.json` (what each image is, the method and its settings, the time it
 took). The JSON is written last, so a folder without it is an unfinished step and
-reads as None. The report reads the Trainer's folder; `predict --explain` writes its own.
+reads as None. The report reads the Explainer's artifact; `predict --explain` writes its own.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import numpy as np
 from common import fileio
 from components.explain.choice import Chosen
 
-ATTRIBUTIONS_DIR = "attributions"
 _MAPS_FILE = "maps.npz"
 _INDEX_FILE = "attributions.json"
 METHOD_NAMES = {

@@ -35,10 +35,10 @@ def decode_8bit_pixels(stored: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
 
 def _stored_pixels(stored: tf.Tensor, dataset: DatasetConfig) -> tf.Tensor:
     """The parsed pixel feature [n, ...] -> pixels [n, height, width, channels]."""
-    if dataset.stores_encoded_images:
-        return decode_encoded_images(tf.reshape(stored, [-1]), dataset)
     if dataset.stores_8bit_pixels:
         return tf.reshape(decode_8bit_pixels(stored, dataset), [-1, *dataset.image_shape])
+    if dataset.stores_encoded_images:
+        return decode_encoded_images(tf.reshape(stored, [-1]), dataset)
     return tf.reshape(stored, [-1, *dataset.image_shape])
 
 

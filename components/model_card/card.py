@@ -119,9 +119,11 @@ def _version_diff(facts: CardFacts) -> str:
         if facts.blessing.baseline_model_id
         else ""
     )
+    compared = facts.baseline_comparison
+    paired = f" The Evaluator found it {compared.describe()}." if compared else ""
     return (
         f"Eval accuracy {accuracy:.4f} against {before:.4f} for the last blessed model"
-        f"{baseline} on the same eval split ({accuracy - before:+.4f})."
+        f"{baseline} on the same eval split ({accuracy - before:+.4f}).{paired}"
     )
 
 

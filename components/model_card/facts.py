@@ -3,8 +3,8 @@
 Everything comes from what the run recorded: the Model, ModelEvaluation, ModelBlessing
 and ExampleStatistics artifacts ML Metadata handed the Pusher (their ids, URIs and
 properties), TFMA's output (through `components/evaluation/results.py`), TFDV's
-statistics, and the files the Trainer wrote into the model (`training_info.json`, the
-variants' measurements). Nothing is typed in by hand.
+statistics, and the files in the served model (the Trainer's `training_info.json`, the
+ServingPackager's variant measurements). Nothing is typed in by hand.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import tensorflow_data_validation as tfdv
 from common import fileio
 from common.config import DatasetConfig, EvaluatorConfig
 from components.evaluation import results
+from components.evaluation.baseline_test import BaselineComparison
 from components.serving.export import TRAINING_INFO_PATH
 from components.serving.measurements import read_measurements
 
@@ -87,6 +88,9 @@ class CardFacts:
     blessing: Blessing
     serving_check: str | None
     sources: list[Source]
+    # The candidate against the last blessed model on the same eval examples (the
+    # Evaluator's verdict); None for a first model or an evaluation without a verdict.
+    baseline_comparison: BaselineComparison | None = None
 
 
 def source(kind: str, artifact: Any) -> Source:
@@ -143,7 +147,7 @@ def training_info(model_dir: str) -> dict[str, Any]:
 
 
 def evaluator_blessing(blessing: Any, evaluation_uri: str, dataset: DatasetConfig) -> Blessing:
-    """The Evaluator's ModelBlessing in words: TFMA's validation result says why."""
+    """The Evaluator's ModelBlessing in words: its verdict says why."""
     blessed = bool(_custom(blessing, "blessed"))
     baseline = _custom(blessing, "baseline_model_id")
     return Blessing(
@@ -201,6 +205,7 @@ def gather(
     """
     metrics, baseline_metrics = results.overall_metrics(evaluation.uri)
     matrix = results.confusion_matrix(evaluation.uri, dataset.num_classes)
+    verdict = results.read_verdict(evaluation.uri)
     return CardFacts(
         dataset=dataset,
         slice_rule=slice_rule,
@@ -229,4 +234,5 @@ def gather(
             ]
             if artifact is not None
         ],
+        baseline_comparison=verdict.baseline_comparison if verdict else None,
     )

@@ -37,6 +37,7 @@ from components.models._user_model import (
 
 __all__ = [
     "BACKBONES",
+    "PROBABILITIES_LAYER",
     "MODEL_BUILDERS",
     "build_model",
     "check_backbone_settings",
@@ -50,6 +51,9 @@ __all__ = [
     "user_model_source",
     "weights_fingerprint",
 ]
+
+# Every model's last layer: the float32 softmax over its logits (the layer's input).
+PROBABILITIES_LAYER = "probabilities"
 
 LogitsFn = Callable[
     [tf_keras.layers.Layer, int, tf_keras.mixed_precision.Policy], tf_keras.layers.Layer
@@ -174,19 +178,19 @@ def build_model(
     """
     policy = tf_keras.mixed_precision.Policy(precision)
     inputs = tf_keras.Input(shape=image_shape, name=IMAGE_KEY)
+    logits_fn = None if is_user_model(name) else get_model_builder(name)
     options = {}
     if dropout is not None:
-        logits_fn = None if is_user_model(name) else get_model_builder(name)
         if logits_fn is None or "dropout" not in inspect.signature(logits_fn).parameters:
             raise ConfigError(f"trainer.dropout: model {name!r} has no dropout; leave it unset")
         options["dropout"] = dropout
-    if is_user_model(name):
-        logits = user_logits(name, inputs, num_classes, policy)
+    if logits_fn is not None:
+        logits = logits_fn(inputs, num_classes, policy, **options)
     else:
-        logits = get_model_builder(name)(inputs, num_classes, policy, **options)
-    probabilities = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")(
-        logits
-    )
+        logits = user_logits(name, inputs, num_classes, policy)
+    probabilities = tf_keras.layers.Activation(
+        "softmax", dtype="float32", name=PROBABILITIES_LAYER
+    )(logits)
     return tf_keras.Model(inputs, probabilities, name=name.rpartition(":")[2])
 
 

@@ -1,8 +1,8 @@
 """The exported model's answers on the eval split, streamed a batch at a time.
 
-Temperature scaling fits on them and the attribution step searches them for
-mistakes; both then need only a few of the split's images again (`eval_pixels`),
-so memory holds one batch and the answers, whatever the split's size.
+Temperature scaling (the ServingPackager) fits on them and the attribution step (the
+Explainer) searches them for mistakes; both then need only a few of the split's images
+again (`eval_pixels`), so memory holds one batch and the answers, whatever the split's size.
 """
 
 from __future__ import annotations
@@ -32,9 +32,10 @@ class PixelClassifier:
     """The SavedModel's `pixels` signature as a function: pixels [n, ...] -> probabilities.
 
     It holds the loaded model: a signature alone does not keep its variables alive. The
-    Trainer loads its export once and hands this to every step that asks the model (the
-    drift reference, the SavedModel's measurement beside its TFLite variants, the
-    attributions): a load costs seconds (about 6 s for a 96x96 MobileNetV2 under a
+    ServingPackager loads the Trainer's export once and hands this to every step that
+    asks the model (the temperature fit, the drift reference, the SavedModel's
+    measurement beside its TFLite variants); the Explainer loads the served model once
+    for its attributions: a load costs seconds (about 6 s for a 96x96 MobileNetV2 under a
     profiler), more than those steps' own work.
     """
 

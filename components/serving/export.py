@@ -36,7 +36,6 @@ from components.contract import IMAGE_KEY
 from components.images.decode import decode_encoded_images, unit_range
 from components.models import build_model
 from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
-from components.serving.temperature import rescale_tensor
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"
@@ -62,6 +61,23 @@ def serving_copy(
     copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
     copy.set_weights(weights)
     return copy
+
+
+def serving_model(
+    model: tf_keras.Model,
+    model_name: str,
+    dataset: DatasetConfig,
+    precision: str,
+    num_workers: int,
+) -> tf_keras.Model:
+    """What the Trainer exports of its trained `model`: the model itself where it computed in
+    float32 on one worker, else a float32 copy of its weights (`serving_copy`).
+
+    Every worker of a cluster calls it: reading the weights is a collective there.
+    """
+    if precision == "float32" and num_workers == 1:
+        return model
+    return serving_copy(model.get_weights(), model_name, dataset)
 
 
 def feature_map_layer(model: tf_keras.Model, name: str | None) -> tf_keras.layers.Layer | None:
@@ -104,23 +120,25 @@ def export_serving_model(
     dataset: DatasetConfig,
     export_dir: str,
     training_info: dict[str, Any],
-    temperature: float | None = None,
     grad_cam_layer: str | None = None,
 ) -> None:
     """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
 
     Args:
-      model: a float32 model taking transformed images.
+      model: a float32 model taking transformed images (a temperature-scaled one too,
+        `components/serving/temperature.py`: every signature serves what it answers).
       transform_output: the Transform graph to apply to parsed examples.
       dataset: names the label feature, which serving requests do not carry.
       export_dir: where the SavedModel goes (TFX's `serving_model_dir`).
       training_info: device, strategy and policy the model was trained with;
-        written to `assets.extra/training_info.json`.
-      temperature: if set, every signature answers softmax(log p / temperature)
-        (`components/serving/temperature.py`).
+        written to `assets.extra/training_info.json`, with the Grad-CAM layer's name.
       grad_cam_layer: the layer whose feature maps `FEATURE_MAP_GRADIENTS` returns
         (`explain.grad_cam_layer`); None: the last with a feature map.
+
+    Raises:
+      ValueError: `grad_cam_layer` is not a feature-map layer of the model.
     """
+    layer = feature_map_layer(model, grad_cam_layer)
     model.tft_layer = transform_output.transform_features_layer()
     # Requests carry the image only: no label, ids or the image's size statistics.
     feature_spec = {
@@ -129,11 +147,8 @@ def export_serving_model(
     if dataset.stores_8bit_pixels:
         scaled_values = scaled_8bit_values(model.tft_layer, dataset)
 
-    def rescaled(probabilities: tf.Tensor) -> tf.Tensor:
-        return probabilities if temperature is None else rescale_tensor(probabilities, temperature)
-
     def classify(images: tf.Tensor) -> dict[str, tf.Tensor]:
-        return {SERVING_OUTPUT_KEY: rescaled(model(images, training=False))}
+        return {SERVING_OUTPUT_KEY: model(images, training=False)}
 
     def transformed(raw: dict[str, tf.Tensor]) -> tf.Tensor:
         return model.tft_layer(raw)[IMAGE_KEY]
@@ -143,11 +158,11 @@ def export_serving_model(
 
     def pixel_images(pixels: tf.Tensor) -> tf.Tensor:
         """The model's input for `pixels`, as the Transform graph would make it."""
+        if dataset.stores_8bit_pixels:  # the Transform graph takes bytes: its table instead
+            return scale_8bit_pixels(pixels, scaled_values)
         if dataset.stores_encoded_images:
             # The Transform graph takes encoded photos: decoded pixels skip to its last step.
             return unit_range(pixels)
-        if dataset.stores_8bit_pixels:  # the Transform graph takes bytes: its table instead
-            return scale_8bit_pixels(pixels, scaled_values)
         # The flat pixel list of a tf.Example; the label and other features are not needed.
         return transformed({dataset.pixel_feature: tf.reshape(pixels, [-1, dataset.pixel_count])})
 
@@ -173,8 +188,8 @@ def export_serving_model(
     def serve_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
         return predict_pixels(pixels)
 
-    layer = feature_map_layer(model, grad_cam_layer)
     if layer is not None:
+        training_info = {**training_info, GRAD_CAM_LAYER_KEY: layer.name}
         # The layer's output in this model's graph: a nested backbone's `output` is its own.
         maps = layer.get_output_at(len(layer.inbound_nodes) - 1)
         maps_and_answers = tf_keras.Model(model.inputs, [maps, model.output])
@@ -184,7 +199,7 @@ def export_serving_model(
         def feature_map_gradients(pixels: tf.Tensor, target: tf.Tensor) -> dict[str, tf.Tensor]:
             with tf.GradientTape() as tape:
                 maps, probabilities = maps_and_answers(pixel_images(pixels), training=False)
-                score = rescaled(probabilities)[:, target]
+                score = probabilities[:, target]
             return {FEATURE_MAPS_KEY: maps, GRADIENTS_KEY: tape.gradient(score, maps)}
 
         setattr(model, FEATURE_MAP_GRADIENTS, feature_map_gradients)
@@ -192,8 +207,20 @@ def export_serving_model(
     signatures = {SERVING_SIGNATURE: serve_examples, PIXELS_SIGNATURE: serve_pixels}
     if dataset.image_shape[2] in (1, 3):  # encoded images decode to gray or RGB only
         signatures[IMAGES_SIGNATURE] = serve_images
-    model.save(export_dir, save_format="tf", signatures=signatures)
+    # A trained model carries its optimizer: serving needs the weights only.
+    model.save(export_dir, save_format="tf", signatures=signatures, include_optimizer=False)
     write_training_info(export_dir, training_info)
+
+
+def trained_weights(saved_model_dir: str) -> list[np.ndarray]:
+    """The weights of an exported model, in `get_weights` order (for `serving_copy`)."""
+    return tf_keras.models.load_model(saved_model_dir, compile=False).get_weights()
+
+
+def read_training_info(export_dir: str) -> dict[str, Any]:
+    """The model's `assets.extra/training_info.json`."""
+    with tf.io.gfile.GFile(os.path.join(export_dir, TRAINING_INFO_PATH)) as handle:
+        return json.load(handle)
 
 
 def write_training_info(export_dir: str, training_info: dict[str, Any]) -> None:

@@ -1,109 +1,97 @@
-"""Everything one trained model is served as, written into the Trainer's model folder.
+"""Everything one trained model is served as, made from the Trainer's export in a folder of its own.
 
-The SavedModel first (refitted to a temperature when `serving.temperature_scaling` asks
-and it helps), then TF Serving's warmup requests for it and the drift
-reference `predict` compares its input with (`components/drift/reference.py`),
-then each variant measured against it (TFLite today).
-The Trainer writes them, not a later component, so the variants are part of
-the model artifact and the Pusher's one copy publishes exactly what was
+The ServingPackager (`components/packager.py`) calls `package_model` after the Trainer:
+the SavedModel first, refitted to a temperature when `serving.temperature_scaling` asks
+and it helps (else copied as the Trainer exported it, warmup requests included), then
+the drift reference `predict` compares its input with (`components/drift/reference.py`),
+then each variant measured against it (TFLite today). The Evaluator judges this folder
+and the Pusher's one copy publishes it, so what is served is what was evaluated and
 measured. A new serving format is one more step here and a module beside this one.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-import numpy as np
-import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
 
 from common.config import DatasetConfig, ServingConfig
+from common.tfx_api import io_utils
 from components.drift.reference import write_drift_reference
 from components.serving.answers import PixelClassifier, eval_answers
 from components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
-    feature_map_layer,
+    read_training_info,
     serving_copy,
+    trained_weights,
     write_training_info,
 )
-from components.serving.temperature import TEMPERATURE_INFO_KEY, fit_temperature
+from components.serving.temperature import (
+    TEMPERATURE_INFO_KEY,
+    fit_temperature,
+    with_temperature,
+)
 from components.serving.tflite_variants import export_tflite_variants
 from components.serving.warmup import write_warmup_requests
 
 
-def write_model_folder(
-    weights: list[np.ndarray],
-    model_name: str,
+def package_model(
+    trained_dir: str,
+    package_dir: str,
     transform_output: tft.TFTransformOutput,
     dataset: DatasetConfig,
     serving: ServingConfig,
     *,
-    export_dir: str,
     train_files: list[str],
     eval_files: list[str],
-    training_info: dict[str, Any],
-    grad_cam_layer: str | None = None,
 ) -> PixelClassifier:
-    """Exports the SavedModel with the trained `weights`, its warmup requests, then its
-    measured variants; returns the export, loaded once for every step that asks it.
+    """Writes the served model into `package_dir`: the Trainer's SavedModel (temperature-scaled
+    when that helps), its drift reference and its measured variants; returns it, loaded.
 
     Args:
-      weights: the trained model's weights (read on every worker, see `serving_copy`).
-      model_name: `trainer.model`, to build the float32 serving copy.
-      transform_output: the Transform graph the signatures apply.
+      trained_dir: the Trainer's SavedModel, with its signatures and warmup requests.
+      package_dir: where the served model goes (the ServingPackager's Model artifact).
+      transform_output: the Transform graph the signatures apply (for a re-export).
       dataset: shapes, feature names and classes.
-      serving: which variants, and the accuracy each must keep.
-      export_dir: TFX's `serving_model_dir`.
-      train_files: the training split (calibration images for int8).
-      eval_files: the eval split every variant is measured on.
-      training_info: how the model was trained, saved beside it.
-      grad_cam_layer: the layer whose feature maps the model keeps for Grad-CAM
-        (`explain.grad_cam_layer`; None: its last feature-map layer).
+      serving: which variants, the accuracy each must keep, temperature scaling.
+      train_files: the training split (calibration images for int8, drift reference).
+      eval_files: the eval split every fit and measurement is made on.
     """
-    model = serving_copy(weights, model_name, dataset)
-    layer = feature_map_layer(model, grad_cam_layer)
-    if layer is not None:  # resolved once: both exports keep it, training_info names it
-        grad_cam_layer = layer.name
-        training_info = {**training_info, GRAD_CAM_LAYER_KEY: grad_cam_layer}
-    export_serving_model(
-        model, transform_output, dataset, export_dir, training_info, None, grad_cam_layer
-    )
+    trained = PixelClassifier(trained_dir)  # loaded once: answers the fit, the reference, TFLite
+    served = trained
+    training_info = read_training_info(trained_dir)
     if serving.temperature_scaling:
-        answers = eval_answers(
-            PixelClassifier(export_dir), eval_files, dataset, serving.measured_examples
-        )
+        answers = eval_answers(trained, eval_files, dataset, serving.measured_examples)
         fit = fit_temperature(*answers)
         training_info = {**training_info, TEMPERATURE_INFO_KEY: fit.as_json()}
         logging.info("Temperature scaling: %s", fit.as_json())
-        if fit.applied:  # the same model again, its signatures answering the scaled softmax
-            tf.io.gfile.rmtree(export_dir)
+        if fit.applied:  # the same weights again, its signatures answering the scaled softmax
+            model = serving_copy(trained_weights(trained_dir), training_info["model"], dataset)
             export_serving_model(
-                model,
+                with_temperature(model, fit.temperature),
                 transform_output,
                 dataset,
-                export_dir,
+                package_dir,
                 training_info,
-                fit.temperature,
-                grad_cam_layer,
+                training_info.get(GRAD_CAM_LAYER_KEY),
             )
-        else:
-            write_training_info(export_dir, training_info)
-    write_warmup_requests(export_dir, eval_files, dataset)
-    exported = PixelClassifier(export_dir)
+            write_warmup_requests(package_dir, eval_files, dataset)
+            served = PixelClassifier(package_dir)
+    if served is trained:
+        io_utils.copy_dir(trained_dir, package_dir)
+        write_training_info(package_dir, training_info)
     reference = write_drift_reference(
-        export_dir,
+        package_dir,
         train_files,
         eval_files,
         dataset,
         serving.measured_examples,
-        exported.serve_examples,
+        served.serve_examples,
     )
     logging.info("Drift reference: the signals of %s", reference.describe())
     variants = export_tflite_variants(
-        export_dir, exported, train_files, eval_files, dataset, serving
+        package_dir, served, train_files, eval_files, dataset, serving
     )
     for measured in variants:
         logging.info("Serving variant %s", measured)
-    return exported
+    return served

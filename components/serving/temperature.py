@@ -19,8 +19,10 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-import tensorflow as tf
+import tf_keras
 from scipy import optimize
+
+from components.models import PROBABILITIES_LAYER
 
 # Where the fit is recorded in the model's training_info.json (the run summary's `trainer`).
 TEMPERATURE_INFO_KEY = "temperature_scaling"
@@ -69,10 +71,19 @@ def rescale(probabilities: np.ndarray, temperature: float) -> np.ndarray:
     return scaled / scaled.sum(axis=1, keepdims=True)
 
 
-def rescale_tensor(probabilities: tf.Tensor, temperature: float) -> tf.Tensor:
-    """`rescale` in the serving graph (float32, as the model's output)."""
-    logits = tf.math.log(tf.maximum(probabilities, _TINY)) / temperature
-    return tf.nn.softmax(logits, axis=-1)
+def with_temperature(model: tf_keras.Model, temperature: float) -> tf_keras.Model:
+    """`model` answering softmax(logits / T), which is `rescale` of its probabilities.
+
+    Every model ends in the float32 softmax `build_model` adds (`probabilities`), whose
+    input is the logits: the scaled model divides them first, with Keras's own layers,
+    so the served SavedModel loads as Keras anywhere (the Evaluator, a warm start).
+    """
+    logits = model.get_layer(PROBABILITIES_LAYER).input
+    scaled = tf_keras.layers.Rescaling(1 / temperature, dtype="float32", name="temperature")(logits)
+    probabilities = tf_keras.layers.Activation(
+        "softmax", dtype="float32", name="scaled_probabilities"
+    )(scaled)
+    return tf_keras.Model(model.inputs, probabilities, name=model.name)
 
 
 def calibration_error(probabilities: np.ndarray, labels: np.ndarray) -> float:

@@ -1,7 +1,8 @@
 """TFLite variants of the exported model, each measured against the SavedModel before it ships.
 
-The Trainer writes them right after the export (`model_folder.py`), so the
-variants live inside the model artifact (`tflite/`) and the Pusher's one copy
+The ServingPackager writes them into the served model it makes from the Trainer's
+export (`model_folder.py`), so the variants live inside that model artifact
+(`tflite/`) and the Pusher's one copy
 publishes them with the SavedModel: the same version number, the same atomic
 rename, and only files that were measured. Each variant converts the
 SavedModel's `pixels` signature (TFLite's builtin ops cannot parse
@@ -11,7 +12,7 @@ smaller one), read a batch at a time, so memory does not grow with the split; a
 variant whose accuracy falls more than `serving.max_accuracy_drop` below the
 SavedModel's is held back and `tflite/measurements.json` says why. The
 measurements (accuracy, size, single-image latency on the CPU that ran the
-export) travel with the model into the run summary and report.
+ServingPackager) travel with the model into the run summary and report.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def read_split(
     """All of `split_batches` in memory: pixels [n, ...] and labels [n].
 
     For tools that hold a small split whole (the pruning benchmark, the TF.js check);
-    the Trainer's measurements stream `split_batches` instead.
+    the ServingPackager's measurements stream `split_batches` instead.
     """
     batches = list(split_batches(file_patterns, dataset, limit).as_numpy_iterator())
     if not batches:

@@ -2,9 +2,11 @@
 
 TF Serving replays `assets.extra/tf_serving_warmup_requests` (a TFRecord file of
 `PredictionLog` records) when it loads a version, so no client's first request pays
-for initialising the graph. The Trainer writes it into the model folder
-(`model_folder.py`), so every pushed copy carries it, and the Pusher's serving check
-(`server_check.py`) sends the same requests to a model server before the push.
+for initialising the graph. The Trainer writes it with its export, one request per
+signature the export defines, so every SavedModel the pipeline makes is servable and
+checkable as it stands (the ServingPackager's copy carries it, its temperature-scaled
+re-export gets its own); the Pusher's serving check (`server_check.py`) sends the same
+requests to a model server before the push.
 
 `serving_default` takes serialized examples, the one kind of request TFX's
 InfraValidator builds: its request builder finds the signature's input and makes
@@ -16,8 +18,9 @@ what their clients send, so those two requests are built here.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import tensorflow as tf
@@ -54,15 +57,16 @@ def signature_defs(saved_model_dir: str) -> dict[str, meta_graph_pb2.SignatureDe
     return {name: signatures[name] for name in names if not name.startswith("__")}
 
 
-def _encoded_images(serialized: list[bytes], dataset: DatasetConfig) -> np.ndarray:
-    """What an `images` client sends: the stored photo bytes, or the pixels as 8-bit PNGs."""
+def _encoded_images(
+    serialized: list[bytes], pixels: Callable[[], tf.Tensor], dataset: DatasetConfig
+) -> np.ndarray:
+    """What an `images` client sends: the stored photo bytes, or the `pixels()` as 8-bit PNGs."""
     if dataset.stores_encoded_images:
         spec = {dataset.pixel_feature: tf.io.FixedLenFeature([1], tf.string)}
         return tf.io.parse_example(serialized, spec)[dataset.pixel_feature][:, 0].numpy()
-    pixels, _ = parse_pixels(tf.constant(serialized), dataset)
     low, high = dataset.source.image_value_range  # the inverse of `scale_pixels`
     eight_bit = tf.cast(
-        tf.clip_by_value(tf.round((pixels - low) * MAX_8BIT / (high - low)), 0, 255), tf.uint8
+        tf.clip_by_value(tf.round((pixels() - low) * MAX_8BIT / (high - low)), 0, 255), tf.uint8
     )
     return np.array([tf.io.encode_png(image).numpy() for image in eight_bit], dtype=object)
 
@@ -98,18 +102,20 @@ def build_requests(
       ValueError: a signature this module cannot build a request for (a new
         signature in `export.py` needs its request here, or it would go unchecked).
     """
+
+    @functools.cache
+    def pixels() -> tf.Tensor:
+        """What a `pixels` client sends: the examples' pixels, photos decoded and resized."""
+        return parse_pixels(tf.constant(serialized), dataset)[0]
+
     builders = {
         SERVING_SIGNATURE: lambda: _examples_request(
             SERVING_SIGNATURE, signatures[SERVING_SIGNATURE], serialized
         ),
         IMAGES_SIGNATURE: lambda: _request(
-            IMAGES_SIGNATURE, IMAGES_INPUT_KEY, _encoded_images(serialized, dataset)
+            IMAGES_SIGNATURE, IMAGES_INPUT_KEY, _encoded_images(serialized, pixels, dataset)
         ),
-        PIXELS_SIGNATURE: lambda: _request(
-            PIXELS_SIGNATURE,
-            PIXELS_INPUT_KEY,
-            parse_pixels(tf.constant(serialized), dataset)[0].numpy(),
-        ),
+        PIXELS_SIGNATURE: lambda: _request(PIXELS_SIGNATURE, PIXELS_INPUT_KEY, pixels().numpy()),
     }
     unknown = sorted(set(signatures) - set(builders))
     if unknown:
@@ -128,12 +134,13 @@ def write_warmup_requests(
 ) -> list[predict_pb2.PredictRequest]:
     """Writes a request per published signature, from the first eval examples, as TF Serving
     reads them: `PredictionLog` records with a `predict_log` each."""
+    signatures = signature_defs(saved_model_dir)
     files = sorted(path for pattern in eval_files for path in tf.io.gfile.glob(pattern))
     records = tf.data.TFRecordDataset(files, compression_type="GZIP").take(WARMUP_EXAMPLES)
     serialized = [record.numpy() for record in records]
     if not serialized:
         raise ValueError(f"no eval examples for the warmup requests in {eval_files}")
-    requests = build_requests(serialized, dataset, signature_defs(saved_model_dir))
+    requests = build_requests(serialized, dataset, signatures)
     tfx_api.io_utils.write_tfrecord_file(
         os.path.join(saved_model_dir, WARMUP_FILE),
         *(

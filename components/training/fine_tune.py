@@ -2,7 +2,8 @@
 
 With `trainer.frozen_backbone_epochs` N > 0 a backbone trains in two phases, each
 one `train` call (Keras reads `trainable` when it builds the step, so each phase
-compiles anew, with an optimizer of its own):
+compiles anew, with an optimizer of its own); every other training is one phase of
+all its epochs, compiled the same way (`train_in_phases`):
 
 1. `frozen_backbone`, epochs 1 to N: the backbone frozen, BatchNorm in inference
    mode; the new head learns on pretrained features at the recipe's rate, which
@@ -50,9 +51,9 @@ def fine_tuning_phases(config: TrainerConfig) -> list[Phase]:
     return phases
 
 
-def phase_config(config: TrainerConfig, phase: Phase) -> TrainerConfig:
+def phase_config(config: TrainerConfig, phase: Phase | None) -> TrainerConfig:
     """The recipe one phase trains with: the fine-tuning phase at the lower peak rate."""
-    if not phase.backbone_trainable:
+    if phase is None or not phase.backbone_trainable:
         return config
     return config.model_copy(
         update={"learning_rate": config.learning_rate * config.fine_tune_learning_rate_factor}
@@ -61,32 +62,19 @@ def phase_config(config: TrainerConfig, phase: Phase) -> TrainerConfig:
 
 def describe_phases(config: TrainerConfig, global_batch_size: int) -> list[dict[str, Any]]:
     """What training_info records of each phase: its epochs (from 1) and peak rate."""
+    phases = [(phase, phase_config(config, phase)) for phase in fine_tuning_phases(config)]
     return [
         {
             "phase": phase.name,
             "epochs": [phase.first_epoch + 1, phase.end_epoch],
             "backbone_trainable": phase.backbone_trainable,
-            "peak_learning_rate": peak_learning_rate(
-                phase_config(config, phase), global_batch_size
-            ),
+            "peak_learning_rate": peak_learning_rate(recipe, global_batch_size),
         }
-        for phase in fine_tuning_phases(config)
+        for phase, recipe in phases
     ]
 
 
-def _joined(model: tf_keras.Model, histories: list[tf_keras.callbacks.History]):
-    """One History over every phase's epochs, as a single `fit` would have returned."""
-    joined = tf_keras.callbacks.History()
-    joined.set_model(model)
-    joined.epoch = []
-    for history in histories:
-        joined.epoch += history.epoch
-        for name, values in history.history.items():
-            joined.history.setdefault(name, []).extend(values)
-    return joined
-
-
-def train_fine_tuned(
+def train_in_phases(
     model: tf_keras.Model,
     train_dataset: tf.distribute.DistributedDataset | tf.data.Dataset,
     eval_input: EvalInput,
@@ -100,40 +88,46 @@ def train_fine_tuned(
     backup_dir: str,
     is_chief: bool = True,
 ) -> tf_keras.callbacks.History:
-    """Trains a backbone model phase by phase (`fine_tuning_phases`); compiles it for each.
+    """Compiles and trains `model` phase by phase (`fine_tuning_phases`): a pretrained
+    backbone's fine-tuning phases, else the one ordinary training of `config.epochs`.
 
     Args:
-      model: built by `build_model` for a backbone, with its pretrained weights.
+      model: built by `build_model` (a backbone with its pretrained weights), not compiled.
       is_chief: removes the first phase's backup at the end (one worker of several).
       Others: as `components.training.loop.train`.
     """
-    histories = []
-    for phase in fine_tuning_phases(config):
-        with strategy.scope():
-            freeze_backbone(model, frozen=not phase.backbone_trainable)
-            steps = steps_per_epoch * (phase.end_epoch - phase.first_epoch)
-            optimizer = make_optimizer(
-                phase_config(config, phase), batch_size, steps_per_epoch, steps
-            )
+    # No phase (None): the whole run at once, backing up into `backup_dir` itself.
+    phases = [(phase, phase_config(config, phase)) for phase in fine_tuning_phases(config)]
+    # One History over every phase's epochs, as a single `fit` would have returned.
+    joined = tf_keras.callbacks.History()
+    joined.set_model(model)
+    joined.epoch = []
+    for phase, recipe in phases or [(None, config)]:
+        steps = steps_per_epoch * (phase.end_epoch - phase.first_epoch if phase else config.epochs)
+        with strategy.scope():  # the optimizer's variables too
+            optimizer = make_optimizer(recipe, batch_size, steps_per_epoch, steps)
+            if phase is not None:
+                freeze_backbone(model, frozen=not phase.backbone_trainable)
             compile_model(
                 model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
             )
-        histories.append(
-            train(
-                model,
-                train_dataset,
-                eval_input,
-                strategy=strategy,
-                policy=policy,
-                config=config,
-                steps_per_epoch=steps_per_epoch,
-                batch_size=batch_size,
-                log_dir=log_dir,
-                backup_dir=os.path.join(backup_dir, phase.name),
-                phase=phase,
-            )
+        history = train(
+            model,
+            train_dataset,
+            eval_input,
+            strategy=strategy,
+            policy=policy,
+            config=config,
+            steps_per_epoch=steps_per_epoch,
+            batch_size=batch_size,
+            log_dir=log_dir,
+            backup_dir=os.path.join(backup_dir, phase.name) if phase else backup_dir,
+            phase=phase,
         )
+        joined.epoch += history.epoch
+        for name, values in history.history.items():
+            joined.history.setdefault(name, []).extend(values)
     kept = os.path.join(backup_dir, FROZEN_BACKBONE)
     if is_chief and tf.io.gfile.exists(kept):
         tf.io.gfile.rmtree(kept)
-    return _joined(model, histories)
+    return joined

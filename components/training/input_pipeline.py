@@ -114,6 +114,20 @@ def count_examples(file_patterns: list[str]) -> int:
     return int(records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
 
 
+def steps_per_epoch(
+    epochs: int, train_steps: int | None, train_files: list[str], batch_size: int
+) -> int:
+    """Batches per epoch: `train_steps` split over the epochs, else one pass over the data.
+
+    Without a step count, training length follows the data: `epochs` passes of
+    whole global batches (at least one batch per epoch), so the same
+    configuration suits 1,000 images and 100,000.
+    """
+    if train_steps is not None:
+        return max(1, train_steps // epochs)
+    return max(1, count_examples(train_files) // batch_size)
+
+
 def global_batch_size(per_replica_batch_size: int, num_replicas: int) -> int:
     """Each replica gets `per_replica_batch_size` examples of every global batch."""
     if per_replica_batch_size < 1 or num_replicas < 1:
@@ -159,13 +173,13 @@ def make_dataset(
     if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    if dataset.stores_encoded_images:
-        decode = _parse_and_decode_photo(transform_output, dataset, augmentation.crop_area)
-        batches = records.map(decode, tf.data.AUTOTUNE).batch(batch_size, drop_remainder=True)
-    else:
+    if not dataset.stores_encoded_images:  # pixel data: parsed and transformed a batch at a time
         batches = records.batch(batch_size, drop_remainder=True).map(
             _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
         )
+    else:  # photos: decoded one by one (a random crop if set), then batched
+        decode = _parse_and_decode_photo(transform_output, dataset, augmentation.crop_area)
+        batches = records.map(decode, tf.data.AUTOTUNE).batch(batch_size, drop_remainder=True)
     if augmentation.per_batch:
         batches = batches.map(
             lambda images, labels: (augmentation(images), labels), tf.data.AUTOTUNE
@@ -283,10 +297,10 @@ def _parse_and_decode_photo(
     def decode(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         raw = tf.io.parse_single_example(serialized, spec)
         encoded = tf.reshape(raw[dataset.pixel_feature], [])
-        if crop_area is None:
-            pixels = decode_encoded_image(encoded, dataset)
-        else:
+        if crop_area is not None:
             pixels = random_resized_crop(encoded, dataset.image_shape, crop_area)
+        else:
+            pixels = decode_encoded_image(encoded, dataset)
         label = tf.reshape(tf.cast(raw[dataset.label_feature], tf.int64), [])
         return unit_range(pixels), label
 

@@ -1,4 +1,4 @@
-"""The training loop itself: how long an epoch is, and Keras's fit or the custom loop.
+"""The training loop itself: Keras's fit or the custom loop.
 
 Both loops take the same callbacks (backups, TensorBoard, epoch lines) and report
 the same metrics, so `trainer.loop` changes how a step runs, never what is logged.
@@ -12,23 +12,9 @@ import tf_keras
 from common.config import TrainerConfig
 from components.device.policy import TrainingPolicy
 from components.training.custom_loop import train_custom_loop
-from components.training.input_pipeline import EvalInput, count_examples
+from components.training.input_pipeline import EvalInput
 from components.training.pruning import pruning_callbacks
 from components.training.training_logs import Phase, training_callbacks
-
-
-def steps_per_epoch(
-    epochs: int, train_steps: int | None, train_files: list[str], batch_size: int
-) -> int:
-    """Batches per epoch: `train_steps` split over the epochs, else one pass over the data.
-
-    Without a step count, training length follows the data: `epochs` passes of
-    whole global batches (at least one batch per epoch), so the same
-    configuration suits 1,000 images and 100,000.
-    """
-    if train_steps is not None:
-        return max(1, train_steps // epochs)
-    return max(1, count_examples(train_files) // batch_size)
 
 
 def train(

@@ -5,12 +5,11 @@ AVX-512 VNNI, BF16 or AMX) keeps every byte a training step held until the proce
 cnn_bn at 224x224, batch 16, left 1.5 GiB behind in the pipeline's process, under
 the TFLite conversions, the Evaluator and the Pusher that came after it
 (docs/benchmarks.md, "Memory of a photo run"). Trained in a child, those bytes
-are the child's, returned when it exits; the pipeline's process then exports the
-weights the child hands back, as it would have in-process.
+are the child's, returned when it exits.
 
 The child is `python -m components.trainer_child WORK_DIR`: it reads the request
-written here, trains exactly as `run_fn` does in-process, and writes the weights
-and the training's description back. Its log records come back over its stdout
+written here and calls `run_fn` with it, which trains and exports there exactly as it
+does in-process. Its log records come back over its stdout
 and are logged again here (the progress line shows its epochs); TensorFlow's own
 output shares this process's stderr. The kernel kills it if this process dies
 (`common/child_process.py`); Ctrl-C reaches both, and this side stops it.
@@ -38,7 +37,6 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import portalocker
 import tensorflow as tf
 from absl import logging
@@ -64,23 +62,7 @@ OWNER_LOCK_FILE = "owner.lock"
 CHILD_MIN_BATCH_VALUES = 2**20
 # A child's stdout line that carries one of its log records: the prefix, then [level, message].
 LOG_LINE_PREFIX = "tpu-pipeline-log "
-REQUEST_FILE, WEIGHTS_FILE, INFO_FILE, ERROR_FILE = (
-    "request.json",
-    "weights.npz",
-    "training_info.json",
-    "error.json",
-)
-
-
-# TFX's arguments a request carries as they are (the others it resolves first).
-_FN_ARGS_FIELDS = (
-    "custom_config",
-    "train_files",
-    "eval_files",
-    "transform_graph_path",
-    "eval_steps",
-    "train_steps",
-)
+REQUEST_FILE, ERROR_FILE = "request.json", "error.json"
 
 
 class TrainingProcessError(RuntimeError):
@@ -89,36 +71,28 @@ class TrainingProcessError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainingRequest:
-    """What the child needs to train as `run_fn` would: TFX's arguments, resolved values."""
+    """What the child needs to train and export as `run_fn` would: TFX's arguments to it."""
 
     custom_config: dict[str, Any]
-    tuned: dict[str, Any]  # the Tuner's best values, applied over the trainer section
     train_files: list[str]
     eval_files: list[str]
     transform_graph_path: str
     eval_steps: int | None
     train_steps: int | None
-    log_dir: str
-    backup_dir: str
-    base_model: str | None
+    serving_model_dir: str  # where the model is exported
+    model_run_dir: str  # its logs
+    base_model: str | None  # to warm-start from
+    hyperparameters: dict[str, Any] | None  # the Tuner's best, if one ran
 
     @classmethod
-    def from_fn_args(
-        cls, fn_args: FnArgs, tuned: dict[str, Any], backup_dir: str
-    ) -> TrainingRequest:
-        """The Trainer's TFX arguments; its logs go to `model_run_dir`."""
-        passed = {field: getattr(fn_args, field) for field in _FN_ARGS_FIELDS}
-        return cls(
-            **passed,
-            tuned=tuned,
-            log_dir=fn_args.model_run_dir,
-            backup_dir=backup_dir,
-            base_model=fn_args.base_model,
-        )
+    def from_fn_args(cls, fn_args: FnArgs) -> TrainingRequest:
+        """The Trainer's TFX arguments, as they are."""
+        fields = dataclasses.fields(cls)
+        return cls(**{field.name: getattr(fn_args, field.name) for field in fields})
 
     def fn_args(self) -> FnArgs:
-        """The TFX arguments `training_setup` reads."""
-        return FnArgs(**{field: getattr(self, field) for field in _FN_ARGS_FIELDS})
+        """The TFX arguments `run_fn` reads, as the child gives them to it."""
+        return FnArgs(**dataclasses.asdict(self))
 
     def write(self, work_dir: pathlib.Path) -> None:
         (work_dir / REQUEST_FILE).write_text(json.dumps(dataclasses.asdict(self)))
@@ -126,25 +100,6 @@ class TrainingRequest:
     @classmethod
     def read(cls, work_dir: pathlib.Path) -> TrainingRequest:
         return cls(**json.loads((work_dir / REQUEST_FILE).read_text()))
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainedWeights:
-    """What the child hands back: the model's weights in `get_weights` order, and how it
-    was trained (the `training_info` the export saves beside the model)."""
-
-    weights: list[np.ndarray]
-    training_info: dict[str, Any]
-
-    def write(self, work_dir: pathlib.Path) -> None:
-        np.savez(work_dir / WEIGHTS_FILE, *self.weights)
-        (work_dir / INFO_FILE).write_text(json.dumps(self.training_info))
-
-    @classmethod
-    def read(cls, work_dir: pathlib.Path) -> TrainedWeights:
-        with np.load(work_dir / WEIGHTS_FILE) as stored:
-            weights = [stored[f"arr_{index}"] for index in range(len(stored.files))]
-        return cls(weights, json.loads((work_dir / INFO_FILE).read_text()))
 
 
 def trains_in_child(config: TrainerConfig, dataset: DatasetConfig) -> bool:
@@ -277,8 +232,8 @@ def remove_abandoned_work_dirs(temp_dir: pathlib.Path) -> list[pathlib.Path]:
     return abandoned
 
 
-def train_in_child(request: TrainingRequest) -> TrainedWeights:
-    """Trains in a child process; returns its weights and training description.
+def train_in_child(request: TrainingRequest) -> None:
+    """Trains in a child process, which exports the model into `request.serving_model_dir`.
 
     Raises:
       TrainingProcessError: the child failed (its error), or ended without a result.
@@ -303,4 +258,3 @@ def train_in_child(request: TrainingRequest) -> TrainedWeights:
             stop_child(child)  # Ctrl-C or an error here: the child must not train on
         if returncode != 0:
             raise TrainingProcessError(failure(work_dir, returncode))
-        return TrainedWeights.read(work_dir)

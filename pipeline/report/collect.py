@@ -24,16 +24,16 @@ from components.contract import read_dataset
 from components.data_checks.anomalies import DataRejectedError
 from components.evaluation import results as evaluation_results
 from components.example_gen.odd_images import read_odd_images
-from components.explain.store import ATTRIBUTIONS_DIR, Attributions, read_attributions
+from components.explain.store import Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import tuning_results
-from pipeline.manual_blessing import trainer_model_dir
 from pipeline.node_ids import NodeIds
 from pipeline.report import data_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.run_memory import read_run_memory
 from pipeline.run_record import custom_property
-from pipeline.run_summary import ComponentResult, RunSummary, summarize_run
+from pipeline.run_summary import ComponentResult, RunSummary, served_model, summarize_run
+from serving_ops.local.blessing import trainer_model_dir
 
 VERSIONED_PACKAGES = (
     "tfx",
@@ -61,10 +61,10 @@ class TrainingFacts:
 
 @dataclasses.dataclass
 class DeploymentFacts:
-    model_dir: str  # the pushed copy, else the Trainer's export
+    model_dir: str  # the pushed copy, else the served model (the ServingPackager's)
     signatures: dict[str, dict[str, dict[str, str]]]  # name -> inputs/outputs -> name -> type
-    model_id: int  # the Trainer's Model in ML Metadata, as `serving bless` and `serving list` say
-    model_uri: str  # the Trainer's model folder, which `serving bless` takes too
+    model_id: int  # the served Model in ML Metadata, as `serving bless` and `serving list` say
+    model_uri: str  # the served model's folder, which `serving bless` takes too
     served: bool = False  # model_dir is the served copy (else the candidate nothing serves)
 
 
@@ -179,10 +179,18 @@ def _stored_status(stored: StoredRun, node: str) -> str:
 
 
 def trainer_custom_config(stored: StoredRun) -> dict[str, Any] | None:
-    """The custom_config the run's Trainer received (its dataset and trainer sections)."""
+    """The custom_config the run's Trainer received (its dataset and trainer sections), with
+    the sections of the steps after it that ran (`serving`, `explain`)."""
     execution = stored.executions.get(NodeIds.TRAINER)
     raw = custom_property(execution, "custom_config") if execution else None
-    return json.loads(raw) if raw else None
+    if not raw:
+        return None
+    sections = {}
+    for node in (NodeIds.SERVING_PACKAGER, NodeIds.EXPLAINER):
+        after = stored.executions.get(node)
+        after_raw = custom_property(after, "custom_config") if after else None
+        sections |= json.loads(after_raw) if after_raw else {}
+    return sections | json.loads(raw)
 
 
 def _collect_data(stored: StoredRun, label_feature: str | None) -> data_facts.DataFacts | None:
@@ -226,7 +234,7 @@ def _collect_training(stored: StoredRun) -> TrainingFacts | None:
 def _collect_serving(
     stored: StoredRun, summary: RunSummary, dataset: DatasetConfig
 ) -> tuple[DeploymentFacts | None, serving_facts.Samples | None]:
-    model = stored.first_output(NodeIds.TRAINER, "model")
+    model = served_model(stored.record)  # the ServingPackager's, or the Trainer's
     if model is None:
         return None, None
     model_dir = summary.pushed_model or trainer_model_dir(model)
@@ -292,9 +300,9 @@ def collect_report(
         return report
     report.data = _collect_data(stored, dataset.label_feature if dataset else None)
     report.training = _collect_training(stored)
-    model_run = stored.first_output(NodeIds.TRAINER, "model_run")
-    if model_run is not None:
-        report.attributions = read_attributions(f"{model_run.uri.rstrip('/')}/{ATTRIBUTIONS_DIR}")
+    explanation = stored.first_output(NodeIds.EXPLAINER, "explanation")
+    if explanation is not None:
+        report.attributions = read_attributions(explanation.uri)
     if trainer_config is None:
         return report
     evaluation = stored.first_output(NodeIds.EVALUATOR, "evaluation")

@@ -16,6 +16,7 @@ import jinja2
 import markupsafe
 
 from components.evaluation.results import ClassMetrics, SliceMetrics
+from components.evaluation.verdict import NOT_JUDGED
 from components.explain.store import Attributions
 from components.training.hyperparameters import format_value
 from pipeline.pipeline import NodeIds
@@ -99,16 +100,23 @@ def per_class_rows(per_class: list[ClassMetrics]) -> list[list[str]]:
     return rows
 
 
-SLICE_COLUMNS = ["slice", "value", "eval examples", "accuracy", "flagged"]
+SLICE_COLUMNS = ["slice", "value", "eval examples", "accuracy", "flagged", "bound"]
 
 
 def slice_rows(slices: list[SliceMetrics], min_examples: int | None) -> list[list[str]]:
-    """One row per slice (SLICE_COLUMNS); a slice too small to be flagged says so."""
+    """One row per slice (SLICE_COLUMNS); a slice too small to be flagged, or to be held
+    to its kind's bound, says so."""
     rows = []
     for s in slices:
         too_few = min_examples is not None and s.examples < min_examples
         flagged = "yes" if s.flagged else "too few examples to flag" if too_few else ""
-        rows.append([s.kind, s.value, str(s.examples), f"{s.accuracy:.4f}", flagged])
+        bound = ""
+        if s.bound is not None:
+            outcome = s.bound_outcome
+            if outcome == NOT_JUDGED:
+                outcome = "not judged: too few examples"
+            bound = f"{s.bound:.4f}: {outcome}"
+        rows.append([s.kind, s.value, str(s.examples), f"{s.accuracy:.4f}", flagged, bound])
     return rows
 
 

@@ -13,7 +13,7 @@ import pathlib
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.metadata_check import checked_connection
+from common.metadata_check import checked_connection
 from pipeline.run_record import RunRecord
 
 METADATA_FILE = "metadata.sqlite"

@@ -29,7 +29,7 @@ def test_data_breaking_the_schema_stops_before_training_and_pushes_nothing(rejec
     # Quiet mode: progress lines, not the libraries' logs, reach the terminal, on stderr;
     # stdout holds only the results a script reads.
     assert len(result.stderr.splitlines()) < 20
-    assert "[ 1/10] ExampleGen" in result.stderr
+    assert "[ 1/12] ExampleGen" in result.stderr
     assert "DATA REJECTED: nothing was trained or pushed" in result.stderr
     assert [line.split(":")[0] for line in result.stdout.splitlines()] == [
         "report",

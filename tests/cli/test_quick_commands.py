@@ -17,8 +17,8 @@ import sys
 import pytest
 
 from common.config import REPO_ROOT
-from pipeline import serving_actions
-from tests.pipeline.test_serving_actions import run_folder, with_a_refused_model
+from serving_ops.local import actions as serving_actions
+from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
 
 HEAVY = ("tensorflow", "tensorflow_model_analysis", "apache_beam", "tfx.dsl.io.fileio")
 # Runs the command's main() in this child, then prints what it loaded on a last line.

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
+from common.run_lock import exclusive_run
 from pipeline.input_fingerprint import LAST_SUCCESS_FILE
-from pipeline.run_lock import exclusive_run
 from tests.common.webhook_server import webhook_server
 
 RUN_DIR_NAME = "tpu-pipeline-digits"
@@ -81,7 +81,7 @@ def hold_lock_and_die_by_kill_9(run_dir) -> None:
             sys.executable,
             "-c",
             "import pathlib, sys, time\n"
-            "from pipeline.run_lock import exclusive_run\n"
+            "from common.run_lock import exclusive_run\n"
             f"with exclusive_run(pathlib.Path({str(run_dir)!r})):\n"
             "    print('locked', flush=True); time.sleep(600)",
         ],

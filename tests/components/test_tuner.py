@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 
 import keras_tuner
 import pytest
@@ -91,7 +92,9 @@ def _tuner_with_fake_training(tmp_path, monkeypatch, fake_fit, **tuner_overrides
         {"trainer.epochs": 4, "trainer.train_steps": 40}
         | {f"tuner.{k}": v for k, v in tuner_overrides.items()},
     )
-    monkeypatch.setattr(components.tuner, "training_setup", lambda *args: "setup")
+    # A CPU's setup: no TPU preflight before a trial.
+    cpu = types.SimpleNamespace(choice=types.SimpleNamespace(device="cpu"))
+    monkeypatch.setattr(components.tuner, "training_setup", lambda *args: cpu)
     monkeypatch.setattr(components.tuner, "fit", fake_fit)
     fn_args = FnArgs(
         working_dir=str(tmp_path / "work"),

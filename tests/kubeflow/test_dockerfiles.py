@@ -31,7 +31,8 @@ def test_every_copied_path_exists_and_code_is_installed(dockerfile):
     for source in copied:
         assert (REPO_ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
     # Everything setup.py packages, plus the schemas the compiled spec points at.
-    assert {"cli", "common", "pipeline", "components", "kubeflow", "schemas", "setup.py"} <= copied
+    packages = {"cli", "common", "pipeline", "serving_ops", "components", "kubeflow", "schemas"}
+    assert packages | {"setup.py"} <= copied
     text = dockerfile.read_text()
     assert "pip install -r requirements.lock" in text
     assert "pip install --no-deps -e ." in text

@@ -17,8 +17,8 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import common.webhook
 import kubeflow.exit_handler
+from common import vertex_types as gca
 from common.config import DriftConfig, EvaluatorConfig
-from kubeflow import vertex_types as gca
 from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter

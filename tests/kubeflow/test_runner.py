@@ -37,15 +37,28 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
         "DataGate",
         "Transform",
         "Trainer",
+        "ServingPackager",
+        "Explainer",
         "latest_blessed_model_resolver-model-resolver",
         "latest_blessed_model_resolver-model-blessing-resolver",
         "Evaluator",
         "Pusher",
     }
     assert set(tasks["Transform"]["dependentTasks"]) >= {"DataGate", "ExampleGen"}
-    assert set(tasks["Evaluator"]["dependentTasks"]) >= {"Trainer", "ExampleGen"}
+    # The step after the Trainer makes the served model the Evaluator and the Pusher take.
+    assert set(tasks["ServingPackager"]["dependentTasks"]) == {"Trainer", "ExampleGen", "Transform"}
+    assert set(tasks["Evaluator"]["dependentTasks"]) >= {"ServingPackager", "ExampleGen"}
+    assert set(tasks["Explainer"]["dependentTasks"]) == {"ServingPackager", "ExampleGen"}
+    served = {"producerTask": "ServingPackager", "outputArtifactKey": "served_model"}
+    for reader in ("Evaluator", "Pusher", "Explainer"):
+        model = tasks[reader]["inputs"]["artifacts"]["model"]["taskOutputArtifact"]
+        assert model == served, reader
     # The model card's inputs reach the Pusher on Vertex too.
-    assert set(tasks["Pusher"]["dependentTasks"]) == {"Evaluator", "Trainer", "StatisticsGen"}
+    assert set(tasks["Pusher"]["dependentTasks"]) == {
+        "Evaluator",
+        "ServingPackager",
+        "StatisticsGen",
+    }
     pusher_inputs = tasks["Pusher"]["inputs"]["artifacts"]
     assert pusher_inputs["evaluation"]["taskOutputArtifact"]["producerTask"] == "Evaluator"
     assert pusher_inputs["statistics"]["taskOutputArtifact"]["producerTask"] == "StatisticsGen"
@@ -66,6 +79,9 @@ def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec
         "components.preprocessing.preprocessing_fn"
     )
     assert "components.data_gate.DataGate_Executor" in executor(spec, "DataGate")["args"]
+    packager = executor(spec, "ServingPackager")["args"]
+    assert "components.packager.ServingPackager_Executor" in packager
+    assert "components.explainer.Explainer_Executor" in executor(spec, "Explainer")["args"]
     schema_file = task_parameter(spec, "ImportSchemaGen", "schema_file")
     assert schema_file == f"{CONTAINER_SOURCE_DIR}/schemas/digits/schema.pbtxt"
     assert (REPO_ROOT / schema_file.removeprefix(CONTAINER_SOURCE_DIR + "/")).is_file()
@@ -225,7 +241,7 @@ def test_beam_components_run_in_their_step_without_dataflow(compile_spec):
 
 def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spec):
     config, spec, _ = compile_spec("tpu")
-    assert "kubeflow.model_registry.RegistryPusherExecutor" in executor(spec, "Pusher")["args"]
+    assert "serving_ops.vertex.pusher.RegistryPusherExecutor" in executor(spec, "Pusher")["args"]
     registry = task_parameter(spec, "Pusher", "custom_config")["vertex_model_registry"]
     assert registry["model_display_name"] == config.vertex.model_registry.model_display_name
     assert registry["endpoint_display_name"] == "tpu-pipeline-digits"
@@ -266,13 +282,15 @@ def test_schema_outside_the_image_is_rejected(tmp_path):
 
 
 @pytest.mark.parametrize("target", ["cpu", "gpu", "tpu"])
-def test_the_trainer_builds_the_same_tflite_variants_on_vertex(compile_spec, target):
+def test_the_serving_packager_builds_the_same_tflite_variants_on_vertex(compile_spec, target):
     config, spec, _ = compile_spec(target, **{"serving.tflite_variants": ("float16", "int8")})
-    # run_fn exports and measures the variants wherever it runs (pipeline step or custom
-    # job); they sit in the model folder the Pusher copies, as in a local run.
-    serving = task_parameter(spec, "Trainer", "custom_config")["serving"]
+    # The ServingPackager converts and measures the variants in a step of its own, wherever
+    # the Trainer runs (pipeline step or custom job); they sit in the model folder the
+    # Pusher copies, as in a local run.
+    serving = task_parameter(spec, "ServingPackager", "custom_config")["serving"]
     assert serving == config.serving.model_dump(mode="json")
     assert serving["tflite_variants"] == ["float16", "int8"]
+    assert "serving" not in task_parameter(spec, "Trainer", "custom_config")
     pusher_args = " ".join(executor(spec, "Pusher")["args"])
     assert "AtomicPusherExecutor" in pusher_args or "RegistryPusherExecutor" in pusher_args
 
@@ -284,7 +302,8 @@ def test_pruning_and_the_pruned_variant_reach_the_vertex_trainer(compile_spec):
     )
     custom_config = task_parameter(spec, "Trainer", "custom_config")
     assert custom_config["trainer"]["pruning"]["target_sparsity"] == 0.5
-    assert custom_config["serving"]["tflite_variants"] == ["pruned"]
+    packager = task_parameter(spec, "ServingPackager", "custom_config")
+    assert packager["serving"]["tflite_variants"] == ["pruned"]
 
 
 def test_compiling_again_replaces_its_own_spec_and_never_a_users_file(compile_spec, tmp_path):

@@ -11,8 +11,8 @@ import json
 
 import pytest
 
+from common import vertex_types as gca
 from common.config import load_config
-from kubeflow import vertex_types as gca
 from kubeflow.tpu_image import PJRT_ENV
 from kubeflow.vertex_requests import parameter_values
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter

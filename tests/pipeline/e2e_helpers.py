@@ -91,3 +91,15 @@ def input_artifact_ids(
         # the candidate and the baseline), in no fixed order.
         if event.type == event.INPUT and key in {step.key for step in event.path.steps}
     ]
+
+
+def served_models(store: metadata_store.MetadataStore, config: PipelineConfig) -> list:
+    """The Models the ServingPackager made: the ones the Evaluator judged and the Pusher
+    published (the Trainer's own Model beside each is never blessed)."""
+    made = {
+        event.artifact_id
+        for execution in executions_of(store, config, "ServingPackager")
+        for event in store.get_events_by_execution_ids([execution.id])
+        if event.type == event.OUTPUT
+    }
+    return store.get_artifacts_by_id(sorted(made))

@@ -18,6 +18,7 @@ from tests.pipeline.e2e_helpers import (
     executions_of,
     input_artifact_ids,
     mlmd_store,
+    served_models,
     serving_accuracy,
 )
 
@@ -31,6 +32,8 @@ CACHED_ON_RERUN = [
     "DataGate",
     "Transform",
     "Trainer",
+    "ServingPackager",
+    "Explainer",
 ]
 
 
@@ -38,7 +41,11 @@ def test_first_run_blesses_and_pushes_a_model_that_serves_raw_examples(digits_ru
     config, summary = digits_run
     assert summary.blessed, summary.blessing_reason
     assert summary.metrics["accuracy"] >= 0.95
-    assert [c.status for c in summary.components] == ["executed"] * 10
+    assert [c.status for c in summary.components] == ["executed"] * 12
+    # What is made from the trained model is its own step, timed and measured on its own.
+    ids = [c.id for c in summary.components]
+    assert ids.index("Trainer") < ids.index("ServingPackager") < ids.index("Evaluator")
+    assert "Explainer" in ids
     # Each component's peak memory was measured, and the run's is the largest of them.
     assert all(c.peak_rss_bytes > 0 for c in summary.components)
     assert summary.peak_rss_bytes >= max(c.peak_rss_bytes for c in summary.components)
@@ -89,19 +96,32 @@ def test_second_run_is_cached_up_to_the_trainer(two_runs):
         metadata_store_pb2.Execution.COMPLETE,
         metadata_store_pb2.Execution.CACHED,
     ]
-    # Executions double; the model artifact does not.
-    assert len(store.get_artifacts_by_type("Model")) == 1
+    # Executions double; the model artifacts (the Trainer's, the ServingPackager's) do not.
+    assert len(store.get_artifacts_by_type("Model")) == 2
+    packager_runs = executions_of(store, config, "ServingPackager")
+    assert [e.last_known_state for e in packager_runs] == [
+        metadata_store_pb2.Execution.COMPLETE,
+        metadata_store_pb2.Execution.CACHED,
+    ]
 
 
 def test_second_run_evaluates_against_the_first_blessed_model(two_runs):
     config, first, second = two_runs
     store = mlmd_store(config)
-    model_id = store.get_artifacts_by_type("Model")[0].id
     evaluations = executions_of(store, config, "Evaluator")
+    # The model evaluated, blessed and served is the ServingPackager's, made from the Trainer's.
+    (model_id,) = input_artifact_ids(store, evaluations[0].id, "model")
+    (packager_run,) = executions_of(store, config, "ServingPackager")[:1]
+    made = store.get_events_by_execution_ids([packager_run.id])
+    assert model_id in [e.artifact_id for e in made if e.type == e.OUTPUT]
     assert input_artifact_ids(store, evaluations[0].id, "baseline_model") == []
     assert input_artifact_ids(store, evaluations[1].id, "baseline_model") == [model_id]
     assert second.baseline_metrics["accuracy"] == pytest.approx(first.metrics["accuracy"])
-    assert "against the last blessed model" in second.blessing_reason
+    assert "not significantly worse than the last blessed model" in second.blessing_reason
+    # The same model against itself: no example only one of the two got right.
+    compared = second.baseline_comparison
+    assert (compared.candidate_right_only, compared.baseline_right_only) == (0, 0)
+    assert compared.examples == second.metrics["example_count"] and compared.p_value == 1.0
 
 
 def test_second_run_does_not_push_the_same_model_again(two_runs):
@@ -170,7 +190,7 @@ def test_a_manual_blessing_is_recorded_in_mlmd_and_pushes_the_refused_model(bles
         for s in missed
     }
     store = mlmd_store(config)
-    (model,) = store.get_artifacts_by_type("Model")
+    (model,) = served_models(store, config)  # what was evaluated, refused, then blessed
     blessings = [
         b
         for b in store.get_artifacts_by_type("ModelBlessing")
@@ -201,7 +221,7 @@ def test_a_manual_blessing_is_recorded_in_mlmd_and_pushes_the_refused_model(bles
 def test_the_next_run_takes_the_manually_blessed_model_as_its_baseline(blessed_by_hand):
     config, _, _, second = blessed_by_hand
     store = mlmd_store(config)
-    (model,) = store.get_artifacts_by_type("Model")
+    (model,) = served_models(store, config)
     evaluations = executions_of(store, config, "Evaluator")
     assert input_artifact_ids(store, evaluations[0].id, "baseline_model") == []
     assert input_artifact_ids(store, evaluations[1].id, "baseline_model") == [model.id]

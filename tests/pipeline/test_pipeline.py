@@ -109,3 +109,60 @@ def test_with_tuning_the_trainer_trains_with_the_tuners_best_values(tmp_path):
     assert custom_config["tuner"] == config.tuner.model_dump(mode="json")
     assert custom_config["code_version"] == user_code_fingerprint()
     assert custom_config["trainer"] == config.trainer.model_dump(mode="json")
+
+
+def test_the_evaluator_and_the_pusher_take_the_model_the_serving_packager_makes(tmp_path):
+    config, pipeline = _pipeline(tmp_path)
+    by_id = {c.id: c for c in pipeline.components}
+    trainer, packager = by_id[NodeIds.TRAINER], by_id[NodeIds.SERVING_PACKAGER]
+    assert packager.inputs["model"] is trainer.outputs["model"]
+    assert packager.inputs["transform_graph"] is by_id[NodeIds.TRANSFORM].outputs["transform_graph"]
+    served = packager.outputs["served_model"]
+    for reader in (NodeIds.EVALUATOR, NodeIds.PUSHER, NodeIds.EXPLAINER):
+        assert by_id[reader].inputs["model"] is served, reader
+    ids = [c.id for c in pipeline.components]
+    assert ids.index(NodeIds.TRAINER) < ids.index(NodeIds.SERVING_PACKAGER)
+    assert ids.index(NodeIds.SERVING_PACKAGER) < ids.index(NodeIds.EVALUATOR)
+    # Each step reads its own sections: the Trainer neither `serving` nor `explain`.
+    sections = {
+        node: json.loads(by_id[node].exec_properties["custom_config"])
+        for node in (NodeIds.TRAINER, NodeIds.SERVING_PACKAGER, NodeIds.EXPLAINER)
+    }
+    assert "serving" not in sections[NodeIds.TRAINER]
+    assert "explain" not in sections[NodeIds.TRAINER]
+    assert sections[NodeIds.SERVING_PACKAGER]["serving"] == config.serving.model_dump(mode="json")
+    assert sections[NodeIds.EXPLAINER]["explain"] == config.explain.model_dump(mode="json")
+    assert {s["code_version"] for s in sections.values()} == {user_code_fingerprint()}
+
+
+def test_changing_what_is_packaged_or_explained_leaves_the_trainers_cache_key_alone(tmp_path):
+    def exec_properties(**overrides):
+        _, pipeline = _pipeline(tmp_path, **overrides)
+        return {
+            c.id: c.exec_properties["custom_config"]
+            for c in pipeline.components
+            if c.id in (NodeIds.TRAINER, NodeIds.SERVING_PACKAGER, NodeIds.EXPLAINER)
+        }
+
+    before = exec_properties()
+    fewer = exec_properties(**{"serving.tflite_variants": ["float32"], "explain.steps": 8})
+    assert fewer[NodeIds.TRAINER] == before[NodeIds.TRAINER]
+    assert fewer[NodeIds.SERVING_PACKAGER] != before[NodeIds.SERVING_PACKAGER]
+    assert fewer[NodeIds.EXPLAINER] != before[NodeIds.EXPLAINER]
+
+
+def test_switched_off_the_steps_after_the_trainer_leave_the_graph(tmp_path):
+    _, pipeline = _pipeline(
+        tmp_path,
+        **{"serving.package": False, "explain.mistakes": 0, "explain.correct_per_class": 0},
+    )
+    by_id = {c.id: c for c in pipeline.components}
+    assert NodeIds.SERVING_PACKAGER not in by_id and NodeIds.EXPLAINER not in by_id
+    trained = by_id[NodeIds.TRAINER].outputs["model"]
+    assert by_id[NodeIds.EVALUATOR].inputs["model"] is trained
+    assert by_id[NodeIds.PUSHER].inputs["model"] is trained
+
+
+def test_temperature_scaling_needs_the_serving_packager():
+    with pytest.raises(ConfigError, match="temperature_scaling is fitted by the ServingPackager"):
+        load_config(None, {"serving.package": False, "serving.temperature_scaling": True})

@@ -1,9 +1,10 @@
 """Accuracy per slice of the eval split: counted as the predictions imply, flagged by the
-margin, and a per-slice bound stops the blessing naming the slice.
+margin, and a per-slice bound stops the blessing naming the slice, unless the slice is too
+small to judge.
 
 TFMA evaluates made-up predictions of photos with the Evaluator's own eval config:
 PNGs are answered at random, JPEGs mostly right, and a handful of large photos are all
-wrong, too few to be flagged.
+wrong, too few to be flagged or judged.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import pytest
 from ml_metadata.proto import metadata_store_pb2
 
 from common.config import ConfigError, EvaluatorConfig, load_config
-from components.evaluation.results import blessing_reason, slice_metrics, thresholds
+from components.evaluation.results import (
+    blessing_reason,
+    read_verdict,
+    slice_metrics,
+    thresholds,
+)
 from pipeline.node_ids import NodeIds
 from pipeline.report import plots
 from pipeline.report.html import slice_rows
@@ -128,21 +134,73 @@ def test_a_per_slice_bound_refuses_the_blessing_and_names_the_slice(evaluation_u
     )
     assert [(t.metric, t.rule, t.slices) for t in thresholds(evaluation_uri)] == [
         ("accuracy", "at least 0.5000", None),
-        ("accuracy", "at least 0.6000 on every image format", "image_format"),
+        (
+            "accuracy",
+            "at least 0.6000 on every image format holding at least 20 eval examples",
+            "image_format",
+        ),
     ]
 
 
-def test_a_bound_on_the_size_buckets_holds_every_bucket_to_it(tmp_path):
-    """The buckets come from a SQL slice, which TFMA's threshold matching does not read:
-    the bound names the key the query gives them."""
+def test_a_bound_on_the_size_buckets_holds_every_bucket_large_enough_to_it(tmp_path):
+    """The buckets come from a SQL slice; the 6 large photos, all wrong, refuse the model
+    once the bound judges slices of 6."""
     labels, probabilities, features = _photos()
     evaluator = EvaluatorConfig(
-        accuracy_lower_bound=0.5, slice_accuracy_lower_bounds={"image_size": 0.5}
+        accuracy_lower_bound=0.5,
+        slice_min_examples=LARGE,
+        slice_accuracy_lower_bounds={"image_size": 0.5},
     )
     output = write_evaluation(str(tmp_path), labels, probabilities, evaluator, PHOTOS, features)
     assert blessing_reason(output, False, False, NAMES) == (
         "accuracy on image_size=over 512 px 0.0000 is below the lower bound 0.5000"
     )
+    assert not read_verdict(output).blessed
+
+
+def test_a_one_photo_slice_below_its_bound_is_reported_not_judged(tmp_path):
+    """Issue 46: one wrong photo, alone in its size bucket, refused the model, though the
+    same slice was too small to be flagged. A bound judges only slices of at least
+    slice_min_examples; a smaller one is reported as not judged, in the reason, the
+    summary JSON and the report's slice table."""
+    labels = np.arange(40) % len(NAMES)
+    probabilities = np.eye(len(NAMES))[labels]
+    probabilities[0] = np.eye(len(NAMES))[1]  # the one large photo: wrong
+    longer = [900] + [60] * 39
+    features = {
+        "image_format": ["jpeg"] * 40,
+        "image_height": [[side] for side in longer],
+        "image_width": [[side] for side in longer],
+    }
+    evaluator = EvaluatorConfig(
+        accuracy_lower_bound=0.5, slice_accuracy_lower_bounds={"image_size": 0.8}
+    )
+    output = write_evaluation(str(tmp_path), labels, probabilities, evaluator, PHOTOS, features)
+
+    verdict = read_verdict(output)
+    assert verdict.blessed
+    reason = blessing_reason(output, True, False, NAMES)
+    assert reason == (
+        "passed every threshold (first model: no baseline yet); not judged by the slice "
+        "bounds, with fewer than 20 eval examples (evaluator.slice_min_examples): "
+        "image_size=over 512 px (1 example)"
+    )
+    summary = RunSummary.without_results("p", [], None, None)
+    summary.class_names = list(NAMES)
+    summary.add_evaluation(output, verdict.blessed, evaluator)
+    written = {s["value"]: s for s in json.loads(summary.to_json())["slices"]}
+    assert (written["over 512 px"]["bound"], written["over 512 px"]["bound_outcome"]) == (
+        0.8,
+        "not judged",
+    )
+    assert (written["up to 64 px"]["bound"], written["up to 64 px"]["bound_outcome"]) == (
+        0.8,
+        "met",
+    )
+    assert written["circle"]["bound"] is None  # no bound on classes
+    rows = {row[1]: row for row in slice_rows(summary.slices, summary.slice_min_examples)}
+    assert rows["over 512 px"][5] == "0.8000: not judged: too few examples"
+    assert rows["up to 64 px"][5] == "0.8000: met"
 
 
 def test_the_overall_bound_does_not_hold_each_class_to_it(tmp_path):
@@ -286,9 +344,11 @@ def test_a_run_of_several_spans_is_sliced_by_span_and_folder_and_bounded_per_spa
     assert blessing_reason(output, False, False, NAMES) == (
         f"accuracy on span=10 {right[span == 10].mean():.4f} is below the lower bound 0.8000"
     )
-    assert ("accuracy", "at least 0.8000 on every span", "span") in [
-        (t.metric, t.rule, t.slices) for t in thresholds(output)
-    ]
+    assert (
+        "accuracy",
+        "at least 0.8000 on every span holding at least 20 eval examples",
+        "span",
+    ) in [(t.metric, t.rule, t.slices) for t in thresholds(output)]
 
 
 def test_span_and_folder_slice_bounds_are_refused_where_nothing_records_them():

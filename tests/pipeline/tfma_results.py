@@ -1,4 +1,5 @@
-"""Real TFMA output for tests: TFMA evaluates given predictions under the eval config."""
+"""Real TFMA output for tests: TFMA evaluates given predictions under the eval config, and
+the Evaluator's executor judges it (`components.evaluator.judge_evaluation`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import tensorflow_model_analysis as tfma
 
 from common.config import DatasetConfig, EvaluatorConfig, SourceConfig
 from components.evaluation.eval_config import build_eval_config
+from components.evaluator import judge_evaluation
 
 NAMES = ("circle", "square", "star", "heart")
 DATASET = DatasetConfig(
@@ -31,23 +33,28 @@ def write_evaluation(
     evaluator: EvaluatorConfig | None = None,
     dataset: DatasetConfig = DATASET,
     features: dict[str, list] | None = None,
+    baseline_probabilities: np.ndarray | None = None,
 ) -> str:
-    """Writes TFMA's metrics, plots and validation of `probabilities` to `output`, as on a
-    first run (no baseline, so no change thresholds); returns `output`.
+    """Writes TFMA's metrics and plots of `probabilities` to `output` and the Evaluator's
+    verdict beside them; returns `output`.
 
     `features`: more columns of the examples, one value (a one-item list for a feature
     the SQL slice unnests) per example, e.g. the photos' stored formats and sizes.
+    `baseline_probabilities`: the last blessed model's answers to the same examples, as
+    TFX adds a baseline (None: a first run).
     """
-    eval_config = build_eval_config(dataset, evaluator or EvaluatorConfig())
+    eval_config = build_eval_config(dataset)
     model_spec = eval_config.model_specs[0]
     model_spec.ClearField("signature_name")  # predictions given, not a model's signature
     model_spec.prediction_key = "probabilities"
-    for metrics_spec in eval_config.metrics_specs:
-        for metric in metrics_spec.metrics:
-            for per_slice in metric.per_slice_thresholds:
-                per_slice.threshold.ClearField("change_threshold")
-    frame = pd.DataFrame(
-        {"label": labels, "probabilities": list(probabilities), **(features or {})}
-    )
-    tfma.analyze_raw_data(frame, eval_config, output_path=output)
+    columns = {"label": labels, "probabilities": list(probabilities), **(features or {})}
+    if baseline_probabilities is not None:
+        model_spec.name = tfma.CANDIDATE_KEY
+        baseline = eval_config.model_specs.add()
+        baseline.CopyFrom(model_spec)
+        baseline.name, baseline.is_baseline = tfma.BASELINE_KEY, True
+        baseline.prediction_key = "baseline_probabilities"
+        columns["baseline_probabilities"] = list(baseline_probabilities)
+    tfma.analyze_raw_data(pd.DataFrame(columns), eval_config, output_path=output)
+    judge_evaluation(output, evaluator or EvaluatorConfig(), dataset.class_names)
     return output

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from common.config import ExplainConfig, load_config
+from common.config import ConfigError, ExplainConfig, load_config
 from components.explain.maps import (
     MAX_STEP_BATCH,
     NoGradientError,
@@ -13,6 +13,7 @@ from components.explain.maps import (
     integrated_gradients,
     model_function,
     pixel_range,
+    require_grad_cam_layer,
 )
 from components.images.batching import images_per_call
 
@@ -153,3 +154,23 @@ def test_grad_cam_lights_where_the_weighed_feature_map_is_and_nothing_for_negati
     assert heat[:4, :4].mean() > 0.5 > heat[4:, 4:].mean()  # the first map's corner
     against = attribution_map(call_model, image, 0, "grad_cam", 32, [])
     assert not against.any()  # only negative evidence: Grad-CAM's ReLU keeps nothing
+
+
+def test_the_pipeline_refuses_before_training_a_grad_cam_it_could_not_draw(tmp_path):
+    from pipeline.pipeline import create_pipeline
+
+    dataset = load_config(None, {}).dataset  # the digits, cnn_bn's shape
+    require_grad_cam_layer(ExplainConfig(method="grad_cam"), "cnn_bn", dataset)  # has one
+    require_grad_cam_layer(ExplainConfig(), "no such model", dataset)  # not asked: not built
+    with pytest.raises(ValueError, match="'nowhere' is not a feature-map layer"):
+        require_grad_cam_layer(ExplainConfig(grad_cam_layer="nowhere"), "cnn_bn", dataset)
+    with pytest.raises(ValueError, match="needs a feature-map layer, and .* has none"):
+        require_grad_cam_layer(
+            ExplainConfig(method="grad_cam"), "tests.components.user_models:huge_dense", dataset
+        )
+    # The Trainer's export keeps the layer: a wrong one fails when the pipeline is built.
+    wrong = load_config(None, {"explain.grad_cam_layer": "nowhere"})
+    with pytest.raises(ConfigError, match="'nowhere' is not a feature-map layer"):
+        create_pipeline(
+            wrong, data_root=".", pipeline_root=str(tmp_path), serving_dir=str(tmp_path)
+        )

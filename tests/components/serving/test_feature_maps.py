@@ -45,21 +45,6 @@ def test_an_earlier_layer_can_be_named():
     assert tuple(feature_map_layer(built, "block1_conv2_relu").output.shape[1:]) == (8, 8, 32)
 
 
-def test_the_trainer_refuses_before_training_a_grad_cam_it_could_not_draw():
-    from common.config import ExplainConfig, load_config
-    from components.trainer import require_grad_cam_layer
-
-    dataset = load_config(None, {}).dataset  # the digits, cnn_bn's shape
-    require_grad_cam_layer(ExplainConfig(method="grad_cam"), "cnn_bn", dataset)  # has one
-    require_grad_cam_layer(ExplainConfig(), "no such model", dataset)  # not asked: not built
-    with pytest.raises(ValueError, match="'nowhere' is not a feature-map layer"):
-        require_grad_cam_layer(ExplainConfig(grad_cam_layer="nowhere"), "cnn_bn", dataset)
-    with pytest.raises(ValueError, match="needs a feature-map layer, and .* has none"):
-        require_grad_cam_layer(
-            ExplainConfig(method="grad_cam"), "tests.components.user_models:huge_dense", dataset
-        )
-
-
 def test_a_sequential_models_first_layer_counts_too():
     model = tf_keras.Sequential(
         [

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
+import tf_keras
 
 from cli.synthetic_data import synthetic_dataset
 from components.models import build_model
@@ -14,7 +15,7 @@ from components.serving.temperature import (
     calibration_error,
     fit_temperature,
     rescale,
-    rescale_tensor,
+    with_temperature,
 )
 from tests.components.serving.byte_examples import serialized_byte_examples
 
@@ -63,8 +64,14 @@ def test_a_fit_that_would_raise_the_error_is_recorded_but_not_applied():
 
 def test_the_graph_rescales_as_the_fit_does():
     probabilities, _ = _answers(2.0, examples=50)
-    in_graph = rescale_tensor(tf.constant(probabilities, tf.float32), 2.0).numpy()
+    # A model whose input is its logits, ending in the softmax every built model ends in.
+    logits = tf_keras.Input((probabilities.shape[1],))
+    softmax = tf_keras.layers.Activation("softmax", dtype="float32", name="probabilities")
+    model = tf_keras.Model(logits, softmax(logits))
+    scaled = with_temperature(model, 2.0)
+    in_graph = scaled(tf.constant(np.log(probabilities), tf.float32)).numpy()
     np.testing.assert_allclose(in_graph, rescale(probabilities, 2.0), atol=1e-5)
+    assert scaled.name == model.name and len(scaled.get_weights()) == 0  # no new weights
 
 
 def test_every_signature_of_an_export_with_a_temperature_serves_the_rescaled_answers(
@@ -76,7 +83,7 @@ def test_every_signature_of_an_export_with_a_temperature_serves_the_rescaled_ans
     transform = tft.TFTransformOutput(graph)
     plain, scaled = str(tmp_path / "plain"), str(tmp_path / "scaled")
     export_serving_model(model, transform, dataset, plain, {})
-    export_serving_model(model, transform, dataset, scaled, {}, temperature=0.25)
+    export_serving_model(with_temperature(model, 0.25), transform, dataset, scaled, {})
     examples = serialized_byte_examples(images)
     requests = {
         "serving_default": {"examples": tf.constant(examples)},

@@ -14,9 +14,10 @@ from common.config import TrainerConfig
 from common.tfx_api import FnArgs
 from components.device.policy import TrainingPolicy
 from components.models import build_model, compile_model
-from components.trainer import run_fn, train
+from components.trainer import run_fn
 from components.training.custom_loop import train_custom_loop
 from components.training.input_pipeline import EvalInput
+from components.training.loop import train
 from pipeline.report.run_store import open_latest_run
 from pipeline.report.tensorboard_logs import epoch_scalars
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy

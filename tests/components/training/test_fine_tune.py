@@ -24,7 +24,7 @@ from components.training.fine_tune import (
     FROZEN_BACKBONE,
     describe_phases,
     fine_tuning_phases,
-    train_fine_tuned,
+    train_in_phases,
 )
 from components.training.input_pipeline import EvalInput
 from components.training.learning_rate import peak_learning_rate
@@ -87,7 +87,7 @@ def _config(epochs: int, frozen: int, loop: str = "fit") -> TrainerConfig:
 
 
 def _train(model, config, tmp_path, data=None):
-    return train_fine_tuned(
+    return train_in_phases(
         model,
         data or _training_data(),
         _eval_input(),

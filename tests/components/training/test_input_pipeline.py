@@ -11,10 +11,10 @@ import tf_keras
 from common.config import TrainerConfig
 from components.device.policy import DEVICE_DEFAULTS
 from components.models import build_model, compile_model
-from components.trainer import train
 from components.training.augmentation import Augmentation
 from components.training.input_pipeline import global_batch_size, make_dataset, make_eval_dataset
 from components.training.learning_rate import make_optimizer
+from components.training.loop import train
 from tests.pipeline.e2e_helpers import split_files
 
 

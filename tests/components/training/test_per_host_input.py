@@ -18,8 +18,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from cli.synthetic_data import synthetic_dataset
-from components.training.input_pipeline import host_share, make_dataset
-from components.training.loop import steps_per_epoch
+from components.training.input_pipeline import host_share, make_dataset, steps_per_epoch
 
 HOSTS = 4
 GLOBAL_BATCH = 8  # 2 examples per host and step: each host holds one replica

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_transform as tft
 import tf_keras
 
 from common.config import (
@@ -23,8 +24,10 @@ from components.device.policy import TrainingPolicy
 from components.models import build_model, compile_model
 from components.serving.export import serving_copy
 from components.serving.measurements import read_measurements
-from components.trainer import run_fn, train
+from components.serving.model_folder import package_model
+from components.trainer import run_fn
 from components.training.input_pipeline import EvalInput
+from components.training.loop import train
 from components.training.pruning import (
     is_pruned,
     prune_for_training,
@@ -138,7 +141,7 @@ def test_a_model_tfmot_cannot_wrap_is_a_config_error_naming_trainer_pruning():
 
 
 @pytest.mark.slow
-def test_the_trainer_exports_a_plain_sparse_model_and_measures_its_pruned_tflite(
+def test_the_trainer_exports_a_plain_sparse_model_whose_pruned_tflite_is_measured(
     digits_run, tmp_path
 ):
     config, _ = digits_run
@@ -165,13 +168,24 @@ def test_the_trainer_exports_a_plain_sparse_model_and_measures_its_pruned_tflite
         0.5, abs=0.005
     )
     assert serving_accuracy(serving, config) >= 0.9
-    measured = {m["name"]: m for m in read_measurements(str(serving))["models"]}
+    # The ServingPackager, after the Trainer, converts and measures the export.
+    served = tmp_path / "served"
+    package_model(
+        str(serving),
+        str(served),
+        tft.TFTransformOutput(args["transform_graph_path"]),
+        config.dataset,
+        config.serving,
+        train_files=args["train_files"],
+        eval_files=args["eval_files"],
+    )
+    measured = {m["name"]: m for m in read_measurements(str(served))["models"]}
     assert list(measured) == ["saved_model", "float32", "pruned"]
     pruned, dense = measured["pruned"], measured["float32"]
     # The sparse format is lossless: the same accuracy, within the gate, in a smaller file.
     assert pruned["published"] and pruned["accuracy"] == pytest.approx(dense["accuracy"])
     assert pruned["size_bytes"] < 0.75 * dense["size_bytes"]
-    assert (serving / "tflite" / "pruned.tflite").stat().st_size == pruned["size_bytes"]
+    assert (served / "tflite" / "pruned.tflite").stat().st_size == pruned["size_bytes"]
     # Half the weights are zeros: the dense files compress to well under their size, and the
     # sparse one (no zeros left to squeeze, but indices) still downloads smaller than float32.
     for name in ("saved_model", "float32"):

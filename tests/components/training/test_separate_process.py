@@ -1,5 +1,5 @@
-"""Training in a child process: when `auto` takes one, and that the child trains the model
-the pipeline's process would have, hands it back, and reports its failures by name."""
+"""Training in a child process: when `auto` takes one, and that the child trains and exports
+the model the pipeline's process would have, and reports its failures by name."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import subprocess
 import sys
 from collections.abc import Iterator
 
-import numpy as np
 import psutil
 import pytest
 
@@ -24,7 +23,6 @@ from components.training.separate_process import (
     LOG_LINE_PREFIX,
     OWNER_LOCK_FILE,
     WORK_DIR_PREFIX,
-    TrainedWeights,
     TrainingProcessError,
     TrainingRequest,
     failure,
@@ -102,13 +100,24 @@ def test_a_child_cannot_be_asked_for_in_a_multi_worker_cluster(cpu_only):
         trains_in_child(TrainerConfig(training_process="child"), DIGITS)
 
 
-def test_weights_come_back_in_their_order_whatever_their_count(tmp_path):
-    # Twelve arrays: stored as arr_0 .. arr_11, whose names do not sort in that order.
-    weights = [np.full((index + 1,), index, np.float32) for index in range(12)]
-    TrainedWeights(weights, {"model": "cnn_bn"}).write(tmp_path)
-    back = TrainedWeights.read(tmp_path)
-    assert [w.tolist() for w in back.weights] == [w.tolist() for w in weights]
-    assert back.training_info == {"model": "cnn_bn"}
+def test_the_child_gets_back_every_argument_run_fn_reads(tmp_path):
+    # What the child's run_fn trains and exports by: TFX's arguments, the Tuner's values too.
+    fn_args = FnArgs(
+        custom_config={"trainer": {"epochs": 2}},
+        train_files=["train/*"],
+        eval_files=["eval/*"],
+        transform_graph_path="transform",
+        eval_steps=None,
+        train_steps=12,
+        serving_model_dir="serving",
+        model_run_dir="model_run/1",
+        base_model="blessed/Format-Serving",
+        hyperparameters={"values": {"learning_rate": 0.01}},
+    )
+    TrainingRequest.from_fn_args(fn_args).write(tmp_path)
+    back = TrainingRequest.read(tmp_path).fn_args()
+    for field in dataclasses.fields(TrainingRequest):
+        assert getattr(back, field.name) == getattr(fn_args, field.name), field.name
 
 
 def test_a_childs_log_record_is_logged_again_and_other_lines_pass_through(caplog, capsys):
@@ -265,9 +274,7 @@ def test_a_clean_up_cut_short_leaves_the_folder_to_the_next(tmp_path, monkeypatc
 def _request(config, run: pathlib.Path) -> TrainingRequest:
     from tests.pipeline.e2e_helpers import run_fn_args
 
-    return TrainingRequest.from_fn_args(
-        FnArgs(**run_fn_args(config, run)), {}, backup_dir=str(run / "backup")
-    )
+    return TrainingRequest.from_fn_args(FnArgs(**run_fn_args(config, run)))
 
 
 @pytest.mark.slow

@@ -8,10 +8,10 @@ import tf_keras
 from common.config import TrainerConfig
 from components.device.policy import DEVICE_DEFAULTS
 from components.models import build_model, compile_model
-from components.trainer import train
 from components.training import training_logs
 from components.training.input_pipeline import EvalInput
 from components.training.learning_rate import WarmupThenDecay, make_optimizer
+from components.training.loop import train
 from components.training.training_logs import backup_dir_for
 
 

@@ -343,6 +343,15 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "evaluation",
+            r"Against the last blessed model on the same eval examples \(evaluator\.baseline_test, "
+            r"evaluator\.baseline_confidence, evaluator\.max_accuracy_drop\): (.*)\.$",
+            lambda r, m: (
+                r.summary.baseline_comparison is not None
+                and m.group(1) == r.summary.baseline_comparison.describe()
+            ),
+        ),
+        Claim(
+            "evaluation",
             r"The Evaluator (failed|was interrupted) \(see the error above\)",
             lambda r, m: (
                 r.evaluation is None and _status(r, "Evaluator") == m.group(1).removeprefix("was ")
@@ -388,8 +397,9 @@ def _claims() -> list[Claim]:
             r"A slice is flagged when its accuracy is more than (\d\.\d\d) below the overall "
             r"accuracy and it holds at least (\d+) eval examples \(evaluator\.slice_margin, "
             r"evaluator\.slice_min_examples\); evaluator\.slice_accuracy_lower_bounds makes a "
-            r"slice kind's bound a condition of the blessing\.$",
-            lambda r, m: _slice_rule_is(r, m.group(1), m.group(2)),
+            r"slice kind's bound a condition of the blessing for each of its slices holding at "
+            r"least (\d+) eval examples; a smaller slice is shown, not judged\.$",
+            lambda r, m: _slice_rule_is(r, m.group(1), m.group(2)) and m.group(3) == m.group(2),
         ),
         Claim(
             "evaluation",
@@ -457,27 +467,27 @@ def _claims() -> list[Claim]:
         Claim(
             "attributions",
             r"(?P<method>Integrated gradients|XRAI) maps of what drove the top class of the "
-            r"model the Trainer exported(?P<served> \(the served model\))?, computed on its "
+            r"model the Evaluator judged(?P<served> \(the served model\))?, computed on its "
             r"pixels signature: (?P<phrase>.+) among the first (?P<examined>\d+) eval examples, "
             r"then its most confident right answer per class \((?P<right>\d+) in all\); "
             r"(?P<steps>\d+) integration steps from a (?P<baselines>.+) baseline, "
-            r"(?P<seconds>[\d.]+) s in the Trainer \(explain: in the configuration\)\.$",
+            r"(?P<seconds>[\d.]+) s in the Explainer \(explain: in the configuration\)\.$",
             _attributions_caption_is_true,
         ),
         Claim(
             "attributions",
-            r"(?P<method>Grad-CAM) maps of what drove the top class of the model the Trainer "
-            r"exported(?P<served> \(the served model\))?, computed from the feature maps of its "
+            r"(?P<method>Grad-CAM) maps of what drove the top class of the model the Evaluator "
+            r"judged(?P<served> \(the served model\))?, computed from the feature maps of its "
             r"layer (?P<layer>\S+) and their gradients, kept with the model beside its pixels "
             r"signature: (?P<phrase>.+) among the first (?P<examined>\d+) eval examples, then "
             r"its most confident right answer per class \((?P<right>\d+) in all\); one model "
-            r"call an image, (?P<seconds>[\d.]+) s in the Trainer \(explain: in the "
+            r"call an image, (?P<seconds>[\d.]+) s in the Explainer \(explain: in the "
             r"configuration\)\.$",
             _grad_cam_caption_is_true,
         ),
         Claim(
             "attributions",
-            r"The Trainer's attribution step found no answer to explain among the first (\d+) "
+            r"The Explainer found no answer to explain among the first (\d+) "
             r"eval examples\.$",
             lambda r, m: (
                 r.attributions is not None
@@ -487,7 +497,8 @@ def _claims() -> list[Claim]:
         ),
         Claim(
             "attributions",
-            r"No attributions: the explain section asks for none, or the Trainer did not finish\.$",
+            r"No attributions: the explain section asks for none, or the Explainer did not "
+            r"finish\.$",
             lambda r, m: r.attributions is None and r.training is not None,
         ),
         Claim("attributions", r"The Trainer did not run\.$", lambda r, m: r.training is None),

@@ -107,9 +107,12 @@ def test_report_names_the_trainer_device_and_the_blessing(digits_run, digits_rep
 def test_report_names_the_model_by_its_ml_metadata_id_and_folder(digits_run, digits_report):
     config, _ = digits_run
     _, html = digits_report
-    model = open_latest_run(config.run_dir).first_output("Trainer", "model")
+    stored = open_latest_run(config.run_dir)
+    # The model the Evaluator judged: the ServingPackager's, made from the Trainer's.
+    model = stored.first_output("ServingPackager", "served_model")
     shown = f'<p id="model">Model {model.id} in ML Metadata: <code>{html_escape(model.uri)}</code>'
     assert shown in html  # what `serving bless` takes: the id or the folder
+    assert f"Model {stored.first_output('Trainer', 'model').id} in ML Metadata" not in html
 
 
 def test_report_lists_every_served_model_with_its_figures(digits_run, digits_report):
