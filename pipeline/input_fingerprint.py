@@ -1,7 +1,7 @@
 """What a run's inputs were, so `run --if-new-data` can tell whether anything new arrived.
 
-The fingerprint of a run is its configuration (as validated; the `notify:` and
-`vertex:` sections aside) and every file ExampleGen may read: each file under
+The fingerprint of a run is its configuration (as validated; the `notify:`,
+`tracking:` and `vertex:` sections aside) and every file ExampleGen may read: each file under
 the data folder that matches the dataset's patterns, span, version and date
 placeholders widened to any value, by relative name, size and modification
 time in nanoseconds. A new span, a
@@ -63,8 +63,9 @@ class InputFingerprint:
 
 
 def config_digest(config: PipelineConfig) -> str:
-    """A digest of what decides a local run's result (not where it notifies, nor Vertex's)."""
-    settings = config.model_dump_json(exclude={"notify", "vertex"})
+    """A digest of what decides a local run's result (not where it notifies or is tracked, nor
+    Vertex's settings)."""
+    settings = config.model_dump_json(exclude={"notify", "vertex", "tracking"})
     return hashlib.sha256(settings.encode()).hexdigest()[:16]
 
 
