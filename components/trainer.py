@@ -30,6 +30,7 @@ from components.device.strategy import StrategyChoice, resolve_strategy
 from components.explain.eval_split import explain_eval_split
 from components.models import build_model, compile_model, is_backbone, load_pretrained_weights
 from components.preflight import require_preflight
+from components.serving.eval_outcomes import record_eval_outcomes
 from components.serving.export import feature_map_layer
 from components.serving.model_folder import write_model_folder
 from components.training.augmentation import Augmentation
@@ -288,12 +289,13 @@ def run_fn(fn_args: FnArgs) -> None:
     training_info["training_process"] = "same" if choice else "child"
     if tuned:
         training_info["hyperparameters"] = tuned
+    serving = read_serving(fn_args.custom_config)
     exported = write_model_folder(
         weights,
         config.model,
         tft.TFTransformOutput(fn_args.transform_graph_path),
         dataset,
-        read_serving(fn_args.custom_config),
+        serving,
         export_dir=fn_args.serving_model_dir,
         train_files=fn_args.train_files,
         eval_files=fn_args.eval_files,
@@ -302,7 +304,11 @@ def run_fn(fn_args: FnArgs) -> None:
     )
     if choice and choice.num_workers > 1:
         wait_for_all_workers(choice.strategy)  # the other workers wait for this export
-    # After the other workers are released: explaining takes no collective, only time.
+    # After the other workers are released: these take no collective, only time.
+    # Each eval example's outcome, for `runs diff` (which examples flipped between runs).
+    record_eval_outcomes(
+        fn_args.model_run_dir, exported, fn_args.eval_files, dataset, serving.measured_examples
+    )
     explain_eval_split(
         fn_args.model_run_dir,
         exported,
