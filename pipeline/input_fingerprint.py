@@ -45,6 +45,17 @@ class InputFingerprint:
     patterns: tuple[str, ...]
     files: dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns)
 
+    def digest(self) -> str:
+        """A short digest of the whole fingerprint: two runs with the same one read the same
+        configuration and the same files (names, sizes and times)."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def data_digest(self) -> str:
+        """A short digest of the files alone: the same data, whatever the configuration."""
+        text = json.dumps([self.data_root, list(self.patterns), self.files], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     def changes_since(self, last: InputFingerprint) -> str | None:
         """What is new since `last`, in a few words; None when nothing is."""
         if self.config != last.config:

@@ -23,10 +23,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from common import fileio
-from common.config import DatasetConfig
 
 if TYPE_CHECKING:
     import tensorflow as tf
+
+    from common.config import DatasetConfig
 
 EVAL_OUTCOMES_FILE = "eval_outcomes.json"
 _BATCH = 32
