@@ -273,6 +273,8 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
     if args.summary_json:
         write_summary_json(args.summary_json, summary.to_json())
     _notify(config, summary, report)
+    if not summary.interrupted:  # a stopped run ends within seconds, not after an upload
+        _track(config, summary)
     if summary.interrupted:
         return exit_code(received_signal())
     if summary.data_rejected:
@@ -303,6 +305,17 @@ def _notify(config, summary, report: str | None) -> None:
     warning = notify_run(config, summary, report)
     if warning:
         print(f"tpu-pipeline: warning: {warning}; the run's result stands", file=sys.stderr)
+
+
+def _track(config, summary) -> None:
+    """Logs the run to MLflow (if a tracking URI is set); if it cannot, one warning line."""
+    from pipeline.tracking import track_run
+
+    tracked = track_run(config, summary)
+    for line in tracked.lines:
+        print(line, flush=True)
+    if tracked.warning:
+        print(f"tpu-pipeline: warning: {tracked.warning}; the run's result stands", file=sys.stderr)
 
 
 def _run_pipeline(config, progress, log_file, chosen=None):
