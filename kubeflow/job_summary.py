@@ -30,6 +30,7 @@ from components.data_checks.anomalies import (
     describe_anomalies,
     rejection_message,
 )
+from components.evaluation.results import class_metrics
 from kubeflow.vertex_api import ApiCall, connect, send
 from pipeline.pipeline import NodeIds
 from pipeline.run_summary import RunSummary
@@ -173,6 +174,8 @@ def job_summary(
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
+            if class_names:  # as locally (pipeline/run_summary.py): each class's precision, recall
+                summary.per_class_metrics = class_metrics(evaluation.uri, class_names)
         served = blessing.metadata.get("baseline_model")
         model = _output(tasks, NodeIds.TRAINER, "model")
         if drift is not None and served and model is not None:
