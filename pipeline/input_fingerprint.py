@@ -52,8 +52,9 @@ class InputFingerprint:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def data_digest(self) -> str:
-        """A short digest of the files alone: the same data, whatever the configuration."""
-        text = json.dumps([self.data_root, list(self.patterns), self.files], sort_keys=True)
+        """A short digest of the files alone (names under the data folder, sizes, times): the
+        same data, whatever the configuration or where the folder is."""
+        text = json.dumps([list(self.patterns), self.files], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     def changes_since(self, last: InputFingerprint) -> str | None:
