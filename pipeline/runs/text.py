@@ -24,19 +24,21 @@ def when(seconds: float | None) -> str:
     return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def value(shown: Any) -> str:
-    """A configuration value or metric as one short piece of text."""
-    if isinstance(shown, float):
+def value(shown: Any, measured: bool = False) -> str:
+    """A configuration value as written (JSON), or a measured figure to four decimals."""
+    if measured and isinstance(shown, float):
         return f"{shown:.4f}"
     if isinstance(shown, str):
         return shown
     return json.dumps(shown)
 
 
-def describe_change(change: Change) -> str:
-    delta = change.delta
+def describe_change(change: Change, measured: bool = False) -> str:
+    """`name: before -> after`; a measured figure with the difference, `(+0.0123)`."""
+    delta = change.delta if measured else None
     signed = f" ({delta:+.4f})" if delta is not None and isinstance(change.after, float) else ""
-    return f"{change.name}: {value(change.before)} -> {value(change.after)}{signed}"
+    before, after = value(change.before, measured), value(change.after, measured)
+    return f"{change.name}: {before} -> {after}{signed}"
 
 
 def _served(version: ServedVersion) -> str:
@@ -136,13 +138,13 @@ def diff_lines(diff: RunDiff) -> list[str]:
         f"to #{newer.number} ({when(newer.started)}, run {newer.run_id})"
     ]
     sections = (
-        ("configuration", diff.config),
-        ("data", diff.data),
-        ("metrics", diff.metrics),
-        ("per class", diff.per_class),
-        ("per slice", diff.slices),
+        ("configuration", diff.config, False),
+        ("data", diff.data, False),
+        ("metrics", diff.metrics, True),
+        ("per class", diff.per_class, True),
+        ("per slice", diff.slices, True),
     )
-    for title, changes in sections:
+    for title, changes, measured in sections:
         if not changes:
             lines.append(f"{title}: no difference")
             continue
@@ -150,7 +152,7 @@ def diff_lines(diff: RunDiff) -> list[str]:
         shown = changes
         if title.startswith("per ") and len(changes) > SHOWN_BREAKDOWN:
             shown = sorted(changes, key=lambda c: -abs(c.delta or 0))[:SHOWN_BREAKDOWN]
-        lines += [f"  {describe_change(change)}" for change in shown]
+        lines += [f"  {describe_change(change, measured)}" for change in shown]
         if len(shown) < len(changes):
             lines.append(f"  and {len(changes) - len(shown)} more, each a smaller change")
     class_names = list((newer.summary or {}).get("class_names") or [])
