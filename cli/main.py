@@ -263,6 +263,9 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
         summary.chosen_defaults = chosen
         if summary.succeeded:
             record_success(config.run_dir, inputs)
+        # Under the run lock: the next run must not replace this one's report, or become the
+        # newest run in ML Metadata, while they are read and sent. A stopped run ends now.
+        tracked = None if summary.interrupted else _track(config, summary)
     if summary.problems():
         print(summary.problems(), file=sys.stderr, flush=True)
     if summary.span_shifted:
@@ -273,8 +276,14 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
     if args.summary_json:
         write_summary_json(args.summary_json, summary.to_json())
     _notify(config, summary, report)
-    if not summary.interrupted:  # a stopped run ends within seconds, not after an upload
-        _track(config, summary)
+    if tracked is not None:
+        for line in tracked.lines:
+            print(line, flush=True)
+        if tracked.warning:
+            print(
+                f"tpu-pipeline: warning: {tracked.warning}; the run's result stands",
+                file=sys.stderr,
+            )
     if summary.interrupted:
         return exit_code(received_signal())
     if summary.data_rejected:
@@ -307,15 +316,11 @@ def _notify(config, summary, report: str | None) -> None:
         print(f"tpu-pipeline: warning: {warning}; the run's result stands", file=sys.stderr)
 
 
-def _track(config, summary) -> None:
-    """Logs the run to MLflow (if a tracking URI is set); if it cannot, one warning line."""
+def _track(config, summary):
+    """Logs the run to MLflow, if a tracking URI is set; returns what to say (`Tracked`)."""
     from pipeline.tracking import track_run
 
-    tracked = track_run(config, summary)
-    for line in tracked.lines:
-        print(line, flush=True)
-    if tracked.warning:
-        print(f"tpu-pipeline: warning: {tracked.warning}; the run's result stands", file=sys.stderr)
+    return track_run(config, summary)
 
 
 def _run_pipeline(config, progress, log_file, chosen=None):

@@ -63,9 +63,17 @@ def track_run(
         )
     except Exception as error:  # noqa: BLE001 (a tracker never fails the run)
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        reason = without_secret(first_line, uri)[:300]
+        reason = _shortened(without_secret(first_line, uri))
         return Tracked([], f"the run was not logged to {where}: {type(error).__name__}: {reason}")
     return Tracked(logged.lines(), None)
+
+
+def _shortened(text: str, most: int = 320) -> str:
+    """`text` within `most` characters, its start and its end kept: an HTTP client's error
+    names the request first and its cause (`Connection refused`, `timed out`) last."""
+    if len(text) <= most:
+        return text
+    return f"{text[: most * 2 // 3]} ... {text[-(most // 3) :]}"
 
 
 def tracker_name(uri: str) -> str:
