@@ -15,6 +15,7 @@ TFMA, so `tpu-pipeline runs` answers in well under a second.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import os
 import pathlib
@@ -47,6 +48,10 @@ CODE_VERSION_KEY = "code_version"
 # The Pusher's PushedModel properties (components/pusher.py, which imports TensorFlow).
 PUSHED_DESTINATION = "pushed_destination"
 ALREADY_PUSHED = "already_pushed"
+# A blessing given by hand after the run (pipeline/manual_blessing.py, which imports the
+# configuration's whole package): why, and who.
+MANUAL_REASON = "manual_blessing_reason"
+MANUAL_BLESSED_BY = "manual_blessed_by"
 
 _STATUS = {
     metadata_store_pb2.Execution.COMPLETE: "executed",
@@ -131,6 +136,7 @@ class RunEntry:
     code_version: str | None
     blessed: bool | None
     pushed_version: str | None  # the version its Pusher published or found served
+    blessed_by_hand: str | None = None  # "who: why", when a person blessed its model later
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -274,7 +280,22 @@ def read_history(run_dir: pathlib.Path) -> RunHistory:
         _entry(number, run, executions_of[run.id], node_of, outputs)
         for number, run in enumerate(run_contexts, start=1)
     ]
+    by_hand = _manual_blessings(store)
+    for run in runs:
+        if run.model_id in by_hand:
+            run.blessed, run.blessed_by_hand = True, by_hand[run.model_id]
     return RunHistory(run_dir, pipeline, runs, versions)
+
+
+def _manual_blessings(store: metadata_store.MetadataStore) -> dict[int, str]:
+    """`who: why` of each model a person blessed after its run, by its ML Metadata id."""
+    found = {}
+    for blessing in store.get_artifacts_by_type("ModelBlessing"):
+        reason = _property(blessing, MANUAL_REASON)
+        if reason and _property(blessing, "blessed") == 1:
+            who = _property(blessing, MANUAL_BLESSED_BY) or "someone"
+            found[_property(blessing, "current_model_id")] = f"{who}: {reason}"
+    return found
 
 
 def _entry(
@@ -370,8 +391,6 @@ def _versions_in_place(serving_dir: pathlib.Path) -> set[str] | None:
 
 def _set_aside_notes(serving_dir: pathlib.Path) -> dict[str, tuple[float | None, str]]:
     """Versions a rollback or pin set aside (components/serving/versions.py): when, and why."""
-    import datetime
-
     found: dict[str, tuple[float | None, str]] = {}
     for path in sorted((serving_dir / ".rolled_back").glob("*.json")):
         note = _json(path.read_text()) if path.is_file() else None

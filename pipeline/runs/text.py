@@ -89,6 +89,9 @@ def _accuracy(run: RunEntry) -> str:
 
 
 def _blessed(run: RunEntry) -> str:
+    if run.blessed_by_hand:
+        refused = f"; the Evaluator refused: {run.blessing_reason}" if run.blessing_reason else ""
+        return f"yes, by hand ({run.blessed_by_hand}{refused})"
     if run.blessed is None:
         return "not evaluated"
     reason = f" ({run.blessing_reason})" if run.blessing_reason else ""
