@@ -80,21 +80,42 @@ def _split_words(words: list[str]) -> tuple[pathlib.Path | None, list[str] | Non
 def _run_dir(args: argparse.Namespace, folder: pathlib.Path | None) -> pathlib.Path:
     if folder is not None:
         return folder
-    from common.config import load_config  # pydantic: only when the folder comes from flags
+    from common.config import ConfigError, load_config  # pydantic: only for a folder from flags
 
     overrides = {"dataset": args.dataset, "output_dir": args.output_dir}
-    return load_config(args.config, overrides).run_dir
+    try:
+        return load_config(args.config, overrides).run_dir
+    except ConfigError as error:
+        raise RunsUsageError(str(error)) from None
 
 
 def run_runs_command(args: argparse.Namespace) -> int:
     """Prints the run list, or the diff of two runs; returns the exit code: 2, saying why in
     one line, when there is no run folder there, fewer than two runs to diff, or a run number
-    or id that names none."""
+    or id that names none; 1 when the store is damaged or locked."""
+    from pipeline.metadata_check import DamagedMetadataError, LockedMetadataError
+
     try:
         return _runs(args)
     except RunsUsageError as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return 2
+    except (DamagedMetadataError, LockedMetadataError) as error:
+        print(f"tpu-pipeline: {error}", file=sys.stderr)
+        return 1
+
+
+def runs_main(argv: list[str]) -> int:
+    """`tpu-pipeline runs ARGS` parsed and run alone: what the console command calls for `runs`
+    (cli/entry.py), before importing every other command's module."""
+    parser = argparse.ArgumentParser(
+        prog=f"tpu-pipeline {RUNS_COMMAND}",
+        usage=USAGE,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_runs_arguments(parser)
+    return run_runs_command(parser.parse_args(argv))
 
 
 def _runs(args: argparse.Namespace) -> int:

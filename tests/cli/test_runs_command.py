@@ -28,10 +28,11 @@ from tests.conftest import small_digits_config
 
 pytestmark = pytest.mark.slow
 
-# Runs `tpu-pipeline ARGS`, then says on stderr whether TensorFlow was imported.
+# Runs `tpu-pipeline ARGS` as the console command does (cli/entry.py; `{module}` cli.main for
+# `python -m cli.main`), then says on stderr whether TensorFlow was imported.
 _CHILD = (
     "import sys\n"
-    "from cli.main import main\n"
+    "from {module} import main\n"
     "code = main(sys.argv[1:])\n"
     "loaded = any(m == 'tensorflow' or m.startswith('tensorflow.') for m in sys.modules)\n"
     "print('TENSORFLOW ' + ('LOADED' if loaded else 'NOT LOADED'), file=sys.stderr)\n"
@@ -41,10 +42,10 @@ _CHILD = (
 LATER = {"serving.tflite_variants": [], "evaluator.max_accuracy_drop": 0.05}
 
 
-def tpu_pipeline(*args: str) -> tuple[int, list[str], list[str]]:
+def tpu_pipeline(*args: str, module: str = "cli.entry") -> tuple[int, list[str], list[str]]:
     """(exit code, stdout lines, stderr lines) of `tpu-pipeline ARGS` in a child process."""
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, *args],
+        [sys.executable, "-c", _CHILD.format(module=module), *args],
         capture_output=True,
         text=True,
         cwd=REPO_ROOT,
@@ -174,6 +175,11 @@ def test_the_run_folder_comes_from_the_flags_as_for_report(three_runs):
     by_folder = tpu_pipeline("runs", str(run_dir))
     by_flags = tpu_pipeline("runs", "--dataset", "digits", "--output-dir", str(root))
     assert by_flags == by_folder
+    # `python -m cli.main runs`, every command's module loaded first, answers the same.
+    assert tpu_pipeline("runs", str(run_dir), module="cli.main") == by_folder
+    assert tpu_pipeline("runs", str(run_dir), "diff", module="cli.main") == tpu_pipeline(
+        "runs", str(run_dir), "diff"
+    )
 
 
 def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_runs, tmp_path):
