@@ -44,5 +44,5 @@ setup(
         "jinja2",
         "portalocker",
     ],
-    entry_points={"console_scripts": ["tpu-pipeline=cli.main:main"]},
+    entry_points={"console_scripts": ["tpu-pipeline=cli.entry:main"]},
 )

@@ -43,6 +43,7 @@ from benchmarks import (  # noqa: E402
     evaluator_slices,
     model_card,
     pruning,
+    runs_history,
     trainer_vs_fit,
 )
 from benchmarks.flops import training_flops  # noqa: E402
@@ -1341,6 +1342,40 @@ def bench_model_card(settings: Settings) -> list[Row]:
     ]
 
 
+def bench_runs(settings: Settings) -> list[Row]:
+    """`tpu-pipeline runs` and `runs diff` on three runs, and logging a run to MLflow
+    (benchmarks/runs_history.py)."""
+    run_dir = runs_history.three_runs(settings.workdir)
+    rows = []
+    for args, figure in (
+        (["runs", str(run_dir)], "`runs` on 3 runs, whole command"),
+        (["runs", str(run_dir), "diff"], "`runs diff` of the 2 newest, whole command"),
+    ):
+        timed = runs_history.command_seconds(args, settings.repeats)
+        rows.append(
+            Row(
+                "runs",
+                f"{figure} (CPU {timed['cpu_s']:.2f} s, TensorFlow "
+                f"{'imported' if timed['tensorflow'] else 'not imported'})",
+                f"{timed['wall_s']:.2f} s",
+                None,
+                "< 1 s, no TensorFlow",
+                timed["wall_s"] < 1.0 and not timed["tensorflow"],
+            )
+        )
+    tracked = runs_history.tracking_seconds(run_dir, settings.workdir)
+    registered = ", model registered" if tracked["registered"] else ""
+    rows.append(
+        Row(
+            "runs",
+            f"logging the newest run to a local MLflow server{registered}",
+            f"{tracked['seconds']:.1f} s",
+            None,
+        )
+    )
+    return rows
+
+
 def bench_pruning(settings: Settings) -> list[Row]:
     """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
     return pruning.rows(Row)
@@ -1437,6 +1472,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "evaluator_slices": bench_evaluator_slices,
     "attributions": bench_attributions,
     "model_card": bench_model_card,
+    "runs": bench_runs,
     "preflight_memory": bench_preflight_memory,
 }
 

@@ -34,6 +34,7 @@ from cli.report_commands import (
     run_report_command,
     write_run_report,
 )
+from cli.runs_commands import RUNS_COMMAND, add_runs_command, run_runs_command
 from cli.saved_config import recognized_lines, save_config
 from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
 from cli.stop_summary import write_stop_summary, write_summary_json
@@ -173,6 +174,7 @@ def _build_parser() -> argparse.ArgumentParser:
     add_vertex_commands(commands)
     add_data_commands(commands)
     add_report_commands(commands)
+    add_runs_command(commands)
     add_serving_commands(commands)
     add_predict_command(commands)
     return parser
@@ -247,10 +249,10 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
             return EXIT_OK
         try:
             if args.verbose:
-                summary, report, inputs = _run_pipeline(config, sys.stderr, None)
+                summary, report, inputs = _run_pipeline(config, sys.stderr, None, chosen)
             else:
                 with output_to_log_file(log_file) as terminal:
-                    summary, report, inputs = _run_pipeline(config, terminal, run_log)
+                    summary, report, inputs = _run_pipeline(config, terminal, run_log, chosen)
         except (ConfigError, DataFormatError, RunInterrupted) as error:  # before any component
             if config.notify:
                 from pipeline.run_summary import RunSummary
@@ -261,6 +263,9 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
         summary.chosen_defaults = chosen
         if summary.succeeded:
             record_success(config.run_dir, inputs)
+        # Under the run lock: the next run must not replace this one's report, or become the
+        # newest run in ML Metadata, while they are read and sent. A stopped run ends now.
+        tracked = None if summary.interrupted else _track(config, summary)
     if summary.problems():
         print(summary.problems(), file=sys.stderr, flush=True)
     if summary.span_shifted:
@@ -271,6 +276,14 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
     if args.summary_json:
         write_summary_json(args.summary_json, summary.to_json())
     _notify(config, summary, report)
+    if tracked is not None:
+        for line in tracked.lines:
+            print(line, flush=True)
+        if tracked.warning:
+            print(
+                f"tpu-pipeline: warning: {tracked.warning}; the run's result stands",
+                file=sys.stderr,
+            )
     if summary.interrupted:
         return exit_code(received_signal())
     if summary.data_rejected:
@@ -303,8 +316,16 @@ def _notify(config, summary, report: str | None) -> None:
         print(f"tpu-pipeline: warning: {warning}; the run's result stands", file=sys.stderr)
 
 
-def _run_pipeline(config, progress, log_file):
-    """Runs the pipeline with progress on `progress`.
+def _track(config, summary):
+    """Logs the run to MLflow, if a tracking URI is set; returns what to say (`Tracked`)."""
+    from pipeline.tracking import track_run
+
+    return track_run(config, summary)
+
+
+def _run_pipeline(config, progress, log_file, chosen=None):
+    """Runs the pipeline with progress on `progress`; `chosen` are the defaults chosen from the
+    data (pipeline/recipe.py), kept in the summary.
 
     Returns:
       The summary, the report line, and the fingerprint of the inputs as the run
@@ -323,7 +344,7 @@ def _run_pipeline(config, progress, log_file):
 
     print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", file=progress)
 
-    summary = run_local(config, progress, log_file)
+    summary = run_local(config, progress, log_file, inputs=inputs, chosen_defaults=chosen)
     if summary.interrupted:  # stop within seconds; `tpu-pipeline report` can write it later
         return summary, None, inputs
     return summary, write_run_report(config, summary), inputs
@@ -421,6 +442,8 @@ def _run_command(args: argparse.Namespace) -> int:
             return _preflight(args)
         if args.command in REPORT_COMMANDS:
             return run_report_command(args)
+        if args.command == RUNS_COMMAND:
+            return run_runs_command(args)
         if args.command == SERVING_COMMAND:
             return run_serving_command(args)
         if args.command == PREDICT_COMMAND:

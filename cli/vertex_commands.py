@@ -104,8 +104,10 @@ def _refuse_spec_with_webhook_url(spec_file: pathlib.Path) -> None:
     """
     try:
         tasks = json.loads(spec_file.read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
-        parameters = tasks["NotifyWebhook"]["inputs"]["parameters"]  # the handler's task
-    except (OSError, ValueError, KeyError, TypeError):
+        # The handler's task: NotifyWebhook before it also logged to Vertex AI Experiments.
+        handler = next(tasks[name] for name in ("RunEnded", "NotifyWebhook") if name in tasks)
+        parameters = handler["inputs"]["parameters"]
+    except (OSError, ValueError, KeyError, TypeError, StopIteration):
         return  # no handler, or a file the job builder will say is wrong
     if "webhook" in parameters:
         raise ConfigError(

@@ -14,9 +14,11 @@ whose trials train exactly as the Trainer will.
 from __future__ import annotations
 
 from common.tfx_api import FnArgs
-from components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_trainer
+from components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_serving, read_trainer
 from components.device.multi_worker import wait_for_all_workers
 from components.preflight import require_preflight
+from components.serving.answers import PixelClassifier
+from components.serving.eval_outcomes import record_eval_outcomes
 from components.serving.export import export_serving_model, serving_model
 from components.serving.warmup import write_warmup_requests
 from components.training.autograph import skip_autograph_for_tf_keras
@@ -78,6 +80,15 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
         )
         # TF Serving replays them when it loads the model; the Pusher's check sends them.
         write_warmup_requests(fn_args.serving_model_dir, setup.eval_files, dataset)
+        # Each eval example's outcome, for `runs diff` (which examples flipped between runs),
+        # kept with the run's logs; the ServingPackager's temperature keeps every answer.
+        record_eval_outcomes(
+            fn_args.model_run_dir,
+            PixelClassifier(fn_args.serving_model_dir),
+            setup.eval_files,
+            dataset,
+            read_serving(fn_args.custom_config).measured_examples,
+        )
     if setup.choice.num_workers > 1:
         # TFX checks on every worker that the model exists: the others wait for the chief's.
         wait_for_all_workers(setup.choice.strategy)

@@ -1,4 +1,5 @@
-"""On Vertex AI, the webhook hears how every run ended, failed runs too: an exit handler.
+"""On Vertex AI, after every run, failed runs too: the webhook hears how it ended, and Vertex AI
+Experiments logs it. One exit handler does both (TFX 1.16 takes one), each only if asked.
 
 Vertex runs the exit handler after the pipeline's DAG whatever its outcome,
 passing the DAG's final status (KFP's PipelineTaskFinalStatus as JSON): the
@@ -19,9 +20,16 @@ name of the Secret Manager version holding it (`notify.webhook_secret`) and read
 it when it posts. Whatever happens (a malformed final status, an unreadable
 secret, a failure building the message), the handler logs one line and its step
 succeeds: a notification never turns a run's result into a failure.
+
+With `tracking.vertex_experiment`, the same summary is logged as a run of that
+experiment (kubeflow/vertex_experiments.py): the configuration as compiled (its
+secret-aware dump, a parameter of the handler) as params, the summary's final figures
+as metrics, the DAG's final state as the run's state; within
+`tracking.budget_seconds`, one warning if it cannot.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
+import dataclasses
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -36,9 +44,13 @@ from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handle
 from common.timeouts import call_with_timeout
 from common.webhook import post_notification, slack_message
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
-from kubeflow.runner import require_webhook_secret
+from kubeflow.runner import require_webhook_secret, vertex_pipeline_config
+from kubeflow.vertex_api import connect
+from kubeflow.vertex_api import send as vertex_api_send
+from kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
 from pipeline.pipeline import NodeIds
 from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
+from pipeline.run_summary import RunSummary
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import types as gca
@@ -79,7 +91,21 @@ def _status_message(
     return slack_message(f"tpu-pipeline {pipeline_name} on {WHERE}: *{outcome}*", details)
 
 
-def vertex_run_message(
+@dataclasses.dataclass
+class FinishedJob:
+    """What the exit handler knows of the run that ended.
+
+    `status` is the DAG's final status (None when what Vertex passed is unreadable);
+    `summary` the run summary read back from the job, or None, `unread` saying why.
+    """
+
+    pipeline_name: str
+    status: pipeline_spec_pb2.PipelineTaskFinalStatus | None
+    summary: RunSummary | None
+    unread: str = ""
+
+
+def read_finished_job(
     pipeline_name: str,
     final_status: str,
     read_job: "Callable[[str], gca.PipelineJob] | None" = None,
@@ -87,11 +113,11 @@ def vertex_run_message(
     class_names: Sequence[str] = (),
     evaluator: EvaluatorConfig | None = None,
     drift: DriftConfig | None = None,
-) -> dict:
-    """The Slack-compatible message for a Vertex AI run's final status (JSON).
+) -> FinishedJob:
+    """The run's final status and its summary, read from the job within `budget_s`.
 
     Args:
-      pipeline_name: the pipeline's name, for the title.
+      pipeline_name: the pipeline's name.
       final_status: KFP's PipelineTaskFinalStatus of the DAG, as JSON.
       read_job: reads the pipeline job by its resource name; by default from Vertex AI.
       budget_s: the most reading the job and its artifacts may take.
@@ -106,10 +132,7 @@ def vertex_run_message(
         )
     except Exception as error:  # not JSON, or not a final status: still tell that the run ended
         logging.warning("The final status is unreadable: %s", error_line(error))
-        return slack_message(
-            f"tpu-pipeline {pipeline_name} on {WHERE}: *{UNKNOWN}*",
-            [f"the final status Vertex AI passed is unreadable: {error_line(error)}"],
-        )
+        return FinishedJob(pipeline_name, None, None, error_line(error))
     name = status.pipeline_job_resource_name
     read_job = read_job or read_pipeline_job
     try:
@@ -122,12 +145,89 @@ def vertex_run_message(
         )
     except Exception as error:  # whatever it is, the people waiting still hear the outcome
         logging.warning("Could not read the job's results: %s", error_line(error))
-        return _status_message(pipeline_name, status, error_line(error))
-    return run_message(summary, _console_line(name), where=WHERE)
+        return FinishedJob(pipeline_name, status, None, error_line(error))
+    return FinishedJob(pipeline_name, status, summary)
+
+
+def job_message(job: FinishedJob) -> dict:
+    """The Slack-compatible message for a finished job: the local run's message, or what the
+    final status alone says when the job's results could not be read."""
+    if job.status is None:
+        return slack_message(
+            f"tpu-pipeline {job.pipeline_name} on {WHERE}: *{UNKNOWN}*",
+            [f"the final status Vertex AI passed is unreadable: {job.unread}"],
+        )
+    if job.summary is None:
+        return _status_message(job.pipeline_name, job.status, job.unread)
+    return run_message(job.summary, _console_line(job.status.pipeline_job_resource_name), WHERE)
+
+
+def vertex_run_message(
+    pipeline_name: str,
+    final_status: str,
+    read_job: "Callable[[str], gca.PipelineJob] | None" = None,
+    budget_s: float = READ_BUDGET_S,
+    class_names: Sequence[str] = (),
+    evaluator: EvaluatorConfig | None = None,
+    drift: DriftConfig | None = None,
+) -> dict:
+    """The Slack-compatible message for a Vertex AI run's final status (JSON); the arguments
+    are `read_finished_job`'s."""
+    return job_message(
+        read_finished_job(
+            pipeline_name, final_status, read_job, budget_s, class_names, evaluator, drift
+        )
+    )
+
+
+def _tell(job: FinishedJob, webhook_secret: str, timeout_seconds: float) -> None:
+    """Posts the run's outcome to the webhook; a failure is one warning."""
+    try:
+        notify = NotifyConfig(webhook_secret=webhook_secret, timeout_seconds=timeout_seconds)
+        warning = post_notification(notify, job_message(job))
+    except Exception as error:  # the run's result stands whatever happened here
+        warning = f"the run's outcome was not told: {error_line(error)}"
+    if warning:
+        logging.warning("%s; the run's result stands", warning)
+
+
+def _log_experiment(
+    job: FinishedJob, experiment: str, run_config: str, budget_s: float, send: Send | None
+) -> None:
+    """Logs the run to Vertex AI Experiments within `budget_s`; a failure is one warning."""
+    try:
+        status = job.status
+        parts = job_name_parts(status.pipeline_job_resource_name) if status else None
+        if parts is None:
+            raise ValueError("the final status names no pipeline job to log the run of")
+        location = f"projects/{parts['project']}/locations/{parts['region']}"
+        run = experiment_run(
+            location,
+            experiment,
+            parts["job"],
+            PipelineConfig.model_validate_json(run_config),
+            job.summary,
+            status.state,
+            job.unread,
+        )
+        if send is None:
+            region = parts["region"]
+            credentials = connect(region)
+            send = lambda call: vertex_api_send(call, region, credentials)  # noqa: E731
+        call_with_timeout(
+            lambda: log_experiment_run(run, send), budget_s, f"logging to experiment {experiment}"
+        )
+        logging.info("Logged the run to Vertex AI Experiments: %s", run.run_context)
+    except Exception as error:  # the run's result stands whatever happened here
+        logging.warning(
+            "the run was not logged to Vertex AI Experiments %s: %s; the run's result stands",
+            experiment,
+            error_line(error),
+        )
 
 
 @exit_handler
-def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
+def RunEnded(  # noqa: N802 (TFX names the component after the function)
     final_status: Parameter[str],
     webhook_secret: Parameter[str],
     timeout_seconds: Parameter[float],
@@ -135,45 +235,59 @@ def NotifyWebhook(  # noqa: N802 (TFX names the component after the function)
     class_names: Parameter[str],
     evaluator_config: Parameter[str],
     drift_config: Parameter[str],
+    experiment: Parameter[str],
+    run_config: Parameter[str],
+    experiment_budget_seconds: Parameter[float],
 ):
-    """Posts the run's outcome; whatever fails is one warning in the log, never a failed step.
+    """Tells the webhook (`webhook_secret`, if not empty) how the run ended and logs it to
+    Vertex AI Experiments (`experiment`, if not empty); whatever fails is one warning in the
+    log, never a failed step.
 
     `class_names` (a JSON list) and `evaluator_config` (the `evaluator:` section as JSON)
     name and flag the slices as a local run does; `drift_config` (the `drift:` section
-    as JSON, empty unless the data comes in spans) judges the new span's images.
+    as JSON, empty unless the data comes in spans) judges the new span's images;
+    `run_config` is the configuration as compiled (its secret-aware dump), the
+    experiment run's params.
     """
     try:
-        notify = NotifyConfig(webhook_secret=webhook_secret, timeout_seconds=timeout_seconds)
-        message = vertex_run_message(
+        job = read_finished_job(
             pipeline_name,
             final_status,
             class_names=json.loads(class_names),
             evaluator=EvaluatorConfig.model_validate_json(evaluator_config),
             drift=DriftConfig.model_validate_json(drift_config) if drift_config else None,
         )
-        warning = post_notification(notify, message)
-    except Exception as error:  # the run's result stands whatever happened here
-        warning = f"the run's outcome was not told: {error_line(error)}"
-    if warning:
-        logging.warning("%s; the run's result stands", warning)
+    except Exception as error:  # malformed parameters: still tell and log what is known
+        job = FinishedJob(pipeline_name, None, None, error_line(error))
+    if webhook_secret != "":  # empty: no webhook configured (anything else is tried)
+        _tell(job, webhook_secret, timeout_seconds)
+    if experiment:
+        _log_experiment(job, experiment, run_config, experiment_budget_seconds, None)
 
 
-def notify_exit_handler(config: PipelineConfig) -> BaseComponent | None:
-    """The exit handler for `config.notify`, or None when nothing is to be told.
+def run_ended_handler(config: PipelineConfig) -> BaseComponent | None:
+    """The exit handler for `config.notify` and `tracking.vertex_experiment`, or None when
+    there is nothing to tell or log.
 
     Raises:
       ConfigError: `notify.webhook` is set; on Vertex AI the URL must come from
         `notify.webhook_secret` (kubeflow/runner.py, `require_webhook_secret`).
     """
     notify = require_webhook_secret(config)
-    if notify is None:
+    experiment = config.tracking.vertex_experiment
+    if notify is None and experiment is None:
         return None
-    return NotifyWebhook(
+    return RunEnded(
         final_status=FinalStatusStr(),
-        webhook_secret=notify.webhook_secret,
-        timeout_seconds=notify.timeout_seconds,
+        webhook_secret=notify.webhook_secret if notify else "",
+        timeout_seconds=notify.timeout_seconds
+        if notify
+        else NotifyConfig.model_fields["timeout_seconds"].default,
         pipeline_name=config.full_pipeline_name,
         class_names=json.dumps(list(config.dataset.class_names)),
         evaluator_config=config.evaluator.model_dump_json(),
         drift_config=config.drift.model_dump_json() if config.dataset.reads_spans else "",
+        experiment=experiment or "",
+        run_config=vertex_pipeline_config(config).model_dump_json() if experiment else "",
+        experiment_budget_seconds=config.tracking.budget_seconds,
     )

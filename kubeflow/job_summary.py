@@ -31,6 +31,8 @@ from components.data_checks.anomalies import (
     describe_anomalies,
     rejection_message,
 )
+from common.vertex_api import ApiCall, connect, send
+from components.evaluation.results import class_metrics
 from pipeline.node_ids import SERVED_MODEL_OUTPUTS
 from pipeline.pipeline import NodeIds
 from pipeline.run_summary import RunSummary
@@ -174,6 +176,8 @@ def job_summary(
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
+            if class_names:  # as locally (pipeline/run_summary.py): each class's precision, recall
+                summary.per_class_metrics = class_metrics(evaluation.uri, class_names)
         served = blessing.metadata.get("baseline_model")
         # The new model's drift reference is in the model the Evaluator judged.
         models = (_output(tasks, node, key) for node, key in SERVED_MODEL_OUTPUTS)

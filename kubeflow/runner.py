@@ -175,7 +175,7 @@ def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, 
     require_webhook_secret(config)  # before the import of TFX: a config error takes a second
     check_replaceable(output, "--output")
     from common.tfx_api import kubeflow_v2_dag_runner
-    from kubeflow.exit_handler import notify_exit_handler
+    from kubeflow.exit_handler import run_ended_handler
 
     with owned_file(output, "--output") as partial:
         runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
@@ -185,7 +185,7 @@ def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, 
             output_dir=os.path.dirname(partial),
             output_filename=os.path.basename(partial),
         )
-        handler = notify_exit_handler(config)
+        handler = run_ended_handler(config)
         if handler is not None:  # runs after the DAG, however it ended
             runner.set_exit_handler(handler)
         return runner.run(

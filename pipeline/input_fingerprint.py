@@ -1,7 +1,7 @@
 """What a run's inputs were, so `run --if-new-data` can tell whether anything new arrived.
 
-The fingerprint of a run is its configuration (as validated; the `notify:` and
-`vertex:` sections aside) and every file ExampleGen may read: each file under
+The fingerprint of a run is its configuration (as validated; the `notify:`,
+`tracking:` and `vertex:` sections aside) and every file ExampleGen may read: each file under
 the data folder that matches the dataset's patterns, span, version and date
 placeholders widened to any value, by relative name, size and modification
 time in nanoseconds. A new span, a
@@ -45,6 +45,18 @@ class InputFingerprint:
     patterns: tuple[str, ...]
     files: dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns)
 
+    def digest(self) -> str:
+        """A short digest of the whole fingerprint: two runs with the same one read the same
+        configuration and the same files (names, sizes and times)."""
+        text = json.dumps(dataclasses.asdict(self), sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+    def data_digest(self) -> str:
+        """A short digest of the files alone (names under the data folder, sizes, times): the
+        same data, whatever the configuration or where the folder is."""
+        text = json.dumps([list(self.patterns), self.files], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
     def changes_since(self, last: InputFingerprint) -> str | None:
         """What is new since `last`, in a few words; None when nothing is."""
         if self.config != last.config:
@@ -63,8 +75,9 @@ class InputFingerprint:
 
 
 def config_digest(config: PipelineConfig) -> str:
-    """A digest of what decides a local run's result (not where it notifies, nor Vertex's)."""
-    settings = config.model_dump_json(exclude={"notify", "vertex"})
+    """A digest of what decides a local run's result (not where it notifies or is tracked, nor
+    Vertex's settings)."""
+    settings = config.model_dump_json(exclude={"notify", "vertex", "tracking"})
     return hashlib.sha256(settings.encode()).hexdigest()[:16]
 
 

@@ -18,7 +18,7 @@ import pathlib
 import re
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 from absl import logging as absl_logging
 
@@ -29,6 +29,7 @@ from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
 from pipeline.data_sources import prepare_data_root
+from pipeline.input_fingerprint import InputFingerprint, fingerprint_inputs, input_patterns
 from pipeline.node_ids import NodeIds
 from pipeline.pipeline import create_pipeline
 from pipeline.progress import LiveStatus
@@ -41,6 +42,7 @@ from pipeline.run_summary import (
     RunSummary,
     summarize_run,
 )
+from pipeline.runs.history import note_run
 from pipeline.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
@@ -171,7 +173,14 @@ class ComponentProgress(logging.Handler):
         return [self.results.get(i, ComponentResult(i, "skipped", 0.0)) for i in self._ids]
 
 
-def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) -> RunSummary:
+def run_local(
+    config: PipelineConfig,
+    out: TextIO,
+    log_file: str | None = None,
+    *,
+    inputs: InputFingerprint | None = None,
+    chosen_defaults: dict[str, Any] | None = None,
+) -> RunSummary:
     """Runs the whole pipeline locally and returns its summary; never raises for a failed run.
 
     A run stopped by SIGINT or SIGTERM (under `common.interrupts.stop_on_signals`)
@@ -184,6 +193,8 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
       config: the run's configuration.
       out: where progress lines go (the user's terminal).
       log_file: where the full logs went, to name in the summary.
+      inputs: the fingerprint of the inputs as the run started, noted with the run.
+      chosen_defaults: the fields chosen from the data (pipeline/recipe.py), for the summary.
     """
     config.run_dir.mkdir(parents=True, exist_ok=True)
     connection_config = metadata.sqlite_metadata_connection_config(str(config.metadata_path))
@@ -202,9 +213,12 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
         # A serving action a killed process left half-done: settled before the Resolver reads
         # the baseline from ML Metadata (the CLI holds the run lock for the whole run).
         finish_interrupted_action(config, lambda line: print(f"tpu-pipeline: {line}", file=out))
+        data_root = prepare_data_root(config)
+        if inputs is None:  # the CLI takes it before; here too, before ExampleGen reads
+            inputs = fingerprint_inputs(config, data_root, input_patterns(config.dataset))
         pipeline = create_pipeline(
             config,
-            data_root=str(prepare_data_root(config)),
+            data_root=str(data_root),
             pipeline_root=str(config.pipeline_root),
             serving_dir=str(config.serving_dir),
             metadata_connection_config=connection_config,
@@ -262,6 +276,12 @@ def run_local(config: PipelineConfig, out: TextIO, log_file: str | None = None) 
     if bootstrapped is not None:  # also when the run stopped before ImportSchemaGen
         summary.schema_bootstrapped = str(bootstrapped)
     summary.add_run_memory(*run_peak)
+    summary.chosen_defaults = chosen_defaults
+    # What `tpu-pipeline runs` lists and compares, and the report's run history reads.
+    try:
+        note_run(record, [c.id for c in components], config, summary, inputs)
+    except Exception:  # the run's result stands; only `runs` lacks its notes
+        logging.getLogger(__name__).exception("Could not note the run in ML Metadata")
     return summary
 
 

@@ -13,30 +13,31 @@ from typing import Any
 
 from common.config import PipelineConfig
 from common.webhook import post_notification, slack_message
+from pipeline.run_outcome import (
+    BLESSED_AND_PUSHED,
+    BLESSED_NOT_PUSHED,
+    DATA_REJECTED,
+    FAILED,
+    INTERRUPTED,
+    NOT_BLESSED,
+    run_outcome,
+)
 from pipeline.run_summary import RunSummary
 
-BLESSED_AND_PUSHED = "blessed and pushed"
-BLESSED_NOT_PUSHED = "blessed, not pushed"
-NOT_BLESSED = "not blessed"
-DATA_REJECTED = "data rejected"
-FAILED = "failed"
-INTERRUPTED = "interrupted"
+__all__ = [
+    "BLESSED_AND_PUSHED",
+    "BLESSED_NOT_PUSHED",
+    "DATA_REJECTED",
+    "FAILED",
+    "INTERRUPTED",
+    "NOT_BLESSED",
+    "notify_run",
+    "run_message",
+    "run_outcome",
+]
 
 # Shown first, in this order, when the Evaluator computed them.
 _KEY_METRICS = ("accuracy", "example_count")
-
-
-def run_outcome(summary: RunSummary) -> str:
-    """How the run ended, in the words the message and the README use."""
-    if summary.interrupted:
-        return INTERRUPTED
-    if summary.data_rejected:
-        return DATA_REJECTED
-    if not summary.succeeded:
-        return FAILED
-    if not summary.blessed:
-        return NOT_BLESSED
-    return BLESSED_AND_PUSHED if summary.pushed_model else BLESSED_NOT_PUSHED
 
 
 def _why(summary: RunSummary, outcome: str) -> str:

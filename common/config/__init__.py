@@ -41,6 +41,12 @@ from common.config.secrets import (
     webhook_url_problem,
 )
 from common.config.serving import ServingConfig, TFLiteVariant
+from common.config.tracking import (
+    MLFLOW_EXPERIMENT_NAME_ENV,
+    MLFLOW_TRACKING_URI_ENV,
+    VERTEX_EXPERIMENT_PATTERN,
+    TrackingConfig,
+)
 from common.config.trainer import (
     Accelerator,
     LearningRateDecay,
@@ -74,11 +80,14 @@ __all__ = [
     "BUILTIN_DATA_DIR",
     "DEFAULT_DATASET",
     "HIDDEN",
+    "MLFLOW_EXPERIMENT_NAME_ENV",
+    "MLFLOW_TRACKING_URI_ENV",
     "REPO_ROOT",
     "SECRET_ERROR",
     "SECRET_VERSION_PATTERN",
     "TPU_V5E_MACHINE_PREFIX",
     "UNTUNABLE_TRAINER_FIELDS",
+    "VERTEX_EXPERIMENT_PATTERN",
     "Accelerator",
     "BaselineTest",
     "ConfigError",
@@ -111,6 +120,7 @@ __all__ = [
     "SourceConfig",
     "SplitPatterns",
     "TFLiteVariant",
+    "TrackingConfig",
     "TrainerConfig",
     "TrainingProcess",
     "TunerConfig",

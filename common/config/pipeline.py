@@ -15,6 +15,7 @@ from common.config.explain import ExplainConfig
 from common.config.notify import NotifyConfig
 from common.config.secrets import plain_credentials
 from common.config.serving import ServingConfig
+from common.config.tracking import TrackingConfig
 from common.config.trainer import TrainerConfig
 from common.config.tuner import TunerConfig
 from common.config.vertex import VertexConfig
@@ -67,6 +68,10 @@ class PipelineConfig(_Section):
     )
     notify: NotifyConfig | None = Field(
         default=None, description="a webhook told each run's outcome (local and Vertex)"
+    )
+    tracking: TrackingConfig = Field(
+        default_factory=TrackingConfig,
+        description="experiment trackers each run is logged to (MLflow, Vertex AI Experiments)",
     )
 
     @model_validator(mode="after")

@@ -5,6 +5,9 @@ anomalies, the Trainer's TensorBoard logs, TFMA results, the exported model),
 draws the figures with matplotlib and writes `report.html` next to them.
 Modules: run_store (find the run), *_facts and tensorboard_logs (read one
 kind of artifact each), collect (assemble), plots (draw), html (render).
+
+The run folder's own report (`<run>/report/report.html`) is the newest run's; each is
+also kept as `<run>/report/runs/<run id>.html`, so a report links to the run before it.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ FIGURES = (
     "calibration",
     "samples",
     "attributions",
+    "history",
 )
 
 
@@ -71,9 +75,11 @@ def write_report(
 
     if output_dir is not None:  # refused before the run is read
         check_claimable(output_dir, "--output")
-    report = collect_report(run_dir, summary, config)
+    report = collect_report(run_dir, summary, config, REPORT_DIR)
     if output_dir is None:
-        return write_report_files(report, pathlib.Path(run_dir) / REPORT_DIR, _earlier_report)
+        return write_report_files(
+            report, pathlib.Path(run_dir) / REPORT_DIR, _earlier_report, keep_run_page=True
+        )
     return write_report_files(report, pathlib.Path(output_dir))
 
 
@@ -81,13 +87,17 @@ def write_report_files(
     report: RunReport,
     output_dir: pathlib.Path,
     adopt: Callable[[list[str]], bool] | None = None,
+    keep_run_page: bool = False,
 ) -> ReportFiles:
     """Draws the figures of a collected `RunReport` and writes them and the page to `output_dir`.
 
-    `output_dir` is claimed as `common.owned_paths.claim_folder` does (with `adopt`).
+    `output_dir` is claimed as `common.owned_paths.claim_folder` does (with `adopt`). With
+    `keep_run_page` (the run folder's own report), the page is also kept as
+    `output_dir/runs/<run id>.html` for the reports of later runs to link to.
     """
     from common.owned_paths import claim_folder, write_owned
     from pipeline.report import plots
+    from pipeline.report.history_facts import RUNS_DIR, page_name
     from pipeline.report.html import render_html
 
     claim_folder(output_dir, "--output", adopt)
@@ -127,6 +137,9 @@ def write_report_files(
         "calibration": plots.reliability_diagram(report.summary.calibration),
         "samples": plots.sample_predictions(report.samples, report.class_names),
         "attributions": plots.attribution_maps(report.attributions, report.class_names),
+        "history": plots.accuracy_history(report.history.runs, report.history.current)
+        if report.history
+        else None,
     }
     pngs: dict[str, bytes] = {}
     paths: dict[str, pathlib.Path] = {}
@@ -136,5 +149,9 @@ def write_report_files(
             pngs[name] = plots.png_bytes(figure)
             write_owned(paths[name], pngs[name], "--output")
     html_path = output_dir / REPORT_FILE
-    write_owned(html_path, render_html(report, pngs).encode("utf-8"), "--output")
+    write_owned(html_path, render_html(report, pngs, output_dir).encode("utf-8"), "--output")
+    if keep_run_page and report.run_id:
+        kept = pathlib.Path(claim_folder(output_dir / RUNS_DIR, "--output"))
+        page = render_html(report, pngs, kept).encode("utf-8")
+        write_owned(kept / page_name(report.run_id), page, "--output")
     return ReportFiles(html_path, paths)

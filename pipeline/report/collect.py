@@ -28,7 +28,7 @@ from components.explain.store import Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
 from pipeline import tuning_results
 from pipeline.node_ids import NodeIds
-from pipeline.report import data_facts, serving_facts, tensorboard_logs
+from pipeline.report import data_facts, history_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.run_memory import read_run_memory
 from pipeline.run_record import custom_property
@@ -86,6 +86,7 @@ class RunReport:
     deployment: DeploymentFacts | None = None
     samples: serving_facts.Samples | None = None
     attributions: Attributions | None = None
+    history: history_facts.HistoryFacts | None = None
 
 
 def describe_outcome(summary: RunSummary) -> str:
@@ -259,6 +260,7 @@ def collect_report(
     run_dir: pathlib.Path,
     summary: RunSummary | None = None,
     config: PipelineConfig | None = None,
+    report_dir_name: str = "report",
 ) -> RunReport:
     """Reads the newest run of `run_dir` into a `RunReport`.
 
@@ -269,6 +271,7 @@ def collect_report(
         it the summary is rebuilt from MLMD.
       config: the run's configuration, shown in the report; without it the
         dataset and trainer sections the Trainer received are shown.
+      report_dir_name: the run folder's report folder, which keeps a page per run.
 
     Raises:
       RunNotFoundError: no summary was given and the folder holds no run.
@@ -295,6 +298,9 @@ def collect_report(
         config=config.model_dump(mode="json") if config else trainer_config,
         versions=versions(),
         class_names=class_names,
+        history=history_facts.collect_history(
+            run_dir, stored.run_id if stored else None, report_dir_name
+        ),
     )
     if stored is None:
         return report

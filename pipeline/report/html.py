@@ -8,8 +8,11 @@ Jinja2 escapes every value, so error messages and paths cannot break the page.
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import math
+import os
+import pathlib
 from typing import Any
 
 import jinja2
@@ -46,6 +49,11 @@ def _outcome_class(report: RunReport) -> str:
 def number(value: float) -> str:
     """A statistic in 4 significant digits; blank where TFDV computes none (text, binary)."""
     return "" if math.isnan(value) else f"{value:.4g}"
+
+
+def run_time(seconds: float) -> str:
+    """When a run started, in local time."""
+    return datetime.datetime.fromtimestamp(seconds).strftime("%Y-%m-%d %H:%M")
 
 
 def byte_size(size: float) -> str:
@@ -163,8 +171,23 @@ def attribution_facts(attributions: Attributions | None) -> dict[str, Any]:
     }
 
 
-def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
+def previous_link(report: RunReport, page_dir: pathlib.Path | None) -> str | None:
+    """The previous run's kept page, relative to the folder the page is written to."""
+    history = report.history
+    if history is None or history.previous_report is None:
+        return None
+    if page_dir is None:
+        return history.previous_report.as_uri()
+    return pathlib.Path(os.path.relpath(history.previous_report, page_dir)).as_posix()
+
+
+def render_html(
+    report: RunReport, figures: dict[str, bytes], page_dir: pathlib.Path | None = None
+) -> str:
     """The report page, with `figures` (name -> PNG bytes) embedded where the template names them.
+
+    `page_dir` is the folder the page is written to: the link to the previous run's page is
+    relative to it (a file:// link without it).
 
     The template places: components, data, training, comparison,
     confusion_matrix, per_class, slices, calibration, attributions and samples; a missing
@@ -190,6 +213,8 @@ def render_html(report: RunReport, figures: dict[str, bytes]) -> str:
     trainer_section = (report.config or {}).get("trainer") or {}
     return environment.get_template(TEMPLATE).render(
         r=report,
+        previous_link=previous_link(report, page_dir),
+        when=run_time,
         s=report.summary,
         outcome_class=_outcome_class(report),
         config_json=json.dumps(report.config, indent=2, sort_keys=True) if report.config else "",

@@ -8,6 +8,7 @@ display backend are involved: they render with Agg wherever the report runs.
 from __future__ import annotations
 
 import io
+import time
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -17,6 +18,7 @@ from components.explain.store import Attributions
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
 from pipeline.run_summary import ComponentResult
+from pipeline.runs.history import RunEntry
 
 STATUS_COLORS = {
     "executed": "tab:blue",
@@ -257,6 +259,52 @@ def candidate_vs_baseline(
     axes.set_ylim(min([*values, lower_bound or 1.0]) - 0.05, 1.02)
     axes.set_ylabel("accuracy")
     axes.set_title("Candidate vs baseline")
+    return figure
+
+
+def accuracy_history(runs: list[RunEntry], current: RunEntry | None) -> Figure | None:
+    """Eval accuracy of the last runs (`runs` newest first), oldest on the left: blessed runs
+    green, refused ones red, with each one's baseline as a grey tick; None under two runs."""
+    evaluated = [run for run in reversed(runs) if run.accuracy is not None]
+    if len(evaluated) < 2:
+        return None
+    figure = Figure(figsize=(7, 2.8), layout="constrained")
+    axes = figure.subplots()
+    positions = np.arange(len(evaluated))
+    accuracies = [run.accuracy for run in evaluated]
+    axes.plot(positions, accuracies, color="lightgray", zorder=1)
+    colors = ["tab:green" if run.blessed else "tab:red" for run in evaluated]
+    sizes = [
+        90 if current is not None and run.run_id == current.run_id else 40 for run in evaluated
+    ]
+    axes.scatter(positions, accuracies, c=colors, s=sizes, zorder=2)
+    baselines = [(i, run.baseline_accuracy) for i, run in enumerate(evaluated)]
+    shown = [(i, b) for i, b in baselines if b is not None]
+    if shown:
+        axes.scatter(*zip(*shown, strict=True), marker="_", s=200, color="gray", label="baseline")
+        axes.legend(loc="lower left", fontsize=8)
+    for position, accuracy in zip(positions, accuracies, strict=True):
+        axes.annotate(
+            f"{accuracy:.3f}",
+            (position, accuracy),
+            textcoords="offset points",
+            xytext=(0, 6),
+            ha="center",
+            fontsize=7,
+        )
+    axes.set_xticks(
+        positions,
+        [
+            f"#{run.number}\n{time.strftime('%m-%d %H:%M', time.localtime(run.started))}"
+            for run in evaluated
+        ],
+        fontsize=7,
+    )
+    low = min(accuracies + [b for _, b in shown])
+    axes.set_ylim(max(0.0, low - 0.05), 1.02)
+    axes.set_xlim(-0.5, len(evaluated) - 0.5)
+    axes.set_ylabel("eval accuracy")
+    axes.set_title("Eval accuracy of the last runs (green: blessed, red: not)")
     return figure
 
 

@@ -8,3 +8,4 @@ def test_the_benchmark_imports_and_offers_the_photo_sections():
     offered = set(bench.SECTIONS)
     assert {"trainer", "e2e", "photo_input", "predict", "predict_photos"} <= offered
     assert {"trainer_vs_fit", "cpu_precision"} <= offered
+    assert "runs" in offered  # `tpu-pipeline runs` and logging to MLflow, timed

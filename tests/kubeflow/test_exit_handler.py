@@ -19,7 +19,7 @@ import common.webhook
 import kubeflow.exit_handler
 from common import vertex_types as gca
 from common.config import DriftConfig, EvaluatorConfig
-from kubeflow.exit_handler import NotifyWebhook, vertex_run_message
+from kubeflow.exit_handler import RunEnded, vertex_run_message
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
 from tests.pipeline.tfma_results import NAMES, write_evaluation
@@ -79,7 +79,7 @@ def job(**tasks: tuple[gca.PipelineTaskDetail.State, dict, str]) -> gca.Pipeline
         gca.PipelineTaskDetail(
             task_id=3,
             parent_task_id=ROOT,
-            task_name="NotifyWebhook",
+            task_name="RunEnded",
             state=gca.PipelineTaskDetail.State.RUNNING,
         ),
     ]
@@ -188,8 +188,8 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
     config, spec, _ = compile_spec("cpu", **NOTIFY)
     pipeline = spec["pipelineSpec"]
     root_tasks = pipeline["root"]["dag"]["tasks"]
-    assert set(root_tasks) == {"tfx-dag", "NotifyWebhook"}
-    handler = root_tasks["NotifyWebhook"]
+    assert set(root_tasks) == {"tfx-dag", "RunEnded"}
+    handler = root_tasks["RunEnded"]
     assert handler["triggerPolicy"]["strategy"] == "ALL_UPSTREAM_TASKS_COMPLETED"
     assert handler["dependentTasks"] == ["tfx-dag"]
     status = handler["inputs"]["parameters"]["final_status"]
@@ -199,7 +199,7 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
         pipeline["components"]["tfx-dag"]["dag"]["tasks"]
     )
     # The URL is in no parameter: the handler reads it from Secret Manager when it posts.
-    assert task_parameter(spec, "NotifyWebhook", "webhook_secret") == SECRET_NAME
+    assert task_parameter(spec, "RunEnded", "webhook_secret") == SECRET_NAME
     assert set(handler["inputs"]["parameters"]) == {
         "final_status",
         "webhook_secret",
@@ -208,31 +208,37 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
         "class_names",
         "evaluator_config",
         "drift_config",
+        "experiment",
+        "run_config",
+        "experiment_budget_seconds",
     }
+    # No experiment to log to: nothing of Vertex AI Experiments is compiled in.
+    assert task_parameter(spec, "RunEnded", "experiment") == ""
+    assert task_parameter(spec, "RunEnded", "run_config") == ""
     # The shipped configs read spans (span-{SPAN}/): each new span is judged by these rules.
-    drift = task_parameter(spec, "NotifyWebhook", "drift_config")
+    drift = task_parameter(spec, "RunEnded", "drift_config")
     assert DriftConfig.model_validate(drift) == config.drift
-    assert task_parameter(spec, "NotifyWebhook", "pipeline_name") == config.full_pipeline_name
+    assert task_parameter(spec, "RunEnded", "pipeline_name") == config.full_pipeline_name
     # The slices are named and flagged as a local run of the same config does.
-    assert task_parameter(spec, "NotifyWebhook", "class_names") == list(config.dataset.class_names)
-    evaluator = task_parameter(spec, "NotifyWebhook", "evaluator_config")
+    assert task_parameter(spec, "RunEnded", "class_names") == list(config.dataset.class_names)
+    evaluator = task_parameter(spec, "RunEnded", "evaluator_config")
     assert EvaluatorConfig.model_validate(evaluator) == config.evaluator
-    executor = pipeline["deploymentSpec"]["executors"]["NotifyWebhook_executor"]["container"]
+    executor = pipeline["deploymentSpec"]["executors"]["RunEnded_executor"]["container"]
     assert executor["image"] == config.vertex.pipeline_image
-    assert "kubeflow.exit_handler.NotifyWebhook_Executor" in json.dumps(executor)
+    assert "kubeflow.exit_handler.RunEnded_Executor" in json.dumps(executor)
 
 
 def test_a_notify_section_with_only_a_webhook_compiles_with_the_default_timeout(compile_spec):
     # TFX type-checks the handler's float parameter: an unvalidated int default failed here.
     _, spec, _ = compile_spec("cpu", **{"notify.webhook_secret": SECRET_NAME})
-    handler = spec["pipelineSpec"]["root"]["dag"]["tasks"]["NotifyWebhook"]
+    handler = spec["pipelineSpec"]["root"]["dag"]["tasks"]["RunEnded"]
     timeout = handler["inputs"]["parameters"]["timeout_seconds"]
     assert timeout == {"runtimeValue": {"constantValue": {"doubleValue": 10.0}}}
 
 
 def test_without_notify_the_spec_has_no_exit_handler(compile_spec):
     _, spec, _ = compile_spec("cpu")
-    assert "NotifyWebhook" not in spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert "RunEnded" not in spec["pipelineSpec"]["root"]["dag"]["tasks"]
 
 
 def test_a_blessed_and_pushed_run_gives_the_local_messages_outcome_metrics_and_push(evaluation):
@@ -357,7 +363,7 @@ def test_a_job_read_that_hangs_is_abandoned_after_the_budget():
 
 def run_exit_handler(final_status_json: str, name: str = SECRET_NAME) -> None:
     """Runs the exit handler's executor as its container does."""
-    executor = NotifyWebhook.EXECUTOR_SPEC.executor_class()
+    executor = RunEnded.EXECUTOR_SPEC.executor_class()
     executor.Do(
         {},
         {},
@@ -369,6 +375,9 @@ def run_exit_handler(final_status_json: str, name: str = SECRET_NAME) -> None:
             "class_names": json.dumps([str(digit) for digit in range(10)]),
             "evaluator_config": EvaluatorConfig().model_dump_json(),
             "drift_config": DriftConfig().model_dump_json(),
+            "experiment": "",
+            "run_config": "",
+            "experiment_budget_seconds": 5.0,
         },
     )
 
@@ -497,7 +506,7 @@ def test_an_exception_building_the_message_is_one_warning_and_a_succeeding_step(
     def broken(*args, **kwargs):
         raise RuntimeError("the message builder broke")
 
-    monkeypatch.setattr(kubeflow.exit_handler, "vertex_run_message", broken)
+    monkeypatch.setattr(kubeflow.exit_handler, "job_message", broken)
     with webhook_server() as (url, server):
         reads = secret_holds(url)
         run_exit_handler(final_status("SUCCEEDED"))
@@ -521,7 +530,7 @@ def test_a_plain_webhook_is_a_config_error_for_vertex_naming_the_secret_field():
 
 def test_data_not_in_spans_compiles_no_drift_rules_into_the_exit_handler(compile_spec):
     _, spec, _ = compile_spec("cpu", **NOTIFY, **{"dataset.file_pattern": "*.tfrecord*"})
-    assert task_parameter(spec, "NotifyWebhook", "drift_config") == ""
+    assert task_parameter(spec, "RunEnded", "drift_config") == ""
 
 
 def _model_with_reference(folder, images: np.ndarray) -> str:

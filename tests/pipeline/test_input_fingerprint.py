@@ -129,3 +129,22 @@ def test_every_change_tfx_examplegen_sees_in_the_latest_span_is_seen(tmp_path):
         tfx_after, ours_after = both()
         assert tfx_after != tfx_before  # each is a change ExampleGen sees
         assert ours_after.changes_since(ours_before) is not None
+
+
+def test_the_data_digest_names_the_files_whatever_the_configuration_or_folder(tmp_path):
+    """`tpu-pipeline runs` says two runs read the same data by this digest."""
+    import shutil
+
+    write(tmp_path / "data" / "span-1" / "a.tfrecord")
+    pattern = ("span-{SPAN}/*.tfrecord",)
+    first = fingerprint_inputs(spans_config(tmp_path), tmp_path / "data", pattern)
+    other_config = spans_config(tmp_path, **{"trainer.epochs": 3})
+    same_files = fingerprint_inputs(other_config, tmp_path / "data", pattern)
+    assert same_files.data_digest() == first.data_digest()
+    assert same_files.digest() != first.digest()  # the whole input fingerprint saw the config
+    shutil.copytree(tmp_path / "data", tmp_path / "moved")  # a copy keeps sizes and times
+    moved = fingerprint_inputs(spans_config(tmp_path), tmp_path / "moved", pattern)
+    assert moved.data_digest() == first.data_digest()
+    write(tmp_path / "data" / "span-2" / "b.tfrecord")
+    newer = fingerprint_inputs(spans_config(tmp_path), tmp_path / "data", pattern)
+    assert newer.data_digest() != first.data_digest()

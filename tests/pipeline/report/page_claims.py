@@ -164,6 +164,23 @@ def _class_weight(report: RunReport) -> str | None:
     return ((report.config or {}).get("trainer") or {}).get("class_weight")
 
 
+def _previous_run_is(report: RunReport, m: re.Match) -> bool:
+    """The run-history sentence names the run before, its outcome and accuracy, and links
+    its report exactly when that report was kept."""
+    history = report.history
+    if history is None or history.previous is None:
+        return False
+    previous = history.previous
+    accuracy = None if previous.accuracy is None else f"{previous.accuracy:.4f}"
+    return (
+        m["id"] == previous.run_id
+        and m["outcome"] == previous.outcome
+        and m["accuracy"] == accuracy
+        and (m["kept"] == "its report.") == (history.previous_report is not None)
+        and m["folder"] == report.run_dir
+    )
+
+
 Fact = Callable[[RunReport, re.Match], bool]
 
 
@@ -228,6 +245,26 @@ def _claims() -> list[Claim]:
             TOP,
             r"Blessed \((.*)\) and served from (\S+) ",
             lambda r, m: r.summary.blessed and m.group(2) == r.summary.pushed_model,
+        ),
+        # run history
+        Claim(
+            "history",
+            r"The run before: (?P<id>\S+) \([\d-]+ [\d:]+\), (?P<outcome>.+?)(?:, accuracy "
+            r"(?P<accuracy>\d\.\d{4}))?: (?P<kept>its report\.|its report was not kept \(only "
+            r"reports written since they are kept per run are\)\.) tpu-pipeline runs "
+            r"(?P<folder>\S+) lists every run; tpu-pipeline runs (?P=folder) diff compares the "
+            r"last two\.$",
+            _previous_run_is,
+        ),
+        Claim(
+            "history",
+            r"The first run of this folder\.$",
+            lambda r, m: r.history is not None and r.history.previous is None,
+        ),
+        Claim(
+            "history",
+            r"No run history: the folder has no ML Metadata store\.$",
+            lambda r, m: r.history is None,
         ),
         # what ran
         Claim("what-ran", r"No component ran\.$", lambda r, m: not r.summary.components),
@@ -533,6 +570,7 @@ def _claims() -> list[Claim]:
 CLAIMS = _claims()
 SECTIONS = [
     TOP,
+    "history",
     "what-ran",
     "data",
     "training",
