@@ -93,7 +93,7 @@ def run_runs_command(args: argparse.Namespace) -> int:
     """Prints the run list, or the diff of two runs; returns the exit code: 2, saying why in
     one line, when there is no run folder there, fewer than two runs to diff, or a run number
     or id that names none; 1 when the store is damaged or locked."""
-    from pipeline.metadata_check import DamagedMetadataError, LockedMetadataError
+    from common.metadata_check import DamagedMetadataError, LockedMetadataError
 
     try:
         return _runs(args)

@@ -42,11 +42,11 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 from common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineConfig
 from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from common.timeouts import call_with_timeout
+from common.vertex_api import connect
+from common.vertex_api import send as vertex_api_send
 from common.webhook import post_notification, slack_message
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from kubeflow.runner import require_webhook_secret, vertex_pipeline_config
-from kubeflow.vertex_api import connect
-from kubeflow.vertex_api import send as vertex_api_send
 from kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
 from pipeline.pipeline import NodeIds
 from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message

@@ -31,7 +31,6 @@ from components.data_checks.anomalies import (
     describe_anomalies,
     rejection_message,
 )
-from common.vertex_api import ApiCall, connect, send
 from components.evaluation.results import class_metrics
 from pipeline.node_ids import SERVED_MODEL_OUTPUTS
 from pipeline.pipeline import NodeIds

@@ -27,10 +27,10 @@ from google.api_core import exceptions as api_exceptions
 
 from common.config import PipelineConfig
 from kubeflow import vertex_types as gca
-from kubeflow.registry_baseline import metadata_call, store_in
 from kubeflow.vertex_requests import ApiCall
 from pipeline.run_outcome import run_outcome
 from pipeline.tracking.record import metrics_of, params_of
+from serving_ops.vertex.baseline import metadata_call, store_in
 
 if TYPE_CHECKING:
     from pipeline.run_summary import RunSummary

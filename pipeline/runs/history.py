@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from pipeline.metadata_check import checked_connection
+from common.metadata_check import checked_connection
 from pipeline.node_ids import NodeIds
 from pipeline.run_outcome import FAILED, run_outcome
 
