@@ -50,6 +50,8 @@ CODE_VERSION_KEY = "code_version"
 # The Trainer's one setting of the `explain` section: the layer whose feature maps its
 # export keeps for Grad-CAM (`explain.grad_cam_layer`; null: the last with feature maps).
 GRAD_CAM_LAYER_KEY = "grad_cam_layer"
+# The Trainer's: how many eval examples its export answers one by one (`runs diff`).
+OUTCOME_EXAMPLES_KEY = "eval_outcome_examples"
 
 
 def component_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
@@ -62,7 +64,8 @@ def component_sections(config: PipelineConfig, code_version: str) -> dict[str, A
 
 
 def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
-    """The Trainer's: the shared sections and the layer its export keeps for Grad-CAM.
+    """The Trainer's: the shared sections, the layer its export keeps for Grad-CAM, and how
+    many eval examples its export answers one by one.
 
     The `serving` and `explain` sections are the steps' after it (`packager_sections`,
     `explainer_sections`): changing the TFLite variants or the attributions reruns
@@ -71,6 +74,7 @@ def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any
     return {
         **component_sections(config, code_version),
         GRAD_CAM_LAYER_KEY: config.explain.grad_cam_layer,
+        OUTCOME_EXAMPLES_KEY: config.serving.measured_examples,
     }
 
 

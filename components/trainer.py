@@ -14,7 +14,12 @@ whose trials train exactly as the Trainer will.
 from __future__ import annotations
 
 from common.tfx_api import FnArgs
-from components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_serving, read_trainer
+from components.contract import (
+    GRAD_CAM_LAYER_KEY,
+    OUTCOME_EXAMPLES_KEY,
+    read_dataset,
+    read_trainer,
+)
 from components.device.multi_worker import wait_for_all_workers
 from components.preflight import require_preflight
 from components.serving.answers import PixelClassifier
@@ -87,7 +92,7 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
             PixelClassifier(fn_args.serving_model_dir),
             setup.eval_files,
             dataset,
-            read_serving(fn_args.custom_config).measured_examples,
+            fn_args.custom_config[OUTCOME_EXAMPLES_KEY],
         )
     if setup.choice.num_workers > 1:
         # TFX checks on every worker that the model exists: the others wait for the chief's.
