@@ -8,6 +8,7 @@ setup(
     description=(
         "A TFX pipeline from raw images to a validated, pushed model, with a TPU-first Trainer."
     ),
+    license="Apache-2.0",
     python_requires=">=3.9,<3.11",
     packages=find_packages(
         include=[
