@@ -154,6 +154,23 @@ def test_the_fine_tuning_phase_trains_the_backbone_at_the_lower_rate_but_keeps_b
 
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_without_a_frozen_backbone_a_training_is_one_phase_of_all_its_epochs(tmp_path, loop):
+    model = _model()
+    backbone = model.get_layer(BACKBONE_LAYER)
+    before = _values(backbone)
+    config = _config(epochs=2, frozen=0, loop=loop)
+
+    history = _train(model, config, tmp_path)
+
+    assert history.epoch == [0, 1] and "backbone_trainable" not in history.history
+    assert {"conv/kernel:0", "conv/bias:0"} <= _changed(before, backbone)  # nothing frozen
+    # Compiled once, with the recipe's own optimizer over every step of the run.
+    assert int(model.optimizer.iterations) == 2 * STEPS
+    assert model.optimizer._learning_rate.peak == pytest.approx(peak_learning_rate(config, BATCH))
+    assert not os.path.exists(tmp_path / "backup" / FROZEN_BACKBONE)
+
+
+@pytest.mark.parametrize("loop", ["fit", "custom"])
 def test_a_restart_in_the_fine_tuning_phase_replays_no_epoch_of_either_phase(
     tmp_path, loop, caplog
 ):
