@@ -55,7 +55,7 @@ def slice_seconds(output_dir: pathlib.Path, dataset: str, repeats: int) -> dict[
     config = load_config(None, {"dataset": dataset, "output_dir": str(output_dir)})
     root = config.pipeline_root
     examples_uri = _newest(str(root / "ExampleGen" / "examples" / "*"))
-    model_uri = _newest(str(root / "Trainer" / "model" / "*"))
+    model_uri = _newest(str(root / "ServingPackager" / "served_model" / "*"))
     sliced = build_eval_config(config.dataset)
     whole = build_eval_config(config.dataset)
     del whole.slicing_specs[1:]  # the whole split only: the config before slices

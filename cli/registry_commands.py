@@ -77,7 +77,7 @@ def _require_model_uri(model_uri: str | None) -> None:
 
     if not model_uri:
         raise RegistryActionError(
-            "serving bless --vertex: give --model-uri, the gs:// URI of the Trainer's model "
-            "the Evaluator refused (.../Trainer/model/<id>/Format-Serving)"
+            "serving bless --vertex: give --model-uri, the gs:// URI of the model the "
+            "Evaluator refused (.../ServingPackager/served_model/<id>/Format-Serving)"
         )
     check_model_uri(model_uri)

@@ -53,7 +53,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         "model",
         nargs="?",
         metavar="MODEL",
-        help="the model: its folder as the report shows it (RUN/pipeline_root/Trainer/model/<id>, "
+        help="the model: its folder as the report shows it "
+        "(RUN/pipeline_root/ServingPackager/served_model/<id>, "
         "its Format-Serving, or a served version's folder), the run folder (its newest model), "
         "or its ML Metadata id (default: the newest model)",
     )
@@ -63,7 +64,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
     parsers["bless"].add_argument(
         "--model-uri",
         metavar="URI",
-        help="with --vertex: the Trainer's model, gs://.../Trainer/model/<id>/Format-Serving",
+        help="with --vertex: the model the Evaluator refused, "
+        "gs://.../ServingPackager/served_model/<id>/Format-Serving",
     )
     for name in ACTIONS:
         parsers[name].add_argument(

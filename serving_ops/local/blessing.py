@@ -174,8 +174,9 @@ def candidate(
 ) -> Candidate:
     """The pipeline's newest Model, the one with `model_id`, or the one at `model_path`.
 
-    `model_path` is what the report and the run summary show: the Trainer's model
-    folder (`.../Trainer/model/<id>`), its `Format-Serving` or anything inside it, or
+    `model_path` is what the report and the run summary show: the model the Evaluator
+    judged (`.../ServingPackager/served_model/<id>`, or `.../Trainer/model/<id>` with
+    `serving.package` off), its `Format-Serving` or anything inside it, or
     a served copy of it (a version folder: the same SavedModel fingerprint); the run
     folder itself means its newest model.
 
@@ -228,9 +229,9 @@ def _hint(model_path: pathlib.Path | None, run_dir: pathlib.Path) -> str:
             "--config/--dataset/--output-dir its run was made with"
         )
     return (
-        "; give a Trainer's model folder (RUN/pipeline_root/Trainer/model/<id>, as the report "
-        "shows it), a served version's folder, the run folder (its newest model) or the "
-        "model's ML Metadata id"
+        "; give the model folder the report shows (RUN/pipeline_root/ServingPackager/"
+        "served_model/<id>), a served version's folder, the run folder (its newest model) or "
+        "the model's ML Metadata id"
     )
 
 

@@ -3,7 +3,7 @@
 Locally `serving bless` (serving_ops/local/blessing.py) finds the refused model in
 ML Metadata, publishes it and records a ManualBlessing there. On Vertex the
 served model is the registry entry's `default` version, so the person names the
-Trainer's model folder (`--model-uri gs://.../Trainer/model/<id>/Format-Serving`)
+model the Evaluator judged (`--model-uri gs://.../ServingPackager/served_model/<id>/Format-Serving`)
 and it is uploaded as a new version with `default`, the fingerprint label the
 Pusher recognises (a later run does not upload it again), the label
 `tpu_pipeline_blessed_by_hand`, and who blessed it and why in its version
@@ -49,8 +49,8 @@ def model_label(model_uri: str) -> str:
     check_model_uri(model_uri)
     if not fileio.exists(os.path.join(model_uri, "fingerprint.pb")):
         raise RegistryActionError(
-            f"{model_uri}: no SavedModel fingerprint (fingerprint.pb); give the Trainer's "
-            "model folder, .../Trainer/model/<id>/Format-Serving"
+            f"{model_uri}: no SavedModel fingerprint (fingerprint.pb); give the judged "
+            "model's folder, .../ServingPackager/served_model/<id>/Format-Serving"
         )
     return fingerprint_label(model_uri)
 

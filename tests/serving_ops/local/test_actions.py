@@ -391,7 +391,7 @@ def test_bless_of_a_folder_that_is_no_model_says_what_to_give_and_changes_nothin
 
     inside, outside = capsys.readouterr().err.splitlines()
     assert f"no model at {config.serving_dir} of pipeline tpu-pipeline-digits" in inside
-    assert "give a Trainer's model folder (RUN/pipeline_root/Trainer/model/<id>" in inside
+    assert "give the model folder the report shows (RUN/pipeline_root/ServingPackager/" in inside
     assert f"{elsewhere} is outside this run folder ({config.run_dir})" in outside
     assert baseline(config.metadata_path) == newer
     assert pushed_versions(str(config.serving_dir)) == ["100", "101"]
