@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
 
+from common import vertex_types as gca
 from common.config import PipelineConfig
-from kubeflow import vertex_types as gca
 from kubeflow.vertex_requests import ApiCall
 from pipeline.run_outcome import run_outcome
 from pipeline.tracking.record import metrics_of, params_of

@@ -374,7 +374,10 @@ def _tfrecords(files: list[pathlib.Path]) -> RecognizedData | None:
         return None
     label = _label_feature(files[0], sample)
     pixels, shape, encoded = _pixel_feature(files[0], sample)
-    classes = _tfrecord_classes(files, label)
+    try:
+        classes = _tfrecord_classes(files, label)
+    except (ValueError, DecodeError):
+        return None  # a file cut short or damaged: ExampleGen names it, record and offset
     dataset: dict[str, Any] = {
         "format": "tfrecord",
         "image_shape": shape,

@@ -7,6 +7,7 @@ import pytest
 from cli.main import main
 from common.config import load_config
 from components.serving.publish import push_model_version
+from pipeline.node_ids import NodeIds
 from pipeline.report.run_store import open_latest_run
 from tests.components.serving.test_publish import Clock, save_model
 
@@ -54,7 +55,8 @@ def test_moving_versions_of_a_run_never_pushed_names_the_folder_and_creates_noth
 @pytest.mark.slow  # reads the shared digits run
 def test_bless_finds_the_model_the_report_names_by_folder_run_folder_or_id(digits_run, capsys):
     config, _ = digits_run
-    model = open_latest_run(config.run_dir).first_output("Trainer", "model")
+    # The model the Evaluator judged and the report names: the ServingPackager's.
+    model = open_latest_run(config.run_dir).first_output(NodeIds.SERVING_PACKAGER, "served_model")
     flags = ["--output-dir", str(config.output_dir), "--reason", "demo"]
     for given in (model.uri, f"{model.uri}/Format-Serving", str(config.run_dir), str(model.id)):
         # The Evaluator blessed the run's model: found, and nothing to do.

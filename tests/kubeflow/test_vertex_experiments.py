@@ -16,9 +16,9 @@ from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
 
 import kubeflow.exit_handler
+from common import vertex_types as gca
 from common.config import EvaluatorConfig
 from kubeflow import vertex_experiments
-from kubeflow import vertex_types as gca
 from kubeflow.exit_handler import RunEnded
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, task_parameter
 from tests.kubeflow.test_exit_handler import (
