@@ -63,3 +63,11 @@ def copy(source: PathType, destination: PathType, overwrite: bool = False) -> No
 
 def rename(source: PathType, destination: PathType, overwrite: bool = False) -> None:
     _for(source, destination).rename(source, destination, overwrite=overwrite)
+
+
+def remove(path: PathType) -> None:
+    _for(path).remove(path)
+
+
+def walk(path: PathType) -> Any:
+    return _for(path).walk(path)

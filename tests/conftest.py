@@ -25,6 +25,7 @@ if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
 
 from common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
 from common.file_lock import held_lock  # noqa: E402
+from tests.gcs_emulator import gcs_bucket, gcs_server  # noqa: E402, F401 (fixtures)
 
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 

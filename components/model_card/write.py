@@ -8,17 +8,24 @@ renamed into place, the HTML page first and the JSON last, so `model_card.json` 
 there only with its page, never half-written. A push cut short between the publish and
 the card leaves a version without one; the next run recognises the version as served
 and writes the card then (`write_model_card` writes only where there is none).
+
+On Cloud Storage an object appears whole when its upload ends, so each file is written
+straight to its name, and only if absent (`common/gcs_objects.py`): a writer killed
+mid-upload leaves nothing, two writers at once never overwrite each other, and no
+hidden partial is ever made there, so none is ever cleared (a clear-up could not tell a
+dead writer's from a live one's).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import posixpath
 from typing import Any
 
 import jinja2
 
-from common import fileio
+from common import fileio, gcs_objects
 from common.atomic_file import replaced_when_done
 
 CARD_JSON = "model_card.json"
@@ -47,18 +54,27 @@ def has_model_card(version_dir: str) -> bool:
 def write_model_card(version_dir: str, card: dict[str, Any]) -> str:
     """Writes the card into `version_dir` unless one is there; returns the JSON's path.
 
-    Callers hold the serving lock, so no other writer is mid-write here: a hidden
-    `.model_card.*.partial-*` folder beside the card is what a killed writer left (kill -9
-    skips its clean-up), and it goes first, wherever the card stands, so a version that
-    is uploaded or restored carries none.
+    On a local disk callers hold the serving lock (an OS lock, held while its holder
+    lives), so no other writer is mid-write here: a hidden `.model_card.*.partial-*`
+    folder beside the card is what a killed writer left (kill -9 skips its clean-up),
+    and it goes first, wherever the card stands, so a version that is uploaded or
+    restored carries none. On Cloud Storage there are no partials to clear.
     """
-    _remove_partials_left_by_a_killed_writer(version_dir)
     json_path = os.path.join(version_dir, CARD_JSON)
+    if gcs_objects.is_gcs(version_dir):
+        gcs_objects.create(posixpath.join(version_dir, CARD_HTML), render_html(card))
+        gcs_objects.create(posixpath.join(version_dir, CARD_JSON), _card_json(card))
+        return json_path
+    _remove_partials_left_by_a_killed_writer(version_dir)
     if has_model_card(version_dir):
         return json_path
     _write_then_rename(os.path.join(version_dir, CARD_HTML), render_html(card))
-    _write_then_rename(json_path, json.dumps(card, indent=2) + "\n")
+    _write_then_rename(json_path, _card_json(card))
     return json_path
+
+
+def _card_json(card: dict[str, Any]) -> str:
+    return json.dumps(card, indent=2) + "\n"
 
 
 def read_model_card(version_dir: str) -> dict[str, Any] | None:

@@ -8,29 +8,45 @@ on an object store (gs://, s3://), where renaming a folder copies it object by o
 everything else is copied first and saved_model.pb last, since servers load a version
 once that file is there. The TFLite variants (`tflite/`) are part of the model
 folder, so they are published by the same copy, under the same version number.
+
+Two pushes may pick the same number (the same second, or listings read before either
+copied). Locally the serving folder's lock and a rename that refuses an existing folder
+keep them apart. On Cloud Storage each push first claims its number: an object
+`.versions/<number>` created only if absent (`common/gcs_objects.py`), so of two
+claimers exactly one wins and the other takes the next number; the claim goes once the
+version's saved_model.pb is there (the folder then holds the number). A copy that
+fails removes only the objects it wrote itself, then its claim; a copy cut short by a
+killed process leaves its claim, so the number is never handed out again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import functools
 import hashlib
+import json
 import os
 import pathlib
-import re
+import posixpath
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
+from absl import logging
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
 
-from common import fileio, tfx_api
+from common import fileio, gcs_objects, tfx_api
 from common.atomic_file import is_remote
 from common.atomic_folder import new_folder
 from components.serving.measurements import TFLITE_DIR
 
 _SAVED_MODEL_FILE = "saved_model.pb"
 FINGERPRINT_FILE = "fingerprint.pb"
+# Where a push to Cloud Storage claims its version number while it copies (a hidden
+# folder: servers read only all-digit names).
+CLAIMS_DIR = ".versions"
 
 
 # The hashes of TensorFlow's FingerprintDef (tensorflow/core/protobuf/fingerprint.proto),
@@ -129,13 +145,16 @@ def push_model_version(
     base_directory: str,
     clock: Callable[[], float] = time.time,
     before_publish: Callable[[str], None] | None = None,
+    before_copy: Callable[[PushResult], None] | None = None,
 ) -> PushResult:
     """Publishes `model_dir` as a new version under `base_directory`, unless already there.
 
     The version number is the push time in seconds, or one more than the newest
     version if that is later, so versions always increase. `before_publish(model_dir)`
     runs only for a model not served yet, before anything is copied; what it
-    raises stops the push.
+    raises stops the push. `before_copy(result)` then runs with the version it is
+    about to become (claimed, on Cloud Storage); what it raises stops the push too,
+    with nothing copied and the claim given back.
     """
     fingerprint = model_fingerprint(model_dir)
     for version in pushed_versions(base_directory):
@@ -145,13 +164,64 @@ def push_model_version(
     if before_publish is not None:
         before_publish(model_dir)
     names = _version_names(base_directory)
-    version = str(max(int(clock()), int(names[-1]) + 1 if names else 0))
-    version_dir = os.path.join(base_directory, version)
-    if is_remote(base_directory):
-        _copy_saved_model_last(model_dir, version_dir)
-    else:
-        _copy_and_rename(model_dir, version_dir)
-    return PushResult(version_dir, version, newly_pushed=True)
+    version = max(int(clock()), int(names[-1]) + 1 if names else 0)
+    if not gcs_objects.is_gcs(base_directory):
+        result = PushResult(os.path.join(base_directory, str(version)), str(version), True)
+        if before_copy is not None:
+            before_copy(result)
+        if is_remote(base_directory):
+            _copy_saved_model_last(model_dir, result.version_dir)
+        else:
+            _copy_and_rename(model_dir, result.version_dir)
+        return result
+    version, claim = _claim_version(base_directory, version)
+    result = PushResult(posixpath.join(base_directory, str(version)), str(version), True)
+    try:
+        if before_copy is not None:
+            before_copy(result)
+        _copy_saved_model_last(model_dir, result.version_dir)
+    except BaseException:
+        gcs_objects.delete(_claim_uri(base_directory, version), claim)
+        raise
+    gcs_objects.delete(_claim_uri(base_directory, version), claim)
+    return result
+
+
+def _claim_uri(base_directory: str, version: int) -> str:
+    return posixpath.join(base_directory, CLAIMS_DIR, str(version))
+
+
+def _claim_version(base_directory: str, first: int) -> tuple[int, int]:
+    """Claims the first free number from `first` on; (the number, the claim's generation).
+
+    A number is free when this push creates its claim object and no folder holds it: a
+    claim made just after another push published that number and gave its claim back
+    is returned at once.
+    """
+    claimed = _claimed_numbers(base_directory)
+    version = max([first, *(number + 1 for number in claimed)])
+    who = {
+        "host": socket.gethostname(),
+        "pid": os.getpid(),
+        "when": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+    }
+    while True:
+        uri = _claim_uri(base_directory, version)
+        generation = gcs_objects.create(uri, json.dumps(who))
+        if generation is not None:
+            if not fileio.exists(posixpath.join(base_directory, str(version))):
+                return version, generation
+            gcs_objects.delete(uri, generation)
+        version += 1
+
+
+def _claimed_numbers(base_directory: str) -> list[int]:
+    """The numbers claimed by pushes copying now (or cut short), from the claims' folder."""
+    claims_dir = posixpath.join(base_directory, CLAIMS_DIR)
+    if not fileio.exists(claims_dir):
+        return []
+    names = (name.rstrip("/") for name in fileio.listdir(claims_dir))
+    return [int(name) for name in names if name.isdigit()]
 
 
 def _copy_and_rename(model_dir: str, version_dir: str) -> None:
@@ -161,14 +231,24 @@ def _copy_and_rename(model_dir: str, version_dir: str) -> None:
 
 
 def _copy_saved_model_last(model_dir: str, version_dir: str) -> None:
-    """On an object store: everything else first, then saved_model.pb; a copy cut short goes."""
+    """On an object store: everything else first, then saved_model.pb, never over an object
+    that is there. A copy cut short removes the objects it wrote, and only those: another
+    writer's in the same folder stay."""
+    sources = []
+    for folder, _, names in fileio.walk(model_dir):
+        sources += [os.path.join(folder, name) for name in names]
     saved_model = os.path.join(model_dir, _SAVED_MODEL_FILE)
+    sources = sorted(source for source in sources if source != saved_model) + [saved_model]
+    written: list[str] = []
     try:
-        tfx_api.io_utils.copy_dir(
-            model_dir, version_dir, deny_regex_patterns=[f"^{re.escape(saved_model)}$"]
-        )
-        fileio.copy(saved_model, os.path.join(version_dir, _SAVED_MODEL_FILE))
-    except BaseException:  # an interrupt too: leave no folder a server could try to load
-        if fileio.exists(version_dir):
-            fileio.rmtree(version_dir)
+        for source in sources:
+            target = posixpath.join(version_dir, os.path.relpath(source, model_dir))
+            fileio.copy(source, target, overwrite=False)
+            written.append(target)
+    except BaseException:  # an interrupt too: leave no file a server could try to load
+        for target in reversed(written):
+            try:
+                fileio.remove(target)
+            except Exception as error:  # noqa: BLE001 (say, and raise what cut the copy)
+                logging.warning("Could not remove %s after a failed copy: %s", target, error)
         raise

@@ -16,12 +16,15 @@ import contextlib
 import json
 import os
 import pathlib
+import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from common import fileio
 from common.atomic_file import is_remote
 from common.file_lock import LockBusyError, held_lock
+from common.gcs_objects import is_gcs
+from common.store_lock import held_store_lock
 from components.serving.publish import model_fingerprint, pushed_versions
 
 ROLLED_BACK_DIR = ".rolled_back"
@@ -45,11 +48,14 @@ def serving_lock(
     wait_seconds: float | None = None,
     on_wait: Callable[[str], None] | None = None,
 ) -> Iterator[None]:
-    """Holds the serving folder's lock as `what`; a no-op on an object store.
+    """Holds the serving folder's lock as `what`.
 
-    An OS file lock (`common/file_lock.py`): the kernel drops it when its holder
-    dies, so a killed operation never blocks the next one. The lock file says
-    who holds it (what, pid, since when), for whoever waits.
+    On a local disk an OS file lock (`common/file_lock.py`): the kernel drops it when
+    its holder dies, so a killed operation never blocks the next one. On Cloud Storage
+    a claim object with a lease (`common/store_lock.py`): taken only if absent or
+    abandoned, by a generation precondition, so a dead holder's claim is taken over
+    once its lease runs out. Either says who holds it (what, pid, since when), for
+    whoever waits. Other object stores have no lock here.
 
     Args:
       base_directory: the serving folder.
@@ -60,14 +66,18 @@ def serving_lock(
     Raises:
       ServingFolderError: another holder kept it longer than `wait_seconds`.
     """
-    if is_remote(base_directory):
+    if is_remote(base_directory) and not is_gcs(base_directory):
         yield
         return
-    os.makedirs(base_directory, exist_ok=True)
-    lock_path = pathlib.Path(base_directory) / LOCK_FILE
     with contextlib.ExitStack() as stack:
         try:
-            stack.enter_context(held_lock(lock_path, what, wait_seconds, on_wait))
+            if is_gcs(base_directory):
+                lock_uri = posixpath.join(base_directory, LOCK_FILE)
+                stack.enter_context(held_store_lock(lock_uri, what, wait_seconds, on_wait))
+            else:
+                os.makedirs(base_directory, exist_ok=True)
+                lock_path = pathlib.Path(base_directory) / LOCK_FILE
+                stack.enter_context(held_lock(lock_path, what, wait_seconds, on_wait))
         except LockBusyError as error:
             raise ServingFolderError(
                 f"{base_directory}: the serving folder's lock is {error}"

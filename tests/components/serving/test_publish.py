@@ -115,12 +115,13 @@ def local_files(folder) -> dict[str, bytes]:
     }
 
 
-def versions_with_saved_model(store, state) -> dict[str, dict[str, bytes]]:
-    """The version folders a model server would load in `state`, with their files."""
-    folders = {key.split("/")[4] for key in state if key.startswith("gs://bucket/serving/")}
+def versions_with_saved_model(bucket, state) -> dict[str, dict[str, bytes]]:
+    """The version folders a model server would load in `state` (of the emulator's bucket
+    `serving/`), with their files."""
+    folders = {key.split("/")[1] for key in state if key.startswith("serving/")}
     loadable = {}
     for version in folders:
-        files = store.files_under(f"gs://bucket/serving/{version}", state)
+        files = bucket.files_under(f"{bucket.uri}/serving/{version}", state)
         if "saved_model.pb" in files:
             loadable[version] = files
     return loadable
@@ -136,28 +137,28 @@ def test_renaming_a_folder_on_the_object_store_exposes_saved_model_pb_first(obje
     assert {"saved_model.pb"} in seen
 
 
-def test_a_push_to_an_object_store_never_shows_saved_model_pb_before_the_rest(
-    tmp_path, object_store
-):
+def test_a_push_to_an_object_store_never_shows_saved_model_pb_before_the_rest(tmp_path, gcs_bucket):
     model = save_model(tmp_path / "model", 1.0)
-    result = push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
-    assert result.newly_pushed and result.version_dir == "gs://bucket/serving/1000"
+    serving = f"{gcs_bucket.uri}/serving"
+    result = push_model_version(model, serving, clock=Clock(1000))
+    assert result.newly_pushed and result.version_dir == f"{serving}/1000"
     whole = local_files(model)
-    assert len(object_store.history) == len(whole)  # one state per object: all checked below
-    for state in object_store.history:
-        for version, files in versions_with_saved_model(object_store, state).items():
+    assert len(gcs_bucket.history) == len(whole)  # one state per object: all checked below
+    for state in gcs_bucket.history:
+        for version, files in versions_with_saved_model(gcs_bucket, state).items():
             assert files == whole, f"version {version} loadable before it was whole"
-    assert object_store.files_under("gs://bucket/serving") == {
+    assert gcs_bucket.files_under(serving) == {  # the version's claim is gone with the copy
         f"1000/{name}": data for name, data in whole.items()
     }
 
-    again = push_model_version(model, "gs://bucket/serving", clock=Clock(2000))
+    again = push_model_version(model, serving, clock=Clock(2000))
     assert not again.newly_pushed and again.version == "1000"
 
 
 def test_a_copy_cut_short_on_an_object_store_is_removed_and_never_taken_for_the_model(
-    tmp_path, object_store, monkeypatch
+    tmp_path, gcs_bucket, monkeypatch
 ):
+    serving = f"{gcs_bucket.uri}/serving"
     model = save_model(tmp_path / "model", 1.0)
     real_copy = publish.fileio.copy
 
@@ -168,16 +169,17 @@ def test_a_copy_cut_short_on_an_object_store_is_removed_and_never_taken_for_the_
 
     monkeypatch.setattr(publish.fileio, "copy", fail_on_saved_model)
     with pytest.raises(OSError, match="connection reset"):
-        push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
-    assert object_store.files_under("gs://bucket/serving") == {}
+        push_model_version(model, serving, clock=Clock(1000))
+    assert gcs_bucket.files_under(serving) == {}
 
     # A copy cut short by a killed process stays behind: it is not the pushed model.
     for name, data in local_files(model).items():
         if name != "saved_model.pb":
-            object_store.objects[f"gs://bucket/serving/1000/{name}"] = data
+            with publish.fileio.open(f"{serving}/1000/{name}", "wb") as handle:
+                handle.write(data)
     monkeypatch.setattr(publish.fileio, "copy", real_copy)
-    assert pushed_versions("gs://bucket/serving") == []
-    result = push_model_version(model, "gs://bucket/serving", clock=Clock(900))
+    assert pushed_versions(serving) == []
+    result = push_model_version(model, serving, clock=Clock(900))
     assert result.newly_pushed and result.version == "1001"
 
 
@@ -217,13 +219,14 @@ def test_the_same_saved_model_with_other_tflite_variants_is_a_new_version(tmp_pa
 
 
 def test_on_an_object_store_the_tflite_variants_are_there_before_saved_model_pb(
-    tmp_path, object_store
+    tmp_path, gcs_bucket
 ):
     model = save_model(tmp_path / "model", 1.0)
     add_tflite(model, {"int8.tflite": b"int8 model"})
-    push_model_version(model, "gs://bucket/serving", clock=Clock(1000))
-    for state in object_store.history:
-        for files in versions_with_saved_model(object_store, state).values():
+    serving = f"{gcs_bucket.uri}/serving"
+    push_model_version(model, serving, clock=Clock(1000))
+    for state in gcs_bucket.history:
+        for files in versions_with_saved_model(gcs_bucket, state).values():
             assert files["tflite/int8.tflite"] == b"int8 model"
-    again = push_model_version(model, "gs://bucket/serving", clock=Clock(2000))
+    again = push_model_version(model, serving, clock=Clock(2000))
     assert not again.newly_pushed
