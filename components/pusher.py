@@ -11,7 +11,8 @@ went and which server ran it. Each version it publishes gets a model card in its
 (`components/model_card/`), made from the Evaluator's evaluation and blessing and
 StatisticsGen's statistics, two inputs TFX's own Pusher does not take; the PushedModel
 records where (`model_card`). A Pusher that publishes elsewhere too
-(serving_ops/vertex/pusher.py) runs the same check through `check_serving`.
+(serving_ops/vertex/pusher.py) runs the same check through `check_serving`, and is
+asked before a new version is copied (`_before_copy`), so its refusal leaves nothing served.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
@@ -40,7 +41,7 @@ from common.tfx_api import (
 from components.contract import read_dataset, read_evaluator, read_serving
 from components.model_card import card, facts
 from components.model_card.write import write_model_card
-from components.serving.publish import push_model_version
+from components.serving.publish import PushResult, push_model_version
 from components.serving.server_check import ServingCheckResult, check_model
 from components.serving.versions import push_refusal, serving_lock
 
@@ -58,6 +59,10 @@ MODEL_CARD_PROPERTY = "model_card"
 MODEL_CARD_ERROR_PROPERTY = "model_card_error"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
+
+
+class PushRefused(Exception):
+    """Where else the model is published refused it before its copy: why, in one line."""
 
 
 class AtomicPusherExecutor(tfx_pusher_executor.Executor):
@@ -91,13 +96,23 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         def check_first(model_dir: str) -> None:
             self.check_serving(model_dir, custom_config, pushed_model)
 
+        def accept_first(target: PushResult) -> None:
+            self._before_copy(input_dict, custom_config, pushed_model, target)
+
         base_directory = destination.filesystem.base_directory
         with serving_lock(base_directory):  # rollback and pin take turns with the push
             if self._refuse_push(input_dict, base_directory, pushed_model, custom_config):
                 return
-            result = push_model_version(
-                self.GetModelPath(input_dict), base_directory, before_publish=check_first
-            )
+            try:
+                result = push_model_version(
+                    self.GetModelPath(input_dict),
+                    base_directory,
+                    before_publish=check_first,
+                    before_copy=accept_first,
+                )
+            except PushRefused as refused:  # nothing was copied
+                self._mark_refused(pushed_model, str(refused))
+                return
             try:
                 card_path = self._write_model_card(
                     input_dict, custom_config, result.version, result.version_dir
@@ -150,18 +165,31 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             SERVING_CHECK_SERVER_PROPERTY, self._serving_check.server
         )
 
-    def _write_model_card(
+    def _before_copy(
+        self,
+        input_dict: dict[str, list[Any]],
+        custom_config: dict[str, Any],
+        pushed_model: Any,
+        target: PushResult,
+    ) -> None:
+        """Runs when a new version is about to be copied into the serving folder as `target`.
+
+        Nothing to do here; a Pusher that publishes elsewhere too (serving_ops/vertex/pusher.py)
+        asks there first, and raises PushRefused so that a refusal leaves nothing served.
+        """
+        del input_dict, custom_config, pushed_model, target
+
+    def _model_card(
         self,
         input_dict: dict[str, list[Any]],
         custom_config: dict[str, Any],
         version: str,
         version_dir: str,
-    ) -> str | None:
-        """Writes the version's model card unless it has one; returns its path, or None
-        where the Pusher was not given the evaluation to make it from."""
+    ) -> dict[str, Any] | None:
+        """The model card of `version` (to be) at `version_dir`, or None where the Pusher
+        was not given the evaluation to make it from."""
         evaluations = input_dict.get(EVALUATION_KEY) or []
         if not evaluations:
-            logging.warning("No model card for version %s: the Pusher has no evaluation", version)
             return None
         statistics = input_dict.get(STATISTICS_KEY) or [None]
         blessing = artifact_utils.get_single_instance(
@@ -183,7 +211,22 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             version_dir=version_dir,
             serving_check=self._serving_check.to_text() if self._serving_check else None,
         )
-        path = write_model_card(version_dir, card.model_card(found))
+        return card.model_card(found)
+
+    def _write_model_card(
+        self,
+        input_dict: dict[str, list[Any]],
+        custom_config: dict[str, Any],
+        version: str,
+        version_dir: str,
+    ) -> str | None:
+        """Writes the version's model card unless it has one; returns its path, or None
+        where the Pusher was not given the evaluation to make it from."""
+        made = self._model_card(input_dict, custom_config, version, version_dir)
+        if made is None:
+            logging.warning("No model card for version %s: the Pusher has no evaluation", version)
+            return None
+        path = write_model_card(version_dir, made)
         logging.info("Model card: %s", path)
         return path
 
@@ -198,10 +241,13 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         refusal = self._push_refusal(self.GetModelPath(input_dict), base_directory, custom_config)
         if refusal is None:
             return False
+        self._mark_refused(pushed_model, refusal)
+        return True
+
+    def _mark_refused(self, pushed_model: Any, refusal: str) -> None:
         logging.warning("Blessed model not pushed: %s", refusal)
         self._MarkNotPushed(pushed_model)
         pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, refusal)
-        return True
 
     def _push_refusal(
         self, model_dir: str, base_directory: str, custom_config: dict[str, Any]

@@ -1,10 +1,13 @@
 """A Pusher that also registers each pushed model in the Vertex AI Model Registry.
 
 TFX's Vertex Pusher uploads every push as a *new* model named by the clock, so
-the registry fills with unrelated one-version models. This one first pushes to
-the `gs://` serving folder exactly like the local Pusher (never half a version,
-never the same model twice), then makes that folder a version of one registry
-entry (`parent_model`), and deploys it to an endpoint when configured. The version's
+the registry fills with unrelated one-version models. This one makes each new model
+a version of one registry entry (`parent_model`), uploaded from the candidate's own
+folder as TFX's does, and deploys it to an endpoint when configured; only once the
+registry accepted it does it copy the model into the `gs://` serving folder, exactly
+like the local Pusher (never half a version, never the same model twice), so a
+registry that refuses leaves nothing served there. A model the serving folder already
+holds is registered from its version folder. The version's
 description is its model card in a few lines (overview, change, blessing, accuracy) and
 where the whole card is; a later pin, rollback, restore or blessing by hand replaces it
 with its own note, and the card stays in the version's folder. TFX runs the executor
@@ -51,10 +54,11 @@ from components.model_card.card import short_description
 from components.model_card.write import CARD_HTML, read_model_card
 from components.pusher import (
     MODEL_CARD_PROPERTY,
-    PUSH_REFUSED_PROPERTY,
     AtomicPusher,
     AtomicPusherExecutor,
+    PushRefused,
 )
+from components.serving.publish import PushResult
 from serving_ops import protocol
 from serving_ops.protocol import Operation, Owner
 from serving_ops.vertex import actions, aliases, endpoint
@@ -381,7 +385,10 @@ def _deploy_unless_deployed(
 
 
 class RegistryPusherExecutor(AtomicPusherExecutor):
-    """Pushes like `AtomicPusherExecutor`, then makes sure the registry has the pushed model."""
+    """Pushes like `AtomicPusherExecutor`, registering a new model before it is copied."""
+
+    # The registration `_before_copy` made in this execution (TFX makes an executor per one).
+    _registration: Registration | None = None
 
     def Do(  # noqa: N802 (TFX's executor interface)
         self,
@@ -394,26 +401,19 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             output_dict[standard_component_specs.PUSHED_MODEL_KEY]
         )
         if pushed_model.get_int_custom_property("pushed") != 1:
-            return  # not blessed
-        custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        settings, project, region = _registry_settings(custom_config)
-        registration = register_model_version(
-            pushed_model.get_string_custom_property("pushed_destination"),
-            settings,
-            project,
-            region,
-            vertex_transport(region),
-            # The push checked the candidate unless the serving folder already held it.
-            before_upload=lambda model_dir: self.check_serving(
-                model_dir, custom_config, pushed_model
-            ),
-            version_description=_card_description(pushed_model),
-        )
-        if registration.refusal is not None:
-            logging.warning("Not served from the registry: %s", registration.refusal)
-            self._MarkNotPushed(pushed_model)
-            pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, registration.refusal)
-            return
+            return  # not blessed, or refused
+        registration = self._registration
+        if registration is None:  # the serving folder held the model: the registry decides
+            custom_config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
+            registration = self._register(
+                pushed_model.get_string_custom_property("pushed_destination"),
+                custom_config,
+                pushed_model,
+                _card_description(pushed_model),
+            )
+            if registration.refusal is not None:
+                self._mark_refused(pushed_model, registration.refusal)
+                return
         model = registration.model
         logging.info(
             "%s %s version %s",
@@ -427,6 +427,54 @@ class RegistryPusherExecutor(AtomicPusherExecutor):
             pushed_model.set_string_custom_property(
                 UNDEPLOYED_PROPERTY, ",".join(registration.undeployed)
             )
+
+    def _before_copy(
+        self,
+        input_dict: dict[str, list[Any]],
+        custom_config: dict[str, Any],
+        pushed_model: Any,
+        target: PushResult,
+    ) -> None:
+        """Registers the candidate itself before anything is copied into the serving folder.
+
+        The registry may still refuse here (a pin landed since the push was decided): the
+        version is then not copied, so a refusal leaves nothing served. The registry's
+        version serves from the candidate's own folder (as TFX's Vertex Pusher registers
+        it), which the serving folder's copy does not replace; its description names the
+        card the copy will hold.
+        """
+        made = self._model_card(input_dict, custom_config, target.version, target.version_dir)
+        card_html = posixpath.join(target.version_dir, CARD_HTML)
+        registration = self._register(
+            self.GetModelPath(input_dict),
+            custom_config,
+            pushed_model,
+            short_description(made, card_html) if made is not None else None,
+        )
+        if registration.refusal is not None:
+            raise PushRefused(registration.refusal)
+        self._registration = registration
+
+    def _register(
+        self,
+        model_dir: str,
+        custom_config: dict[str, Any],
+        pushed_model: Any,
+        description: str | None,
+    ) -> Registration:
+        settings, project, region = _registry_settings(custom_config)
+        return register_model_version(
+            model_dir,
+            settings,
+            project,
+            region,
+            vertex_transport(region),
+            # The push checked the candidate unless the serving folder already held it.
+            before_upload=lambda model_dir: self.check_serving(
+                model_dir, custom_config, pushed_model
+            ),
+            version_description=description,
+        )
 
     def _push_refusal(
         self, model_dir: str, base_directory: str, custom_config: dict[str, Any]

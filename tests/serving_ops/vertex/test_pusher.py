@@ -8,6 +8,7 @@ production, and an upload or deploy that fails can be retried.
 from __future__ import annotations
 
 import json
+import os
 import re
 import types
 
@@ -17,6 +18,7 @@ from tensorflow.core.protobuf import fingerprint_pb2
 from common import vertex_types as gca
 from common.config import ModelRegistryConfig
 from components import pusher
+from components.serving.publish import pushed_versions
 from components.serving.server_check import ServingCheckResult
 from serving_ops.vertex.pusher import FINGERPRINT_LABEL, register_model_version
 from tests.serving_ops.vertex.server import VertexServer
@@ -158,10 +160,15 @@ def test_executor_asks_the_registry_about_every_pushed_model_even_one_pushed_bef
 
 
 def _push_through_the_registry_pusher(
-    tmp_path, monkeypatch, server: VertexServer, candidate: str | None = None
+    tmp_path,
+    monkeypatch,
+    server: VertexServer,
+    candidate: str | None = None,
+    serving_dir: str | None = None,
 ):
-    """Runs the whole RegistryPusherExecutor (serving folder push, then registry) against
-    `server`, for `candidate` (a SavedModel folder; by default one with only a fingerprint)."""
+    """Runs the whole RegistryPusherExecutor (registry, then serving folder push) against
+    `server`, for `candidate` (a SavedModel folder; by default one with only a fingerprint),
+    into `serving_dir` (default: a local folder)."""
     import shutil
 
     from common.config import load_config
@@ -185,12 +192,12 @@ def _push_through_the_registry_pusher(
     pushed_model.uri = str(tmp_path / "pushed")
     config = load_config(str(DEPLOYMENT_CONFIGS["tpu"]))
     custom_config = {**pusher_sections(config), **registry_custom_config(config.vertex)}
-    serving_dir = tmp_path / "serving"
+    serving_dir = serving_dir or str(tmp_path / "serving")
     RegistryPusherExecutor().Do(
         {"model": [model], "model_blessing": [blessing]},
         {"pushed_model": [pushed_model]},
         {
-            "push_destination": json.dumps({"filesystem": {"base_directory": str(serving_dir)}}),
+            "push_destination": json.dumps({"filesystem": {"base_directory": serving_dir}}),
             "custom_config": json.dumps(custom_config),
         },
     )
@@ -201,7 +208,6 @@ def test_while_a_version_is_pinned_the_registry_pusher_pushes_uploads_and_deploy
     tmp_path, monkeypatch
 ):
     from components.pusher import PUSH_REFUSED_PROPERTY
-    from components.serving.publish import pushed_versions
     from serving_ops.vertex.pusher import PINNED_ALIAS
 
     server = VertexServer()
@@ -295,7 +301,9 @@ def test_the_registry_pusher_checks_a_new_model_once_and_records_which_server(
     )
     assert len(checked) == 1  # the push checked it; the upload of the same model needs no second
     (upload,) = uploads(server)
-    assert upload.model.artifact_uri.startswith(str(serving_dir))
+    # Registered before the copy, from the candidate's own folder (as TFX's Vertex Pusher does).
+    assert upload.model.artifact_uri == str(tmp_path / "trainer-output" / "Format-Serving")
+    assert pushed_model.get_string_custom_property("pushed_destination").startswith(serving_dir)
     assert pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY).startswith("passed (")
     assert pushed_model.get_string_custom_property(SERVING_CHECK_SERVER_PROPERTY) == (
         "model_server.py"
@@ -323,7 +331,7 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
 
     server.hooks.append(pin_version_1)
     monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
-    pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, server)
+    pushed_model, serving_dir = _push_through_the_registry_pusher(tmp_path, monkeypatch, server)
 
     first, uploaded = server.versions().values()
     assert first.version_aliases == [PINNED_ALIAS, "default"]
@@ -334,6 +342,8 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
         "serving was pinned to version 1 while this push uploaded version 2: "
         "`default` is back on 1 and 2 is set aside (rolled back); "
     )
+    # The refused model was not copied into the serving folder: no version folder at all.
+    assert [name for name in os.listdir(serving_dir) if name.isdigit()] == []
 
 
 def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older_ones(
@@ -410,14 +420,14 @@ def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes
 def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, monkeypatch):
     from components import pusher
     from components.model_card import card
-    from components.model_card.write import write_model_card
+    from components.model_card.write import read_model_card
     from components.pusher import AtomicPusherExecutor
     from tests.components.model_card.test_card import make_facts
 
-    def writes_a_card(self, input_dict, custom_config, version, version_dir):
-        return write_model_card(version_dir, card.model_card(make_facts(version=version)))
+    def makes_a_card(self, input_dict, custom_config, version, version_dir):
+        return card.model_card(make_facts(version=version))
 
-    monkeypatch.setattr(AtomicPusherExecutor, "_write_model_card", writes_a_card)
+    monkeypatch.setattr(AtomicPusherExecutor, "_model_card", makes_a_card)
     monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
     server = VertexServer()
     pushed_model, serving_dir = _push_through_the_registry_pusher(tmp_path, monkeypatch, server)
@@ -430,6 +440,7 @@ def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, 
     assert "accuracy 0.9700; eval examples 347" in description
     assert description.endswith(f"Model card: {version_dir}/model_card.html")
     assert len(description) <= 1000
+    assert read_model_card(version_dir) is not None  # the card it names is there
 
 
 def test_a_push_without_a_card_leaves_the_registry_description_empty(tmp_path, monkeypatch):
@@ -440,3 +451,79 @@ def test_a_push_without_a_card_leaves_the_registry_description_empty(tmp_path, m
     pushed_model, _ = _push_through_the_registry_pusher(tmp_path, monkeypatch, server)
     assert pushed_model.get_int_custom_property("pushed") == 1
     assert uploads(server)[0].model.version_description == ""  # no evaluation: no card
+
+
+def _gs_candidate(tmp_path) -> str:
+    """A folder with a fingerprint and a saved_model.pb (what a copy to gs:// puts last)."""
+    import pathlib
+
+    folder = saved_model_dir(tmp_path, 2)
+    (pathlib.Path(folder) / "saved_model.pb").write_bytes(b"graph")
+    return folder
+
+
+def _pin_once_checked(server: VertexServer, monkeypatch) -> None:
+    """A writer that ignores the protocol pins version 1 once the Pusher's serving check ran
+    (after the Pusher asked the registry, before its registration asks again)."""
+    from serving_ops.vertex.entry import aliases_call
+    from serving_ops.vertex.pusher import PINNED_ALIAS
+    from tests.serving_ops.vertex.server import MODEL
+
+    checked: list[str] = []
+    monkeypatch.setattr(
+        pusher, "check_model", lambda model_dir, *args: checked.append(model_dir) or PASSED
+    )
+
+    def pin_after_the_check(sent):
+        if checked:
+            server.hooks.clear()
+            server.handle("console", aliases_call(MODEL, "1", ["default", PINNED_ALIAS]))
+
+    server.hooks.append(pin_after_the_check)
+
+
+def test_on_cloud_storage_a_registry_refusal_leaves_nothing_served(
+    tmp_path, monkeypatch, gcs_bucket
+):
+    from components.pusher import PUSH_REFUSED_PROPERTY
+
+    server = VertexServer()
+    server.entry(("default",), metadata=False)
+    _pin_once_checked(server, monkeypatch)
+    serving = f"{gcs_bucket.uri}/serving"
+
+    pushed_model, _ = _push_through_the_registry_pusher(
+        tmp_path, monkeypatch, server, _gs_candidate(tmp_path), serving
+    )
+
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY).startswith(
+        "serving is pinned to version 1"
+    )
+    assert uploads(server) == [] and server.endpoints == {}
+    # Not a version, not a claim: only the serving lock, released.
+    assert list(gcs_bucket.files_under(serving)) == [".serving.lock"]
+    assert json.loads(gcs_bucket.files_under(serving)[".serving.lock"])["released"] is True
+
+
+def test_on_cloud_storage_an_accepted_model_is_registered_then_copied_whole(
+    tmp_path, monkeypatch, gcs_bucket
+):
+    server = VertexServer()
+    monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
+    serving = f"{gcs_bucket.uri}/serving"
+
+    pushed_model, _ = _push_through_the_registry_pusher(
+        tmp_path, monkeypatch, server, _gs_candidate(tmp_path), serving
+    )
+
+    assert pushed_model.get_int_custom_property("pushed") == 1
+    (version,) = pushed_versions(serving)
+    assert pushed_model.get_string_custom_property("pushed_destination") == f"{serving}/{version}"
+    (upload,) = uploads(server)
+    assert upload.model.artifact_uri == str(tmp_path / "trainer-output" / "Format-Serving")
+    assert sorted(gcs_bucket.files_under(serving)) == [
+        ".serving.lock",
+        f"{version}/fingerprint.pb",
+        f"{version}/saved_model.pb",
+    ]
