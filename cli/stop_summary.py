@@ -3,7 +3,7 @@
 A bad configuration, a missing data folder, ImageNet weights out of reach offline or
 a held run lock stop `run` within seconds, before TensorFlow and TFX load; a script
 reading `--summary-json` still gets a file saying why. It has every field of
-`pipeline.run_summary.RunSummary` (which imports TFX, ~20 s, so it is not used here;
+`pipeline.results.run_summary.RunSummary` (which imports TFX, ~20 s, so it is not used here;
 tests/cli/test_stop_summary.py keeps the two field lists the same).
 """
 

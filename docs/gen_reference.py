@@ -6,7 +6,7 @@
 - `reference/cli.md`: every command and flag of `tpu-pipeline`, from the argparse
   parser itself (`cli/main.py`'s `_build_parser`);
 - `reference/summary-json.md`: the keys `--summary-json` writes, read from the
-  dataclasses `RunSummary.to_json` dumps (`pipeline/run_summary.py`) and the ones
+  dataclasses `RunSummary.to_json` dumps (`pipeline/results/run_summary.py`) and the ones
   they hold, with the comments beside each field.
 
 The pages are committed; `tests/docs/` fails when they differ from what this module
@@ -15,7 +15,7 @@ writes now, so a field, default or flag that changes without its page fails CI:
     .venv/bin/python docs/gen_reference.py          # rewrite the pages
     .venv/bin/python docs/gen_reference.py --check  # exit 1 naming the stale pages
 
-The summary JSON is read from the source (not imported: `pipeline/run_summary.py`
+The summary JSON is read from the source (not imported: `pipeline/results/run_summary.py`
 imports TFX and TensorFlow, seconds this module need not spend).
 """
 
@@ -371,7 +371,7 @@ def cli_page() -> str:
 
 # --- Summary JSON ----------------------------------------------------------------------
 
-SUMMARY_MODULE = "pipeline/run_summary.py"
+SUMMARY_MODULE = "pipeline/results/run_summary.py"
 SUMMARY_CLASS = "RunSummary"
 # The keys of the summary whose fields carry no comment in the code, described here; the
 # generator stops when an entry names a field the code no longer has, or one that has a

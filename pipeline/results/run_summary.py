@@ -46,9 +46,9 @@ from components.pusher import (
 from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
 from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
-from pipeline.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
-from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
-from pipeline.tuning_results import TuningResult, read_tuning
+from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
+from pipeline.results.tuning_results import TuningResult, read_tuning
+from pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 from serving_ops.local.blessing import manual_blessing_of, trainer_model_dir
 
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
@@ -182,7 +182,7 @@ class RunSummary(MeasuredMemory):
     # the moments between them; this names the component the process's peak was reached in
     # (None: between components, or not measured).
     peak_rss_component: str | None = None
-    # The fields chosen from the data (pipeline/recipe.py): value and reason each, and the
+    # The fields chosen from the data (pipeline/wiring/recipe.py): value and reason each, and the
     # one line saying what a pretrained backbone out of reach was replaced with.
     chosen_defaults: dict[str, Any] | None = None
 
