@@ -26,10 +26,10 @@ from components.evaluation import results as evaluation_results
 from components.example_gen.odd_images import read_odd_images
 from components.explain.store import Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
-from pipeline.results import tuning_results
 from pipeline.local.run_memory import read_run_memory
 from pipeline.report import data_facts, history_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
+from pipeline.results import tuning_results
 from pipeline.results.run_record import custom_property
 from pipeline.results.run_summary import ComponentResult, RunSummary, served_model, summarize_run
 from pipeline.wiring.node_ids import NodeIds

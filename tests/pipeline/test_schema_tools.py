@@ -16,7 +16,6 @@ import schemas
 from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
 from cli.synthetic_data import synthetic_dataset
 from common.config import ConfigError, DatasetConfig
-from pipeline.local import progress
 from pipeline.data_tools.schema_tools import (
     SchemaExistsError,
     check_pixel_feature_type,
@@ -26,6 +25,7 @@ from pipeline.data_tools.schema_tools import (
     schema_to_bootstrap,
     write_schema,
 )
+from pipeline.local import progress
 from pipeline.local.progress import LiveStatus
 
 
