@@ -16,6 +16,7 @@ from typing import Any
 from common.interrupts import RunInterrupted, received_signal
 from common.owned_paths import write_owned
 from components.example_gen.errors import DataFormatError
+from pipeline.results.summary_part import SCHEMA_VERSION
 
 
 def stop_summary(
@@ -25,6 +26,7 @@ def stop_summary(
     signum = received_signal()
     interrupted = signum.name if isinstance(error, RunInterrupted) and signum else None
     return {
+        "schema_version": SCHEMA_VERSION,
         "pipeline": pipeline,
         "succeeded": False,
         "data_rejected": isinstance(error, DataFormatError),

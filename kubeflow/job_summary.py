@@ -174,7 +174,7 @@ def job_summary(
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
-            # As locally (pipeline/results/run_summary.py): each class's precision, recall
+            # As locally (pipeline/results/parts/evaluation.py): each class's precision, recall
             if class_names:
                 summary.per_class_metrics = class_metrics(evaluation.uri, class_names)
         served = blessing.metadata.get("baseline_model")

@@ -37,14 +37,11 @@ from pipeline.data_tools.schema_tools import (
 )
 from pipeline.local.progress import LiveStatus
 from pipeline.local.run_memory import write_run_memory
+from pipeline.results.parts.drift import DRIFT_RULES_PROPERTY
+from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
 from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
-from pipeline.results.run_summary import (
-    DRIFT_RULES_PROPERTY,
-    EVALUATOR_RULES_PROPERTY,
-    ComponentResult,
-    RunSummary,
-    summarize_run,
-)
+from pipeline.results.run_summary import ComponentResult, RunSummary
+from pipeline.results.summary_reading import summarize_run
 from pipeline.runs.history import note_run
 from pipeline.wiring.data_sources import prepare_data_root
 from pipeline.wiring.graph import create_pipeline

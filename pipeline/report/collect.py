@@ -31,7 +31,8 @@ from pipeline.report import data_facts, history_facts, serving_facts, tensorboar
 from pipeline.report.run_store import StoredRun, open_latest_run
 from pipeline.results import tuning_results
 from pipeline.results.run_record import custom_property
-from pipeline.results.run_summary import ComponentResult, RunSummary, served_model, summarize_run
+from pipeline.results.run_summary import ComponentResult, RunSummary
+from pipeline.results.summary_reading import served_model, summarize_run
 from pipeline.wiring.node_ids import NodeIds
 from serving_ops.local.blessing import trainer_model_dir
 

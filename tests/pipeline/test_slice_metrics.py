@@ -24,8 +24,10 @@ from components.evaluation.results import (
 )
 from pipeline.report import plots
 from pipeline.report.html import slice_rows
+from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
 from pipeline.results.run_record import NodeRecord
-from pipeline.results.run_summary import EVALUATOR_RULES_PROPERTY, RunSummary, summarize_run
+from pipeline.results.run_summary import RunSummary
+from pipeline.results.summary_reading import summarize_run
 from pipeline.wiring.node_ids import NodeIds
 from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 

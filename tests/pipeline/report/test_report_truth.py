@@ -146,7 +146,7 @@ def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
         report = _stopped_in_trainer(digits_facts, error, "failed")
     else:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("pipeline.results.run_summary.received_signal", lambda: signal.SIGINT)
+            patch.setattr("pipeline.results.parts.outcome.received_signal", lambda: signal.SIGINT)
             report = _stopped_in_trainer(digits_facts, KeyboardInterrupt(), "interrupted")
     files = write_report_files(report, tmp_path_factory.mktemp("report"))
     return outcome, report, read_page(files.html.read_text(encoding="utf-8"))
