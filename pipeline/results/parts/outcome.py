@@ -30,7 +30,7 @@ class ComponentResult(MeasuredMemory):
 
 @summary_part
 class Outcome:
-    """Everything a person or a script needs to know about one run."""
+    """How the run ended, and each component as it ran: the runner's own record."""
 
     pipeline: str = summary_key(
         "the pipeline's full name, `<pipeline_name>-<dataset name>`",
