@@ -623,7 +623,7 @@ def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list
     first_component_s = arrived - float(line.split()[-2])
     imports = median_seconds(
         lambda: subprocess.run(
-            [sys.executable, "-c", "import cli.main, pipeline.local_runner"],
+            [sys.executable, "-c", "import cli.main, pipeline.local.runner"],
             check=True,
             cwd=REPO_ROOT,
         ),
@@ -655,7 +655,7 @@ PIPELINE_RUNS = (("mnist", 60_000), ("cifar10", 50_000))
 
 def pipeline_run_config(settings: Settings, dataset: DatasetConfig, count: int) -> pathlib.Path:
     """Synthetic records, their inferred schema and a run config; written once per size."""
-    from pipeline.schema_tools import infer_schema, write_schema
+    from pipeline.data_tools.schema_tools import infer_schema, write_schema
 
     workdir = settings.workdir / f"pipeline-{dataset.name}-{count}"
     records = workdir / "data" / "train.tfrecord.gz"

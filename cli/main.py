@@ -49,7 +49,7 @@ from common.metadata_check import (
 from common.owned_paths import check_replaceable
 from common.run_lock import RunInProgressError, claim_run_folder, exclusive_run
 from components.example_gen.errors import DataFormatError
-from pipeline.input_fingerprint import new_inputs, record_success
+from pipeline.wiring.input_fingerprint import new_inputs, record_success
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:
@@ -214,10 +214,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _recipe_for(config, explicit: frozenset[str]):
-    """The defaults the data decides (`pipeline/recipe.py`), in a few seconds at most."""
+    """The defaults the data decides (`pipeline/wiring/recipe.py`), in a few seconds at most."""
     from components import imagenet_files
-    from pipeline.data_survey import survey_image_folder
-    from pipeline.recipe import choose_recipe
+    from pipeline.data_tools.data_survey import survey_image_folder
+    from pipeline.wiring.recipe import choose_recipe
 
     def imagenet_available(model: str, image_shape: tuple[int, int, int]) -> bool:
         return imagenet_files.is_available(imagenet_files.IMAGENET_FILES[model](image_shape))
@@ -255,7 +255,7 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
                     summary, report, inputs = _run_pipeline(config, terminal, run_log, chosen)
         except (ConfigError, DataFormatError, RunInterrupted) as error:  # before any component
             if config.notify:
-                from pipeline.run_summary import RunSummary
+                from pipeline.results.run_summary import RunSummary
 
                 name = config.full_pipeline_name
                 _notify(config, RunSummary.without_results(name, [], error, run_log), None)
@@ -309,7 +309,7 @@ def _has_new_inputs(config) -> bool:
 
 def _notify(config, summary, report: str | None) -> None:
     """Tells `notify.webhook` (if set) how the run ended; if it cannot, one warning line."""
-    from pipeline.run_message import notify_run
+    from pipeline.results.run_message import notify_run
 
     warning = notify_run(config, summary, report)
     if warning:
@@ -325,7 +325,7 @@ def _track(config, summary):
 
 def _run_pipeline(config, progress, log_file, chosen=None):
     """Runs the pipeline with progress on `progress`; `chosen` are the defaults chosen from the
-    data (pipeline/recipe.py), kept in the summary.
+    data (pipeline/wiring/recipe.py), kept in the summary.
 
     Returns:
       The summary, the report line, and the fingerprint of the inputs as the run
@@ -334,13 +334,13 @@ def _run_pipeline(config, progress, log_file, chosen=None):
     Raises:
       DataFormatError: the data folder is missing or has no file to read; nothing ran.
     """
-    from pipeline.data_sources import prepare_data_root
-    from pipeline.input_fingerprint import fingerprint_inputs, input_patterns
+    from pipeline.wiring.data_sources import prepare_data_root
+    from pipeline.wiring.input_fingerprint import fingerprint_inputs, input_patterns
 
     data_root = prepare_data_root(config)  # a wrong data folder stops here in one line
     # Taken before ExampleGen reads: a file landing during the run counts as new next time.
     inputs = fingerprint_inputs(config, data_root, input_patterns(config.dataset))
-    from pipeline.local_runner import run_local
+    from pipeline.local.runner import run_local
 
     print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", file=progress)
 
@@ -385,7 +385,7 @@ def _schema_output(args: argparse.Namespace) -> pathlib.Path:
 
 def _schema_infer(args: argparse.Namespace) -> int:
     from cli.console import output_to_log_file, quiet_library_warnings
-    from pipeline.progress import LiveStatus
+    from pipeline.local.progress import LiveStatus
 
     data = pathlib.Path(args.data)
     pattern = str(data / "*") if data.is_dir() else args.data
@@ -395,7 +395,7 @@ def _schema_infer(args: argparse.Namespace) -> int:
     log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-schema-infer-{stamp}.log"
     # TensorFlow's, Beam's and TFDV's start-up lines and deprecation warnings go to the log.
     with output_to_log_file(log_file) as terminal:
-        from pipeline.schema_tools import infer_schema, write_schema
+        from pipeline.data_tools.schema_tools import infer_schema, write_schema
 
         kept = write_schema(
             infer_schema(pattern, LiveStatus(terminal)), output, overwrite=args.force

@@ -126,7 +126,7 @@ def run_predict(args: argparse.Namespace) -> int:
     if args.summary_json:  # a file of the user's there: refused before the job
         check_replaceable(args.summary_json, "--summary-json")
     from cli.console import output_to_log_file, quiet_library_warnings
-    from pipeline.progress import LiveStatus
+    from pipeline.local.progress import LiveStatus
 
     quiet_library_warnings()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")

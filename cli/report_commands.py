@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from common.config import BUILTIN_DATASETS, PipelineConfig, load_config
 
 if TYPE_CHECKING:
-    from pipeline.run_summary import RunSummary
+    from pipeline.results.run_summary import RunSummary
 
 REPORT_COMMANDS = ("report", "tensorboard")
 
@@ -95,9 +95,9 @@ def tensorboard_log_dirs(
     Raises:
       RunNotFoundError: no run, or the newest run never reached the Trainer.
     """
-    from pipeline.node_ids import NodeIds
     from pipeline.report.run_store import RunNotFoundError, open_latest_run
-    from pipeline.tuning_results import trials_dir
+    from pipeline.results.tuning_results import trials_dir
+    from pipeline.wiring.node_ids import NodeIds
 
     stored = open_latest_run(run_dir)
     model_run = stored.first_output(NodeIds.TRAINER, "model_run")

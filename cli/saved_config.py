@@ -20,7 +20,7 @@ from common.owned_paths import write_owned
 
 if TYPE_CHECKING:
     from components.example_gen.recognize import RecognizedData
-    from pipeline.recipe import Recipe
+    from pipeline.wiring.recipe import Recipe
 
 
 def recognized_lines(

@@ -18,7 +18,7 @@ from typing import TextIO
 from common.atomic_folder import new_folder
 from common.config import ConfigError, DatasetConfig
 from components.example_gen.errors import DataFormatError
-from pipeline.progress import LiveStatus, read_every_record
+from pipeline.local.progress import LiveStatus, read_every_record
 
 SPAN_TOKEN = "{SPAN}"
 

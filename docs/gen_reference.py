@@ -5,9 +5,10 @@
   default, allowed values and the field's own pydantic description;
 - `reference/cli.md`: every command and flag of `tpu-pipeline`, from the argparse
   parser itself (`cli/main.py`'s `_build_parser`);
-- `reference/summary-json.md`: the keys `--summary-json` writes, read from the
-  dataclasses `RunSummary.to_json` dumps (`pipeline/run_summary.py`) and the ones
-  they hold, with the comments beside each field.
+- `reference/summary-json.md`: the keys `--summary-json` writes: the typed parts'
+  fields that make `RunSummary` (`pipeline/results/parts/`), each with its type, when it
+  is null, an example and what it holds (`summary_key`), and the dataclasses they hold,
+  with the comments beside each field.
 
 The pages are committed; `tests/docs/` fails when they differ from what this module
 writes now, so a field, default or flag that changes without its page fails CI:
@@ -15,8 +16,9 @@ writes now, so a field, default or flag that changes without its page fails CI:
     .venv/bin/python docs/gen_reference.py          # rewrite the pages
     .venv/bin/python docs/gen_reference.py --check  # exit 1 naming the stale pages
 
-The summary JSON is read from the source (not imported: `pipeline/run_summary.py`
-imports TFX and TensorFlow, seconds this module need not spend).
+The summary page imports `RunSummary` (TFX and TensorFlow load, ~10-20 s): its keys are
+the parts' fields, typed and described in the code; the dataclasses they hold are read
+from their source for the comments beside their fields.
 """
 
 from __future__ import annotations
@@ -371,55 +373,13 @@ def cli_page() -> str:
 
 # --- Summary JSON ----------------------------------------------------------------------
 
-SUMMARY_MODULE = "pipeline/run_summary.py"
-SUMMARY_CLASS = "RunSummary"
-# The keys of the summary whose fields carry no comment in the code, described here; the
-# generator stops when an entry names a field the code no longer has, or one that has a
-# comment of its own. A field with neither reads UNDESCRIBED on the page.
+# The nested dataclasses below the top level are read from their source (their comments
+# describe their fields); the top level's keys are the typed parts' own fields, each with
+# what `summary_key` says of it (`pipeline/results/summary_part.py`).
+# The keys of nested dataclasses whose fields carry no comment in the code, described
+# here; the generator stops when an entry names a field the code no longer has, or one
+# that has a comment of its own. A field with neither reads UNDESCRIBED on the page.
 FIELDS_WITHOUT_COMMENTS = {
-    "RunSummary": {
-        "pipeline": "the pipeline's full name, `<pipeline_name>-<dataset name>` "
-        "(`tpu-pipeline-digits`)",
-        "succeeded": "true when the run ended without an error and was not interrupted, "
-        "blessed or not (read `blessed`)",
-        "data_rejected": "true when the data was rejected (exit code 3): bad input files, a "
-        "data folder missing or without matching files, data that breaks the schema, or a "
-        "label mix that drifted",
-        "error": "why the run failed: `<ExceptionType>: <message>`, or `interrupted by "
-        "<signal> ...`; null when it did not",
-        "components": "each component of the pipeline, in order, as it ran",
-        "metrics": "the candidate's overall metrics on the eval split (TFMA), by name "
-        "(`accuracy`, `example_count`, ...); empty without an evaluation",
-        "baseline_metrics": "the same metrics of the baseline (the last blessed model); "
-        "null for the first model or without an evaluation",
-        "blessed": "whether the model is blessed: by the Evaluator, or by hand (`manual_blessing`)",
-        "blessing_reason": "the blessing decision in words; empty without an evaluation",
-        "pushed_model": "where the Pusher published the model (the version folder), or null",
-        "push_note": "why it was or was not pushed: `new version`, `already served; not "
-        "pushed again`, `not blessed`, the Pusher's refusal, `pushed by the manual "
-        "blessing`, or how the run stopped before the Pusher",
-        "trainer": "the Trainer's `training_info.json` (device, strategy, replicas, XLA, "
-        "precision, batch, ...); null when the run has no trained model",
-        "tuning": "the Tuner's trials and the chosen one; null without a Tuner",
-        "log_file": "the run's log file (`<run>/logs/run-<time>.log`); null with `--verbose` "
-        "(the logs went to the terminal) and for a run stopped before any component",
-        "slice_margin": "the `evaluator.slice_margin` the slices were flagged by; null "
-        "without an evaluation",
-        "slice_min_examples": "the `evaluator.slice_min_examples` the slices were flagged "
-        "by; null without an evaluation",
-    },
-    "ComponentResult": {
-        "id": "the component's id (`ExampleGen`, `Trainer`, ...)",
-        "seconds": "how long it ran",
-    },
-    "MeasuredMemory": {
-        "peak_rss_bytes": "the pipeline process's peak resident set size; null if not measured",
-        "peak_rss_measured": "`high_water_mark` (exact) or `sampled` (a lower bound); null "
-        "if not measured",
-        "child_peak_rss_bytes": "the largest peak of a child process; null when none ran",
-        "tensorflow_peak_bytes": "TensorFlow's allocator peak per device; null when its "
-        "runtime was not running or keeps no statistics",
-    },
     "SliceMetrics": {
         "kind": "`class`, `image_format`, `image_size`, `span` or `source_folder`",
         "examples": "eval examples in the slice",
@@ -529,13 +489,21 @@ def _field_comment(line: int, comments: dict[int, tuple[str, bool]]) -> tuple[st
 def _field_default(value: ast.expr | None) -> str | None:
     if value is None:
         return None
-    if isinstance(value, ast.Call) and ast.unparse(value.func) == "dataclasses.field":
+    if isinstance(value, ast.Call) and ast.unparse(value.func) in (
+        "dataclasses.field",
+        "summary_key",
+    ):
         for keyword in value.keywords:
             if keyword.arg == "default_factory":
                 return {"list": "[]", "dict": "{}"}[ast.unparse(keyword.value)]
             if keyword.arg == "default":
-                return ast.unparse(keyword.value)
-    source = ast.unparse(value)
+                return _json_literal(ast.unparse(keyword.value))
+        return None
+    return _json_literal(ast.unparse(value))
+
+
+def _json_literal(source: str) -> str:
+    """A Python default as JSON writes it (`None` is null)."""
     return {"None": "null", "True": "true", "False": "false"}.get(source, source)
 
 
@@ -607,9 +575,14 @@ def _class_names_in(annotation: str) -> list[str]:
     return [node.id for node in ast.walk(ast.parse(annotation)) if isinstance(node, ast.Name)]
 
 
-def _describe(owner: str, field: _Field) -> str:
-    """The field's comment in the code, else what FIELDS_WITHOUT_COMMENTS says of it."""
+def _describe(owner: str, field: _Field, doc: Any = None) -> str:
+    """What `summary_key` says of the field, else its comment in the code, else what
+    FIELDS_WITHOUT_COMMENTS says of it."""
     extra = FIELDS_WITHOUT_COMMENTS.get(owner, {}).get(field.name)
+    if doc is not None and (field.comment or extra):
+        raise ValueError(f"{owner}.{field.name} has a summary_key: drop its comment or entry")
+    if doc is not None:
+        return doc.holds
     if field.comment and extra and not field.shared:
         raise ValueError(f"{owner}.{field.name} has a comment in the code: drop its entry")
     if extra:
@@ -621,32 +594,69 @@ def _describe(owner: str, field: _Field) -> str:
     return UNDESCRIBED
 
 
-def _summary_classes() -> list[_Class]:
-    """RunSummary, then every dataclass of ours its fields hold, first seen first."""
-    found = [_read_class(SUMMARY_MODULE, SUMMARY_CLASS)]
-    seen = {SUMMARY_CLASS}
-    for owner in found:
-        for field in owner.fields:
-            for name in _class_names_in(field.annotation):
-                if name in seen or name not in owner.imports and not _defined_in(owner, name):
-                    continue
-                module = owner.imports.get(name, owner.module)
-                try:
-                    inner = _read_class(module, name)
-                except LookupError:  # an alias (SliceKind), not a class
-                    continue
-                seen.add(name)
-                found.append(inner)
-        for key, (module, _, _, item_class) in HAND_BUILT.items():
-            if item_class not in seen and any(field.name == key for field in owner.fields):
-                seen.add(item_class)
-                found.append(_read_class(module, item_class))
+def _summary_types() -> tuple[type, tuple[type, ...]]:
+    """RunSummary and its parts, imported (TFX and TensorFlow load: ~10-20 s)."""
+    from pipeline.results.run_summary import PARTS, RunSummary
+
+    return RunSummary, PARTS
+
+
+def _source_of(cls: type) -> str:
+    return pathlib.Path(sys.modules[cls.__module__].__file__).relative_to(REPO_ROOT).as_posix()
+
+
+def _dataclasses_in(annotation: Any) -> list[type]:
+    """The dataclasses a resolved type annotation holds (`X | None`, `list[X]`, ...)."""
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        return [annotation]
+    return [found for argument in get_args(annotation) for found in _dataclasses_in(argument)]
+
+
+def _nested_classes(summary: type) -> list[type]:
+    """Every dataclass of ours the summary's keys hold, at any depth, first seen first."""
+    found: list[type] = []
+    todo = [summary]
+    while todo:
+        owner = todo.pop(0)
+        for annotation in typing.get_type_hints(owner).values():
+            for inner in _dataclasses_in(annotation):
+                if inner not in found and inner is not summary:
+                    found.append(inner)
+                    todo.append(inner)
     return found
 
 
-def _defined_in(owner: _Class, name: str) -> bool:
-    tree, _, _ = _parse_module(owner.module)
-    return any(isinstance(node, ast.ClassDef) and node.name == name for node in tree.body)
+def _key_docs(cls: type) -> dict[str, Any]:
+    """What `summary_key` says of each field of `cls` that has one, by field name."""
+    from pipeline.results.summary_part import key_doc
+
+    return {field.name: key_doc(field) for field in dataclasses.fields(cls) if key_doc(field)}
+
+
+def _check_example(key: str, annotation: Any, example: Any) -> None:
+    """Stops when an example's objects do not have exactly the keys of the dataclass the key
+    holds (a field added or renamed without its example)."""
+    json.dumps(example)  # a value the JSON can hold
+    for inner in _dataclasses_in(annotation):
+        items = example if isinstance(example, list) else [example]
+        expected = {field.name for field in dataclasses.fields(inner)}
+        for item in items:
+            if item is not None and set(item) != expected:
+                raise ValueError(
+                    f"the example of `{key}` has keys {sorted(item)}, {inner.__name__} "
+                    f"{sorted(expected)}"
+                )
+
+
+def _null_when(key: str, annotation: str, doc: Any) -> str:
+    """When the key is null, checked against its type: a key typed `... | None` says when."""
+    nullable = any(ast.unparse(part) == "None" for part in _union_parts(annotation))
+    if nullable != (doc.null is not None):
+        raise ValueError(
+            f"`{key}` is typed {annotation}: its summary_key must "
+            f"{'say' if nullable else 'not say'} when it is null"
+        )
+    return doc.null if nullable else "never"
 
 
 def _check_descriptions_name_fields(classes: list[_Class]) -> None:
@@ -662,10 +672,19 @@ def _check_descriptions_name_fields(classes: list[_Class]) -> None:
 
 
 def summary_page() -> str:
-    """The keys of `--summary-json`, from the dataclasses `RunSummary.to_json` dumps."""
-    classes = _summary_classes()
+    """The keys of `--summary-json`, from the typed parts of `RunSummary`."""
+    summary, parts = _summary_types()
+    nested = _nested_classes(summary)
+    classes = [_read_class(_source_of(cls), cls.__name__) for cls in nested]
+    for key, (module, _, _, item_class) in HAND_BUILT.items():
+        if key in {field.name for field in dataclasses.fields(summary)}:
+            classes.append(_read_class(module, item_class))
     _check_descriptions_name_fields(classes)
+    docs_of = {cls.__name__: _key_docs(cls) for cls in nested}
     anchors = {cls.name: f"summary-{cls.name.lower()}" for cls in classes}
+    part_of = {
+        field.name: part for part in parts for field in dataclasses.fields(part)
+    }  # a key declared by a part's base (MeasuredMemory) is still that part's
 
     def linked(annotation: str) -> str:
         text = " or ".join(_code(ast.unparse(part)) for part in _union_parts(annotation))
@@ -674,52 +693,89 @@ def summary_page() -> str:
             text += " (" + ", ".join(f"[{name}](#{anchors[name]})" for name in shown) + ")"
         return text
 
-    summary = classes[0]
     lines = [
         GENERATED,
         "",
         "# Run summary JSON reference",
         "",
         "What `tpu-pipeline run --summary-json FILE` writes: `RunSummary.to_json` "
-        f"(`{SUMMARY_MODULE}`) dumps the `RunSummary` dataclass with "
-        "`dataclasses.asdict` into one JSON object, keys sorted. Types are the code's "
-        "Python annotations (`None` is JSON's null, when the description says); a "
-        "dataclass below is an object of its own keys, a `list[...]` an array, a `dict` "
-        "an object. A run that stops "
+        "(`pipeline/results/run_summary.py`) dumps the `RunSummary` dataclass with "
+        "`dataclasses.asdict` into one JSON object, keys sorted. `RunSummary` is made of "
+        "typed parts (`pipeline/results/parts/`), each owned by the room that produces its "
+        "facts; the keys below are their fields, described where they are declared. Types are "
+        "the code's Python annotations: `None` is JSON's null, a dataclass below is an object "
+        "of its own keys, a `list[...]` an array, a `dict` an object. A run that stops "
         "before its first component (a bad configuration or data folder, ImageNet weights "
         "out of reach, a held run lock) writes the same keys from `cli/stop_summary.py`, "
         "`error` saying why and `components` empty. How to read a run's results: "
         "[Reports and results](../reports.md).",
+        "",
+        f"`schema_version` is {_code(json.dumps(summary.schema_version))}: a script can "
+        "check it; it is raised when a key is renamed, removed or changes meaning, not when "
+        "a key is added.",
+        "",
+        f"## Top level ({_source_of(summary)}) {{#summary-runsummary}}",
+        "",
+        _prose(_docstring(summary)),
+        "",
     ]
-    if not any(field.name == "schema_version" for field in summary.fields):
-        lines += ["", "The summary has no `schema_version` key: its shape is this page's."]
+    hints = typing.get_type_hints(summary)
+    rows = []
+    for field in sorted(dataclasses.fields(summary), key=lambda f: f.name):
+        doc = _key_docs(summary)[field.name]
+        _check_example(field.name, hints[field.name], doc.example)
+        part = part_of.get(field.name, summary)
+        rows.append(
+            (
+                _code(field.name),
+                linked(field.type),
+                _prose(_null_when(field.name, field.type, doc)),
+                _code(json.dumps(doc.example)),
+                _prose(doc.holds),
+                f"`{part.__name__}` ({_source_of(part)})",
+            )
+        )
+    lines += _table(("key", "type", "null when", "example", "holds", "part"), rows)
+    for key, (module, owner, method, item_class) in HAND_BUILT.items():
+        if key in hints:
+            keys = _method_dict_keys(module, owner, method)
+            lines += [
+                "",
+                f"`{key}`, when not null, is the dict `{owner}.{method}` writes "
+                f"(`{module}`), as its description says; its keys and the code that "
+                f"fills each (a list item's `m` is a [{item_class}]"
+                f"(#{anchors[item_class]})):",
+                "",
+                *_table(("key", "written as"), [(_code(k), _code(v)) for k, v in keys]),
+            ]
+    lines += ["", "## Parts {#summary-parts}", ""]
+    lines += _table(
+        ("part", "module", "what it says", "keys"),
+        [
+            (
+                f"`{part.__name__}`",
+                _code(_source_of(part)),
+                _prose(_docstring(part)),
+                ", ".join(_code(field.name) for field in dataclasses.fields(part)),
+            )
+            for part in parts
+        ],
+    )
     for cls in classes:
-        title = "Top level" if cls is summary else f"`{cls.name}`"
-        lines += ["", f"## {title} ({cls.module}) {{#{anchors[cls.name]}}}", ""]
+        lines += ["", f"## `{cls.name}` ({cls.module}) {{#{anchors[cls.name]}}}", ""]
         if cls.docstring:
             lines += [_prose(cls.docstring), ""]
+        docs = docs_of.get(cls.name, {})
         rows = [
             (
                 _code(field.name),
                 linked(field.annotation),
                 _code(field.default) if field.default else "",
-                _prose(_describe(field.owner, field)),
+                _prose(_describe(field.owner, field, docs.get(field.name))),
             )
             for field in sorted(cls.fields, key=lambda f: f.name)
         ]
         lines += _table(("key", "type", "default", "holds"), rows)
-        for key, (module, owner, method, item_class) in HAND_BUILT.items():
-            if any(field.name == key for field in cls.fields):
-                keys = _method_dict_keys(module, owner, method)
-                lines += [
-                    "",
-                    f"`{key}`, when not null, is the dict `{owner}.{method}` writes "
-                    f"(`{module}`), as its description says; its keys and the code that "
-                    f"fills each (a list item's `m` is a [{item_class}]"
-                    f"(#{anchors[item_class]})):",
-                    "",
-                    *_table(("key", "written as"), [(_code(k), _code(v)) for k, v in keys]),
-                ]
     return "\n".join(lines) + "\n"
 
 

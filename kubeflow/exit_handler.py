@@ -6,7 +6,7 @@ passing the DAG's final status (KFP's PipelineTaskFinalStatus as JSON): the
 state, the error, and the job's resource name. TFX 1.16 gives exit handlers no
 input artifacts, so the handler reads the job back from Vertex AI (its tasks and
 their artifacts, kubeflow/job_summary.py) and sends the message a local run
-sends (pipeline/run_message.py): blessed and pushed, not blessed, data rejected,
+sends (pipeline/results/run_message.py): blessed and pushed, not blessed, data rejected,
 failed or interrupted, with the key metrics, the push and the run's console page.
 
 Reading the job (credentials, the API, the artifacts on Cloud Storage) takes at
@@ -48,9 +48,9 @@ from common.webhook import post_notification, slack_message
 from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
 from kubeflow.runner import require_webhook_secret, vertex_pipeline_config
 from kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
-from pipeline.pipeline import NodeIds
-from pipeline.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
+from pipeline.results.run_summary import RunSummary
+from pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import types as gca

@@ -32,9 +32,8 @@ from components.data_checks.anomalies import (
     rejection_message,
 )
 from components.evaluation.results import class_metrics
-from pipeline.node_ids import SERVED_MODEL_OUTPUTS
-from pipeline.pipeline import NodeIds
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
+from pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 
 if TYPE_CHECKING:  # imported where used: aiplatform_v1 takes ~3 s, which compiling need not pay
     from google.cloud.aiplatform_v1 import types as gca
@@ -175,7 +174,8 @@ def job_summary(
     if blessing is not None and evaluation is not None:
         with _reading("the Evaluator's evaluation", evaluation.uri):
             summary.add_evaluation(evaluation.uri, bool(blessing.metadata["blessed"]), evaluator)
-            if class_names:  # as locally (pipeline/run_summary.py): each class's precision, recall
+            # As locally (pipeline/results/parts/evaluation.py): each class's precision, recall
+            if class_names:
                 summary.per_class_metrics = class_metrics(evaluation.uri, class_names)
         served = blessing.metadata.get("baseline_model")
         # The new model's drift reference is in the model the Evaluator judged.

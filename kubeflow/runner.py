@@ -25,7 +25,7 @@ from common.config import (
 
 if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
     from common.tfx_api import tfx_pipeline
-    from pipeline.pipeline import ComponentOverrides
+    from pipeline.wiring.graph import ComponentOverrides
 
 # kubeflow/Dockerfile copies the repository here; user code and schemas are read from it.
 CONTAINER_SOURCE_DIR = "/pipeline"
@@ -117,7 +117,7 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
     spec), so they can run in parallel, whichever way the Trainer runs.
     """
     from common.tfx_api import data_types
-    from pipeline.pipeline import ComponentOverrides
+    from pipeline.wiring.graph import ComponentOverrides
 
     vertex = config.vertex
     overrides: dict[str, Any] = {
@@ -147,7 +147,7 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
 def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
     """The TFX pipeline for Vertex AI, from the same `create_pipeline` as local runs."""
     from common.tfx_api import data_types
-    from pipeline.pipeline import create_pipeline
+    from pipeline.wiring.graph import create_pipeline
 
     config = vertex_pipeline_config(config)
     vertex = config.vertex

@@ -92,7 +92,7 @@ def digits_run(tmp_path_factory):
     """
 
     def run(folder: pathlib.Path):
-        from pipeline.local_runner import run_local
+        from pipeline.local.runner import run_local
 
         config = small_digits_config(folder)
         return config, run_local(config, io.StringIO())

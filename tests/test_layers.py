@@ -53,7 +53,7 @@ def test_each_layer_imports_only_the_layers_below_it(package):
 def test_the_layer_check_sees_lazy_imports(tmp_path):
     (tmp_path / "components").mkdir()
     (tmp_path / "components" / "lazy.py").write_text(
-        "import common.config\n\ndef f():\n    from pipeline.pipeline import create_pipeline\n"
+        "import common.config\n\ndef f():\n    from pipeline.wiring.graph import create_pipeline\n"
     )
 
     assert imported_packages("components", tmp_path) == {

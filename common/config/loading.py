@@ -90,7 +90,7 @@ def explicit_fields(
 ) -> frozenset[str]:
     """The dotted fields the user set in the file or by flags (`trainer`, `trainer.epochs`, ...).
 
-    Defaults chosen from the data (`pipeline/recipe.py`) never replace these; a
+    Defaults chosen from the data (`pipeline/wiring/recipe.py`) never replace these; a
     built-in dataset's own fields (`dataset: signs`) are not the user's.
     """
     return frozenset(_dotted_keys(_raw_config(path, overrides)[0]))

@@ -24,7 +24,8 @@ from common.config.vertex import VertexConfig
 # default cnn_bn diverged at the default rate (its wide Dense layer) where ResNet-20 learned.
 PHOTO_DEFAULT_MODEL = "resnet20"
 # Photos with no dataset.image_shape: a run chooses the size from the photos and the model
-# (pipeline/recipe.py); where nothing looks at them first (compiling for Vertex AI), ImageNet's.
+# (pipeline/wiring/recipe.py); where nothing looks at them first (compiling for Vertex AI),
+# ImageNet's.
 PHOTO_DEFAULT_IMAGE_SHAPE = (224, 224, 3)
 
 

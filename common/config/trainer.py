@@ -44,7 +44,7 @@ class TrainerConfig(_Section):
         description="a built-in model (a module of components/models/) or "
         "package.module:function; unset: cnn_bn, or for photos (encoded images) resnet20, "
         "which `tpu-pipeline run` replaces with a pretrained mobilenet_v2 when its ImageNet "
-        "file is within reach (pipeline/recipe.py)",
+        "file is within reach (pipeline/wiring/recipe.py)",
     )
     pretrained_weights: str = Field(
         default="none",

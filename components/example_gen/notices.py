@@ -2,7 +2,7 @@
 files, images unlike the rest).
 
 Logged as warnings with one prefix, so they stay in the run's log and the local
-runner's progress (`pipeline/local_runner.py`) shows them between the component lines.
+runner's progress (`pipeline/local/runner.py`) shows them between the component lines.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ MIN_IMAGES = 10
 MIN_PER_CLASS = 2
 # Image headers read for the channels: a few per class is enough to see colour.
 CHANNEL_SAMPLE = 64
-# From scratch, the recipe (pipeline/recipe.py) chooses the side from the photos.
+# From scratch, the recipe (pipeline/wiring/recipe.py) chooses the side from the photos.
 PLACEHOLDER_SIDE = 64
 _DOCUMENT_SUFFIXES = frozenset({".md", ".txt", ".html", ".rst", ".pdf"})
 _GRAY_MODES = frozenset({"1", "L", "LA", "I", "I;16", "F"})

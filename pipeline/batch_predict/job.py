@@ -45,7 +45,7 @@ from pipeline.batch_predict.model_path import resolve_model_version, served_clas
 from pipeline.batch_predict.outputs import output_extension, write_predictions
 from pipeline.batch_predict.predictions import Predictions, RowFormat
 from pipeline.batch_predict.records import READ_CHUNK, ReadRecords
-from pipeline.progress import LiveStatus
+from pipeline.local.progress import LiveStatus
 
 _COUNTER_NAMESPACE = "tpu-pipeline-predict"
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay instant
     from common.config import PipelineConfig
     from pipeline.report.collect import RunReport
-    from pipeline.run_summary import RunSummary
+    from pipeline.results.run_summary import RunSummary
 
 REPORT_DIR = "report"
 REPORT_FILE = "report.html"

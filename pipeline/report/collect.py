@@ -1,6 +1,6 @@
 """Gathers everything the report shows about one run into a `RunReport`.
 
-The run summary (`pipeline.run_summary`) already answers what ran, the
+The run summary (`pipeline.results.run_summary`) already answers what ran, the
 metrics, the blessing and the push; this adds what only a report shows: data
 statistics, training curves, per-class evaluation, the serving signature and
 sample predictions. Each part is read from the run's own artifacts, found
@@ -26,13 +26,14 @@ from components.evaluation import results as evaluation_results
 from components.example_gen.odd_images import read_odd_images
 from components.explain.store import Attributions, read_attributions
 from components.serving.export import SERVING_SIGNATURE
-from pipeline import tuning_results
-from pipeline.node_ids import NodeIds
+from pipeline.local.run_memory import read_run_memory
 from pipeline.report import data_facts, history_facts, serving_facts, tensorboard_logs
 from pipeline.report.run_store import StoredRun, open_latest_run
-from pipeline.run_memory import read_run_memory
-from pipeline.run_record import custom_property
-from pipeline.run_summary import ComponentResult, RunSummary, served_model, summarize_run
+from pipeline.results import tuning_results
+from pipeline.results.run_record import custom_property
+from pipeline.results.run_summary import ComponentResult, RunSummary
+from pipeline.results.summary_reading import served_model, summarize_run
+from pipeline.wiring.node_ids import NodeIds
 from serving_ops.local.blessing import trainer_model_dir
 
 VERSIONED_PACKAGES = (
@@ -134,7 +135,7 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
 
     MLMD records that a component failed but not why; anomalies explain a
     rejected run, and the run's log file has any other error. Peak memory comes
-    from the run folder's memory file (`pipeline.run_memory`).
+    from the run folder's memory file (`pipeline.local.run_memory`).
     """
     components = [
         ComponentResult(node, _stored_status(stored, node), round(stored.seconds(node), 2))

@@ -22,9 +22,9 @@ from components.evaluation.results import ClassMetrics, SliceMetrics
 from components.evaluation.verdict import NOT_JUDGED
 from components.explain.store import Attributions
 from components.training.hyperparameters import format_value
-from pipeline.pipeline import NodeIds
 from pipeline.report.collect import RunReport
-from pipeline.tuning_results import TuningResult
+from pipeline.results.tuning_results import TuningResult
+from pipeline.wiring.node_ids import NodeIds
 
 TEMPLATE = "report.html.j2"
 # Per-epoch table: column title, split, TensorBoard metric, format.

@@ -17,7 +17,7 @@ from components.evaluation.results import Calibration, ClassMetrics, SliceMetric
 from components.explain.store import Attributions
 from pipeline.report.data_facts import SplitStatistics
 from pipeline.report.serving_facts import Samples
-from pipeline.run_summary import ComponentResult
+from pipeline.results.run_summary import ComponentResult
 from pipeline.runs.history import RunEntry
 
 STATUS_COLORS = {

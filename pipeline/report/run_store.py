@@ -14,7 +14,7 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from common.metadata_check import checked_connection
-from pipeline.run_record import RunRecord
+from pipeline.results.run_record import RunRecord
 
 METADATA_FILE = "metadata.sqlite"
 

@@ -27,14 +27,14 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from common.metadata_check import checked_connection
-from pipeline.node_ids import NodeIds
-from pipeline.run_outcome import FAILED, run_outcome
+from pipeline.results.run_outcome import FAILED, run_outcome
+from pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
     from common.config import PipelineConfig
-    from pipeline.input_fingerprint import InputFingerprint
-    from pipeline.run_record import RunRecord
-    from pipeline.run_summary import RunSummary
+    from pipeline.results.run_record import RunRecord
+    from pipeline.results.run_summary import RunSummary
+    from pipeline.wiring.input_fingerprint import InputFingerprint
 
 METADATA_FILE = "metadata.sqlite"
 SERVING_DIR = "serving_model"
@@ -161,7 +161,8 @@ class RunEntry:
 
     @property
     def outcome(self) -> str:
-        """How the run ended, in the words of its webhook message (pipeline/run_outcome.py)."""
+        """How the run ended, in the words of its webhook message
+        (pipeline/results/run_outcome.py)."""
         if self.summary is None:
             if any(status in ("failed", "interrupted") for status in self.statuses.values()):
                 return FAILED

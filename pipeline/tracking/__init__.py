@@ -22,7 +22,7 @@ from common.timeouts import call_with_timeout
 
 if TYPE_CHECKING:
     from common.config import PipelineConfig
-    from pipeline.run_summary import RunSummary
+    from pipeline.results.run_summary import RunSummary
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,8 +22,8 @@ from typing import Any
 
 from common.config import REPO_ROOT, PipelineConfig
 from pipeline.report import REPORT_DIR, REPORT_FILE
-from pipeline.run_outcome import run_outcome
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_outcome import run_outcome
+from pipeline.results.run_summary import RunSummary
 from pipeline.runs.compare import flatten
 from pipeline.runs.history import RunEntry, RunFolderNotFoundError, read_history
 

@@ -7,7 +7,7 @@ import sys
 
 from common.config import load_config
 from common.run_lock import claim_run_folder
-from pipeline.input_fingerprint import fingerprint_inputs, input_patterns, record_success
+from pipeline.wiring.input_fingerprint import fingerprint_inputs, input_patterns, record_success
 
 # The command as cron starts it, then a look at what it imported.
 PROBE = (

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from cli.main import main
-from pipeline.data_sources import write_digits_tfrecord
+from pipeline.wiring.data_sources import write_digits_tfrecord
 from tests.common.webhook_server import webhook_server
 from tests.components.example_gen.conftest import record_ends
 from tests.conftest import run_cli

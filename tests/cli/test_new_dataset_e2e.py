@@ -23,10 +23,10 @@ from cli.synthetic_data import write_synthetic
 from common.config import load_config
 from components.images.examples import parse_pixels
 from components.serving.temperature import calibration_error
-from pipeline.data_sources import write_digits_tfrecord
 from pipeline.report import write_report_files
 from pipeline.report.collect import SAMPLES_SHOWN, collect_report
 from pipeline.report.tensorboard_logs import summary_kinds
+from pipeline.wiring.data_sources import write_digits_tfrecord
 from tests.components.example_gen.conftest import record_ends
 from tests.pipeline.e2e_helpers import (
     eval_answers,

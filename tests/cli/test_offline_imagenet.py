@@ -15,7 +15,7 @@ import yaml
 from cli.main import EXIT_BAD_CONFIG, main
 from components import imagenet_files
 from components.models import BACKBONES
-from pipeline import local_runner
+from pipeline.local import runner as local_runner
 
 
 class _NoRunner:

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from common.run_lock import exclusive_run
-from pipeline.input_fingerprint import LAST_SUCCESS_FILE
+from pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE
 from tests.common.webhook_server import webhook_server
 
 RUN_DIR_NAME = "tpu-pipeline-digits"

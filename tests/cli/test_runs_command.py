@@ -21,7 +21,7 @@ import pytest
 
 from common.config import REPO_ROOT
 from components.serving.eval_outcomes import EVAL_OUTCOMES_FILE
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from pipeline.report import write_report
 from pipeline.runs.history import read_history
 from tests.conftest import small_digits_config

@@ -16,8 +16,8 @@ import pytest
 from cli.main import main
 from common.config import REPO_ROOT, load_config
 from components import contract
-from pipeline.input_fingerprint import LAST_SUCCESS_FILE, fingerprint_inputs, record_success
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
+from pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE, fingerprint_inputs, record_success
 from tests.common.webhook_server import webhook_server
 
 SECRET_PARTS = ("hookuser", "hookpass", "TPATHTOKEN42", "QUERYTOKEN99")

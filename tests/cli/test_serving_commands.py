@@ -7,8 +7,8 @@ import pytest
 from cli.main import main
 from common.config import load_config
 from components.serving.publish import push_model_version
-from pipeline.node_ids import NodeIds
 from pipeline.report.run_store import open_latest_run
+from pipeline.wiring.node_ids import NodeIds
 from tests.components.serving.test_publish import Clock, save_model
 
 

@@ -14,7 +14,7 @@ from cli.synthetic_data import write_synthetic
 from common.config import ConfigError
 from components.example_gen.executor import SourceExampleGenExecutor
 from components.example_gen.factory import build_example_gen
-from pipeline import progress
+from pipeline.local import progress
 from tests.components.example_gen.conftest import make_dataset
 
 

@@ -8,7 +8,7 @@ import json
 from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
 from cli.stop_summary import stop_summary
 from common.config import ConfigError
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 
 
 def test_the_stop_summary_has_every_field_of_a_run_summary():

@@ -36,7 +36,7 @@ def test_the_file_is_synced_before_the_rename_and_its_folder_after(tmp_path, mon
 
 
 def test_the_last_successful_run_record_is_synced_too(tmp_path, monkeypatch):
-    from pipeline.input_fingerprint import InputFingerprint, record_success
+    from pipeline.wiring.input_fingerprint import InputFingerprint, record_success
 
     calls = record_disk_calls(monkeypatch)
     record_success(tmp_path, InputFingerprint("config", str(tmp_path), ("*",), {}))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from common.config import ConfigError, TrackingConfig, load_config
-from pipeline.input_fingerprint import config_digest
+from pipeline.wiring.input_fingerprint import config_digest
 
 
 def test_nothing_is_tracked_unless_the_section_or_mlflows_variable_names_a_server():

@@ -15,7 +15,7 @@ import pytest
 
 from common.config import ServingConfig
 from components.contract import trainer_sections
-from pipeline.pipeline import code_version
+from pipeline.wiring.graph import code_version
 from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
     """
     from common.config import ServingConfig
     from components.contract import trainer_sections
-    from pipeline.pipeline import code_version
+    from pipeline.wiring.graph import code_version
 
     transform_dir = sorted((config.pipeline_root / "Transform" / "transform_graph").iterdir())[-1]
     return {

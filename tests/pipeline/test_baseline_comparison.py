@@ -12,7 +12,7 @@ from scipy import stats
 from common.config import EvaluatorConfig
 from components.evaluation.results import read_verdict
 from components.evaluator import judge_evaluation
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 EXAMPLES = 347  # the built-in digits' eval split

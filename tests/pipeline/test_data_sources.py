@@ -4,8 +4,8 @@ import pytest
 
 from common.config import load_config
 from components.example_gen.errors import DataFormatError
-from pipeline.data_sources import DataSourceError, prepare_data_root
-from pipeline.pipeline import example_gen_splits
+from pipeline.wiring.data_sources import DataSourceError, prepare_data_root
+from pipeline.wiring.graph import example_gen_splits
 
 
 def _config(data_dir, **overrides):

@@ -14,7 +14,7 @@ import pytest
 from components.evaluation.results import read_evaluation
 from pipeline.report import plots
 from pipeline.report.html import per_class_rows
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 NEVER_PREDICTED = 3  # heart

@@ -8,7 +8,7 @@ import pathlib
 import pytest
 
 from common.config import load_config
-from pipeline.input_fingerprint import (
+from pipeline.wiring.input_fingerprint import (
     LAST_SUCCESS_FILE,
     fingerprint_inputs,
     new_inputs,

@@ -7,8 +7,8 @@ import io
 import pytest
 import tensorflow as tf
 
-from pipeline.data_sources import write_digits_tfrecord
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
+from pipeline.wiring.data_sources import write_digits_tfrecord
 from tests.conftest import small_digits_config
 
 

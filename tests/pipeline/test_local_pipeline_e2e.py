@@ -12,7 +12,7 @@ from ml_metadata.proto import metadata_store_pb2
 
 from components.serving.publish import pushed_versions
 from components.serving.warmup import read_warmup_requests
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from tests.conftest import small_digits_config
 from tests.pipeline.e2e_helpers import (
     executions_of,

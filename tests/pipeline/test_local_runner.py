@@ -8,8 +8,8 @@ import io
 import logging
 
 from common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
-from pipeline.local_runner import ComponentProgress
-from pipeline.run_record import NodeRecord
+from pipeline.local.runner import ComponentProgress
+from pipeline.results.run_record import NodeRecord
 
 MB = 1024 * 1024
 

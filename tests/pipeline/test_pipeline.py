@@ -7,7 +7,7 @@ import pytest
 from common.config import ConfigError, load_config
 from components.contract import component_sections
 from components.example_gen.formats import file_pattern
-from pipeline.pipeline import (
+from pipeline.wiring.graph import (
     NodeIds,
     code_version,
     create_pipeline,

@@ -3,8 +3,8 @@
 import io
 import time
 
-from pipeline import progress
-from pipeline.progress import LiveStatus
+from pipeline.local import progress
+from pipeline.local.progress import LiveStatus
 
 
 class Terminal(io.StringIO):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from common.config import load_config
-from pipeline.data_survey import DataSurvey
-from pipeline.recipe import (
+from pipeline.data_tools.data_survey import DataSurvey
+from pipeline.wiring.recipe import (
     MIN_STEPS_PER_EPOCH,
     PHOTO_BACKBONE,
     choose_batch,

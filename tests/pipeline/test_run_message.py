@@ -9,8 +9,8 @@ import pytest
 
 from common.interrupts import RunInterrupted, stop_on_signals
 from components.data_checks.anomalies import DataRejectedError
-from pipeline.run_message import run_message, run_outcome
-from pipeline.run_summary import ComponentResult, RunSummary
+from pipeline.results.run_message import run_message, run_outcome
+from pipeline.results.run_summary import ComponentResult, RunSummary
 
 REPORT = "report: /runs/tpu-pipeline-digits/report/report.html"
 
@@ -112,7 +112,7 @@ def test_a_blessed_model_the_pusher_did_not_publish_is_told_apart_from_a_push():
 
 def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
     from common.config import load_config
-    from pipeline.run_message import notify_run
+    from pipeline.results.run_message import notify_run
     from tests.common.webhook_server import webhook_server
 
     assert notify_run(load_config(), blessed(), REPORT) is None  # no notify: section, no post
@@ -128,7 +128,7 @@ def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
 def test_a_local_run_with_webhook_secret_reads_the_url_from_secret_manager(monkeypatch):
     import common.webhook
     from common.config import load_config
-    from pipeline.run_message import notify_run
+    from pipeline.results.run_message import notify_run
     from tests.common.webhook_server import webhook_server
 
     name = "projects/my-project/secrets/tpu-pipeline-webhook/versions/latest"

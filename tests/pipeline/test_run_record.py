@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ml_metadata.metadata_store import metadata_store
 
-from pipeline.run_record import RunRecord
+from pipeline.results.run_record import RunRecord
 from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 

@@ -6,7 +6,7 @@ import json
 
 from common.memory_meter import HIGH_WATER_MARK, MemoryPeak
 from components.serving.server_check import ServingCheckError
-from pipeline.run_summary import ComponentResult, RunSummary
+from pipeline.results.run_summary import ComponentResult, RunSummary
 
 GIB = 2**30
 

@@ -16,9 +16,7 @@ import schemas
 from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
 from cli.synthetic_data import synthetic_dataset
 from common.config import ConfigError, DatasetConfig
-from pipeline import progress
-from pipeline.progress import LiveStatus
-from pipeline.schema_tools import (
+from pipeline.data_tools.schema_tools import (
     SchemaExistsError,
     check_pixel_feature_type,
     check_provenance_features,
@@ -27,6 +25,8 @@ from pipeline.schema_tools import (
     schema_to_bootstrap,
     write_schema,
 )
+from pipeline.local import progress
+from pipeline.local.progress import LiveStatus
 
 
 @pytest.fixture(scope="module")

@@ -22,11 +22,13 @@ from components.evaluation.results import (
     slice_metrics,
     thresholds,
 )
-from pipeline.node_ids import NodeIds
 from pipeline.report import plots
 from pipeline.report.html import slice_rows
-from pipeline.run_record import NodeRecord
-from pipeline.run_summary import EVALUATOR_RULES_PROPERTY, RunSummary, summarize_run
+from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
+from pipeline.results.run_record import NodeRecord
+from pipeline.results.run_summary import RunSummary
+from pipeline.results.summary_reading import summarize_run
+from pipeline.wiring.node_ids import NodeIds
 from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 
 EXAMPLES = 200

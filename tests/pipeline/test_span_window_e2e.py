@@ -14,7 +14,7 @@ from sklearn.datasets import load_digits
 
 import schemas
 from common.config import ConfigError
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from pipeline.report import write_report
 from tests.conftest import small_digits_config
 from tests.pipeline.test_span_shift_e2e import SETTINGS, write_span

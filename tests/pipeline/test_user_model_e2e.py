@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from common.config import load_config
-from pipeline.local_runner import run_local
+from pipeline.local.runner import run_local
 from tests.pipeline.e2e_helpers import serving_accuracy
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,7 @@ from cli.synthetic_data import synthetic_dataset
 from common.config import BUILTIN_DATA_DIR, DatasetConfig
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.formats import file_pattern
-from pipeline.pipeline import example_gen_splits
+from pipeline.wiring.graph import example_gen_splits
 
 # The real photos the repository ships (common/data/sign-language-digits/README.md).
 SIGN_DIGITS = BUILTIN_DATA_DIR / "sign-language-digits"

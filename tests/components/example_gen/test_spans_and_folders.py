@@ -21,7 +21,7 @@ from components.example_gen.errors import DataFormatError
 from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
 from components.example_gen.provenance import source_folder
 from components.example_gen.spans import span_pattern, spans_present, window_spans
-from pipeline.pipeline import example_gen_splits
+from pipeline.wiring.graph import example_gen_splits
 from tests.components.example_gen.conftest import read_split, real_photos
 
 

@@ -157,7 +157,7 @@ def test_grad_cam_lights_where_the_weighed_feature_map_is_and_nothing_for_negati
 
 
 def test_the_pipeline_refuses_before_training_a_grad_cam_it_could_not_draw(tmp_path):
-    from pipeline.pipeline import create_pipeline
+    from pipeline.wiring.graph import create_pipeline
 
     dataset = load_config(None, {}).dataset  # the digits, cnn_bn's shape
     require_grad_cam_layer(ExplainConfig(method="grad_cam"), "cnn_bn", dataset)  # has one

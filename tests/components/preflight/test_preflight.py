@@ -19,7 +19,7 @@ from components.preflight import run as preflight_run
 from components.preflight.config_checks import check_batch_split, check_static_input
 from components.preflight.run import COMPILED_STEP_CHECKS, TRACED_STEP_CHECKS
 from components.training import task
-from pipeline.pipeline import code_version
+from pipeline.wiring.graph import code_version
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
 CIFAR_SHAPED = {**BUILTIN_DATASETS["digits"], "name": "cifar10", "image_shape": (32, 32, 3)}

@@ -34,7 +34,7 @@ from components.training.pruning import (
     pruning_schedule,
     strip_pruned,
 )
-from pipeline.pipeline import code_version
+from pipeline.wiring.graph import code_version
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])

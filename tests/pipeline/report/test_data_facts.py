@@ -14,7 +14,7 @@ from common.tfx_api import standard_artifacts
 from pipeline.report.collect import RunReport
 from pipeline.report.data_facts import STATISTICS_FILE, DataFacts, read_statistics
 from pipeline.report.html import render_html
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 
 
 def _jpeg(side: int) -> bytes:

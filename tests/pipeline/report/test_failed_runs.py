@@ -7,12 +7,12 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
 from cli.main import EXIT_DATA_REJECTED, main
-from pipeline.data_sources import DataSourceError
 from pipeline.report import write_report
 from pipeline.report.collect import describe_outcome, summarize_stored_run
 from pipeline.report.run_store import StoredRun
-from pipeline.run_record import RunRecord
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_record import RunRecord
+from pipeline.results.run_summary import RunSummary
+from pipeline.wiring.data_sources import DataSourceError
 from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 

@@ -4,7 +4,7 @@ from components.example_gen.odd_images import ImageFact, find_odd_images
 from pipeline.report.collect import RunReport
 from pipeline.report.data_facts import DataFacts, SplitStatistics
 from pipeline.report.html import render_html
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 
 
 def _report(data: DataFacts) -> RunReport:

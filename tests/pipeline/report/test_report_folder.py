@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from common.owned_paths import UserPathError
-from pipeline.data_sources import DataSourceError
 from pipeline.report import write_report
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
+from pipeline.wiring.data_sources import DataSourceError
 
 
 def _summary() -> RunSummary:

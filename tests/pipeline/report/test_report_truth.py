@@ -16,7 +16,7 @@ import pytest
 
 from pipeline.report import write_report_files
 from pipeline.report.collect import RunReport, collect_report, describe_outcome
-from pipeline.run_summary import ComponentResult, RunSummary
+from pipeline.results.run_summary import ComponentResult, RunSummary
 from tests.pipeline.report.page_claims import SECTIONS, false_sentences, published_cells, read_page
 
 pytestmark = pytest.mark.slow  # every outcome reads a real pipeline run
@@ -146,7 +146,7 @@ def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
         report = _stopped_in_trainer(digits_facts, error, "failed")
     else:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("pipeline.run_summary.received_signal", lambda: signal.SIGINT)
+            patch.setattr("pipeline.results.parts.outcome.received_signal", lambda: signal.SIGINT)
             report = _stopped_in_trainer(digits_facts, KeyboardInterrupt(), "interrupted")
     files = write_report_files(report, tmp_path_factory.mktemp("report"))
     return outcome, report, read_page(files.html.read_text(encoding="utf-8"))

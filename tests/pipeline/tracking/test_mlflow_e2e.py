@@ -216,11 +216,11 @@ def test_the_run_command_with_the_tracker_down_succeeds_with_one_warning_line(
 ):
     """`tpu-pipeline run` as a user runs it, the pipeline itself replaced by the session's
     finished run (a second real run would cost a minute and test nothing more here)."""
-    import pipeline.local_runner
+    import pipeline.local.runner
     from cli.main import main
 
     _, summary = digits_run
-    monkeypatch.setattr(pipeline.local_runner, "run_local", lambda *args, **kwargs: summary)
+    monkeypatch.setattr(pipeline.local.runner, "run_local", lambda *args, **kwargs: summary)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]

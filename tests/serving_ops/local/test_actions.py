@@ -95,7 +95,7 @@ def test_kill_9_between_the_folder_and_ml_metadata_is_finished_by_the_next_comma
 
 @pytest.mark.slow
 def test_a_run_finishes_a_left_over_action_before_it_resolves_its_baseline(tmp_path, monkeypatch):
-    from pipeline import local_runner
+    from pipeline.local import runner as local_runner
 
     config, older, _ = run_folder(tmp_path)
     killed_between_the_steps(_KILLED_BETWEEN_THE_STEPS, config)

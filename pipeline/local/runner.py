@@ -28,28 +28,25 @@ from common.memory_meter import MemoryMeter, MemoryPeak, highest
 from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from components.example_gen.notices import NOTICE_PREFIX
 from components.models import require_downloadable_weights
-from pipeline.data_sources import prepare_data_root
-from pipeline.input_fingerprint import InputFingerprint, fingerprint_inputs, input_patterns
-from pipeline.node_ids import NodeIds
-from pipeline.pipeline import create_pipeline
-from pipeline.progress import LiveStatus
-from pipeline.run_memory import write_run_memory
-from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
-from pipeline.run_summary import (
-    DRIFT_RULES_PROPERTY,
-    EVALUATOR_RULES_PROPERTY,
-    ComponentResult,
-    RunSummary,
-    summarize_run,
-)
-from pipeline.runs.history import note_run
-from pipeline.schema_tools import (
+from pipeline.data_tools.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
     check_provenance_features,
     describe_schema,
     schema_to_bootstrap,
 )
+from pipeline.local.progress import LiveStatus
+from pipeline.local.run_memory import write_run_memory
+from pipeline.results.parts.drift import DRIFT_RULES_PROPERTY
+from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
+from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
+from pipeline.results.run_summary import ComponentResult, RunSummary
+from pipeline.results.summary_reading import summarize_run
+from pipeline.runs.history import note_run
+from pipeline.wiring.data_sources import prepare_data_root
+from pipeline.wiring.graph import create_pipeline
+from pipeline.wiring.input_fingerprint import InputFingerprint, fingerprint_inputs, input_patterns
+from pipeline.wiring.node_ids import NodeIds
 from serving_ops.local.actions import finish_interrupted_action
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
@@ -194,7 +191,7 @@ def run_local(
       out: where progress lines go (the user's terminal).
       log_file: where the full logs went, to name in the summary.
       inputs: the fingerprint of the inputs as the run started, noted with the run.
-      chosen_defaults: the fields chosen from the data (pipeline/recipe.py), for the summary.
+      chosen_defaults: the fields chosen from the data (pipeline/wiring/recipe.py), for the summary.
     """
     config.run_dir.mkdir(parents=True, exist_ok=True)
     connection_config = metadata.sqlite_metadata_connection_config(str(config.metadata_path))
@@ -288,7 +285,7 @@ def run_local(
 def _keep_memory(
     config: PipelineConfig, record: RunRecord, node_id: str, results: list[ComponentResult]
 ) -> None:
-    """Rewrites the run folder's memory file (`pipeline.run_memory`) as a component ends."""
+    """Rewrites the run folder's memory file (`pipeline.local.run_memory`) as a component ends."""
     run_id = record.run_id(node_id)
     if run_id is None:  # nothing reached ML Metadata, so no report can name this run
         return

@@ -21,7 +21,7 @@ from typing import Any
 
 from common.config import PHOTO_DEFAULT_MODEL, PipelineConfig
 from components.imagenet_files import IMAGENET_FILES, MOBILENET_V2_SIZES
-from pipeline.data_survey import DataSurvey
+from pipeline.data_tools.data_survey import DataSurvey
 
 PHOTO_BACKBONE = "mobilenet_v2"
 # From scratch, larger photos only cost time on a CPU: 64x64 keeps an epoch of a few

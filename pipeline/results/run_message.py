@@ -13,7 +13,7 @@ from typing import Any
 
 from common.config import PipelineConfig
 from common.webhook import post_notification, slack_message
-from pipeline.run_outcome import (
+from pipeline.results.run_outcome import (
     BLESSED_AND_PUSHED,
     BLESSED_NOT_PUSHED,
     DATA_REJECTED,
@@ -22,7 +22,7 @@ from pipeline.run_outcome import (
     NOT_BLESSED,
     run_outcome,
 )
-from pipeline.run_summary import RunSummary
+from pipeline.results.run_summary import RunSummary
 
 __all__ = [
     "BLESSED_AND_PUSHED",

@@ -15,7 +15,7 @@ import pathlib
 
 from common import atomic_file
 from common.memory_meter import MemoryPeak
-from pipeline.run_summary import ComponentResult
+from pipeline.results.run_summary import ComponentResult
 
 MEMORY_FILE = "memory.json"
 

@@ -33,7 +33,7 @@ from components.example_gen.errors import DataFormatError
 from components.example_gen.images import MAX_IMAGE_SIDE, STORED_FORMATS
 from components.example_gen.provenance import recorded_features
 from components.example_gen.tfrecords import read_records
-from pipeline.progress import LiveStatus, read_every_record
+from pipeline.local.progress import LiveStatus, read_every_record
 
 
 class SchemaExistsError(FileExistsError):

@@ -1,6 +1,6 @@
 """A quick look at an image folder before any component runs: how many training photos, how big.
 
-The run's defaults follow the data (`pipeline/recipe.py`): the batch must fit the
+The run's defaults follow the data (`pipeline/wiring/recipe.py`): the batch must fit the
 training split and the image size the photos. ExampleGen counts and measures exactly,
 but only after the run has started with the wrong numbers; this reads the folder
 listing and the headers of a sample of photos (Pillow reads a JPEG's size without

@@ -63,7 +63,7 @@ from components.models import (
 )
 from components.packager import ServingPackager
 from components.pusher import AtomicPusher
-from pipeline.node_ids import NodeIds
+from pipeline.wiring.node_ids import NodeIds
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn"

@@ -1,0 +1,41 @@
+"""The data's part: the schema a run bootstrapped, and the settings chosen from the data."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY
+from pipeline.results.summary_part import read_step, summary_key, summary_part
+from pipeline.wiring.node_ids import NodeIds
+
+if TYPE_CHECKING:
+    from pipeline.results.summary_reading import FinishedRun
+
+
+@summary_part
+class DataChoices:
+    """What the run made of a new dataset before training: its schema and its defaults."""
+
+    schema_bootstrapped: str | None = summary_key(
+        "the schema this run bootstrapped for a new dataset (to review and commit)",
+        null="the dataset had a schema",
+        example="output/tpu-pipeline-photos/schema/schema.pbtxt",
+        default=None,
+    )
+    chosen_defaults: dict[str, Any] | None = summary_key(
+        "the fields chosen from the data (pipeline/wiring/recipe.py): value and reason each, "
+        "and the one line saying what a pretrained backbone out of reach was replaced with",
+        null="nothing was chosen from the data (every field set, or not a folder of photos), "
+        "and in a report rebuilt after the run",
+        example={
+            "fields": {"trainer.per_replica_batch_size": {"value": 32, "reason": "..."}},
+            "fallback": None,
+        },
+        default=None,
+    )
+
+    @read_step(10)
+    def read_data_choices(self, run: FinishedRun) -> None:
+        self.schema_bootstrapped = run.record.noted(
+            NodeIds.SCHEMA_GEN, SCHEMA_BOOTSTRAPPED_PROPERTY
+        )

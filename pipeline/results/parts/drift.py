@@ -1,0 +1,93 @@
+"""The span shift's part: a run of spans compares the new span's images with the served
+model's (components/drift/span_shift.py)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from tfx.utils.path_constants import SERVING_MODEL_DIR
+
+from common.config import DriftConfig
+from pipeline.results.run_record import custom_property
+from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
+from pipeline.wiring.node_ids import NodeIds
+from serving_ops.local.blessing import trainer_model_dir
+
+if TYPE_CHECKING:
+    from pipeline.results.summary_reading import FinishedRun
+
+# Noted on a run of spans: the `drift:` section its span shift was judged by.
+DRIFT_RULES_PROPERTY = "drift_config"
+SPAN_SHIFT = "span shift"
+
+
+@summary_part
+class SpanShift:
+    """How far the new span's images moved from those the served model was trained on."""
+
+    span_shift: dict[str, Any] | None = summary_key(
+        "the new span's images against the served model's: `DriftCheck.to_json()` "
+        "(components/drift/compare.py) plus its `headline`",
+        null="not a run of spans, no model served yet, or no evaluation",
+        example={
+            "checked": True,
+            "shifted": False,
+            "records": 1797,
+            "reference": "the served model's training images",
+            "note": "",
+            "signals": [
+                {
+                    "signal": "brightness",
+                    "measure": "Jensen-Shannon divergence",
+                    "value": 0.012,
+                    "threshold": 0.1,
+                    "reference": "0.312",
+                    "current": "0.318",
+                    "shifted": False,
+                }
+            ],
+            "headline": "span shift: none in 4 signals of 1,797 records (closest: brightness, "
+            "0.012 of 0.1)",
+        },
+        default=None,
+    )
+
+    def add_span_shift(self, new_model_dir: str, served_model_uri: str, drift: DriftConfig) -> None:
+        """Compares the new model's training images with the served model's (a run of spans).
+
+        `served_model_uri` is the Evaluator's baseline (a Model artifact's URI). A comparison
+        that fails is a note in the result, never an error: a summary must not fail the run.
+        """
+        # TensorFlow and TFDV, only for a run that compares spans.
+        from components.drift.compare import DriftCheck
+        from components.drift.span_shift import span_shift
+
+        served = os.path.join(served_model_uri, SERVING_MODEL_DIR)
+        try:
+            check = span_shift(new_model_dir, served, drift)
+        except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
+            check = DriftCheck(0, "", note=f"could not compare ({type(error).__name__}: {error})")
+        self.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+
+    @read_step(45)
+    def read_span_shift(self, run: FinishedRun) -> None:
+        """Judged by `run.drift`, else by the rules a run of spans noted (DRIFT_RULES_PROPERTY)."""
+        outputs = run.record.node(NodeIds.EVALUATOR).outputs
+        if not (outputs.get("evaluation") and outputs.get("blessing")):
+            return
+        drift = run.drift
+        if drift is None:
+            noted = run.record.noted(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY)
+            drift = DriftConfig.model_validate_json(noted) if noted else None
+        served = custom_property(outputs["blessing"][0], "baseline_model")
+        if drift is not None and served and run.model is not None:
+            self.add_span_shift(trainer_model_dir(run.model), served, drift)
+
+    @property
+    def span_shifted(self) -> bool:
+        return bool(self.span_shift and self.span_shift["shifted"])
+
+    @text_lines(60)
+    def span_shift_lines(self) -> list[str]:
+        return [self.span_shift["headline"]] if self.span_shift else []
