@@ -396,8 +396,9 @@ FIELDS_WITHOUT_COMMENTS = {
         "blessing_reason": "the blessing decision in words; empty without an evaluation",
         "pushed_model": "where the Pusher published the model (the version folder), or null",
         "push_note": "why it was or was not pushed: `new version`, `already served; not "
-        "pushed again`, `not blessed`, the Pusher's refusal, `pushed by the manual "
-        "blessing`, or how the run stopped before the Pusher",
+        "pushed again`, `not blessed`, the Pusher's refusal (a pin, a rolled-back model, "
+        "or `held back by drift.block_push: ...` for a span that shifted), `pushed by the "
+        "manual blessing`, or how the run stopped before the Pusher",
         "trainer": "the Trainer's `training_info.json` (device, strategy, replicas, XLA, "
         "precision, batch, ...); null when the run has no trained model",
         "tuning": "the Tuner's trials and the chosen one; null without a Tuner",

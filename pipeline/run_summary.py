@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import pathlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +45,7 @@ from components.pusher import (
 from components.serving.measurements import read_measurements
 from components.serving.server_check import ServingCheckError
 from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
+from components.span_shift_gate import VERDICT_KEY, read_gate_verdict
 from pipeline.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 from pipeline.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord, custom_property
 from pipeline.tuning_results import TuningResult, read_tuning
@@ -57,7 +57,6 @@ TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "trainin
 EVALUATOR_RULES_PROPERTY = "evaluator_config"
 # Noted on a run of spans: the `drift:` section its span shift was judged by.
 DRIFT_RULES_PROPERTY = "drift_config"
-SPAN_SHIFT = "span shift"
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -177,6 +176,7 @@ class RunSummary(MeasuredMemory):
     model_card_error: str | None = None
     # A run of spans with a served model: the new span's images against the served model's
     # (components/drift/span_shift.py): DriftCheck.to_json() plus its `headline`; else None.
+    # With drift.block_push, the SpanShiftGate's verdict, the one the Pusher obeyed.
     span_shift: dict[str, Any] | None = None
     # MeasuredMemory's figures are the run's: the largest of each over its components and
     # the moments between them; this names the component the process's peak was reached in
@@ -248,22 +248,22 @@ class RunSummary(MeasuredMemory):
         self.slices = slice_metrics(evaluation_uri, self.class_names, rules)
         self.slice_margin, self.slice_min_examples = rules.slice_margin, rules.slice_min_examples
 
-    def add_span_shift(self, new_model_dir: str, served_model_uri: str, drift: DriftConfig) -> None:
+    def add_span_shift(self, new_model_uri: str, served_model_uri: str, drift: DriftConfig) -> None:
         """Compares the new model's training images with the served model's (a run of spans).
 
-        `served_model_uri` is the Evaluator's baseline (a Model artifact's URI). A comparison
-        that fails is a note in the result, never an error: a summary must not fail the run.
+        Both are Model artifacts' URIs: the run's model and the Evaluator's baseline. A
+        comparison that fails is a note in the result, never an error: a summary must not
+        fail the run.
         """
         # TensorFlow and TFDV, only for a run that compares spans.
         from components.drift.compare import DriftCheck
-        from components.drift.span_shift import span_shift
+        from components.drift.span_shift import kept, model_span_shift
 
-        served = os.path.join(served_model_uri, SERVING_MODEL_DIR)
         try:
-            check = span_shift(new_model_dir, served, drift)
+            self.span_shift = model_span_shift(new_model_uri, served_model_uri, drift)
         except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
-            check = DriftCheck(0, "", note=f"could not compare ({type(error).__name__}: {error})")
-        self.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+            note = f"could not compare ({type(error).__name__}: {error})"
+            self.span_shift = kept(DriftCheck(0, "", note=note))
 
     def add_push(self, pushed_property: Callable[[str], Any]) -> None:
         """Takes the push from the Pusher's PushedModel: `pushed_property(name)` reads one of
@@ -460,7 +460,8 @@ def summarize_run(
     class slices; `evaluator` flags the slices, by default as the run noted it
     (EVALUATOR_RULES_PROPERTY), else by the defaults. `drift`, given for a run of
     spans (or noted as DRIFT_RULES_PROPERTY), judges the new span's images against the
-    served model's.
+    served model's; where the SpanShiftGate judged them before the Pusher, its verdict is
+    the summary's.
     """
     summary = RunSummary.without_results(pipeline_name, components, error, log_file)
     summary.class_names = list(class_names)
@@ -479,6 +480,10 @@ def summarize_run(
     if trainer.status != "skipped" and explanation:
         summary.attributions = read_index(explanation[0].uri)
 
+    gate = record.node(NodeIds.SPAN_SHIFT_GATE)
+    judged = gate.status in ("executed", "cached") and gate.outputs.get(VERDICT_KEY)
+    if judged:  # the check that decided the push (`drift.block_push`), not a second one
+        summary.span_shift = read_gate_verdict(judged[0].uri)
     evaluator_node = record.node(NodeIds.EVALUATOR)
     if evaluator_node.outputs.get("evaluation") and evaluator_node.outputs.get("blessing"):
         evaluation_uri = evaluator_node.outputs["evaluation"][0].uri
@@ -492,8 +497,8 @@ def summarize_run(
             noted = record.noted(NodeIds.EVALUATOR, DRIFT_RULES_PROPERTY)
             drift = DriftConfig.model_validate_json(noted) if noted else None
         served = custom_property(blessing, "baseline_model")
-        if drift is not None and served and model is not None:
-            summary.add_span_shift(trainer_model_dir(model), served, drift)
+        if drift is not None and served and model is not None and not judged:
+            summary.add_span_shift(model.uri, served, drift)
         if class_names:
             summary.per_class_metrics = class_metrics(evaluation_uri, class_names)
 

@@ -71,6 +71,7 @@ ENTRY_MODULES = [
     "trainer_child",
     "tuner",
     "data_gate",
+    "span_shift_gate",
     "packager",
     "explainer",
     "evaluator",

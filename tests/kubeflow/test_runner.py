@@ -68,6 +68,29 @@ def test_every_shipped_deployment_config_compiles_to_the_full_dag(compile_spec, 
     assert spec["runtimeConfig"]["gcsOutputDirectory"] == config.vertex.pipeline_root
 
 
+def test_with_block_push_the_span_shift_gate_is_a_step_before_the_pusher(compile_spec):
+    _, plain, _ = compile_spec("cpu")  # data in spans: the gate only when asked for
+    assert "SpanShiftGate" not in plain["pipelineSpec"]["root"]["dag"]["tasks"]
+    _, spec, _ = compile_spec("cpu", **{"drift.block_push": True})
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    gate = tasks["SpanShiftGate"]
+    assert set(gate["dependentTasks"]) == {
+        "ServingPackager",
+        "latest_blessed_model_resolver-model-resolver",
+    }
+    # The Pusher waits for the verdict and reads it.
+    assert "SpanShiftGate" in tasks["Pusher"]["dependentTasks"]
+    verdict = tasks["Pusher"]["inputs"]["artifacts"]["span_shift"]["taskOutputArtifact"]
+    assert verdict == {"producerTask": "SpanShiftGate", "outputArtifactKey": "verdict"}
+    assert task_parameter(spec, "SpanShiftGate", "drift_config")["block_push"] is True
+    # A type TFX's Vertex entrypoint loads by itself (a custom one must be importable by name).
+    components = spec["pipelineSpec"]["components"]
+    output = components[gate["componentRef"]["name"]]["outputDefinitions"]["artifacts"]
+    assert "title: tfx.JsonValue\n" in output["verdict"]["artifactType"]["instanceSchema"]
+    args = executor(spec, "SpanShiftGate")["args"]
+    assert args[args.index("--executor_class_path") + 1].startswith("components.span_shift_gate.")
+
+
 @pytest.mark.parametrize("target", DEPLOYMENT_TARGETS)
 def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec, target):
     config, spec, _ = compile_spec(target)
