@@ -10,9 +10,9 @@ Pusher (`components/pusher.py`) reads the verdict and publishes nothing from a s
 shifted, saying why (`push_hold`), and the summary reports the verdict rather than
 comparing again. A span the check could not compare (a model without a reference) holds
 nothing back, as the report calls it no shift; a comparison that fails fails the gate, so
-no model is pushed unchecked. The verdict is TFX's JsonValue rather than a type of our
-own: TFX 1.16's Vertex AI entrypoint loads a custom artifact type by importing its type
-name as a class path, which a `namespace.Type` name is not.
+no model is pushed unchecked. The verdict is TFX's JsonValue, a type that fits: TFX 1.16's
+Vertex AI entrypoint loads it by its `tfx.` title, where one of our own must be importable by
+its name (`tpu_pipeline/`).
 The function below is the component's spec and its executor both.
 TFX names the executor by this module's path in compiled pipelines, so it stays here, and
 reads the function's annotations as types (no `from __future__ import annotations`).
