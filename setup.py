@@ -19,6 +19,7 @@ setup(
             "pipeline.*",
             "components",
             "components.*",
+            "tpu_pipeline",
             "serving_ops",
             "serving_ops.*",
             "schemas",

@@ -58,7 +58,8 @@ EXIT_CODES_HELP = """exit codes:
   2    bad configuration or arguments, or a path named that holds files
        tpu-pipeline did not write (nothing is written there)
   3    data rejected: bad input files, a data folder without matching files, or
-       data that breaks the schema or drifts, whichever command finds it
+       data that breaks the schema or drifts, whichever command finds it; a `run`
+       that exits 3 published no model
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
 
@@ -125,8 +126,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--fail-on-drift",
         action="store_true",
-        help="with spans: exit 3 when the new span's images moved from the served model's "
-        "(the run still trains, blesses and pushes as it would)",
+        help="with spans: when the new span's images moved from the served model's, push "
+        "nothing and exit 3 (sets drift.block_push: the check runs before the Pusher)",
     )
 
     schema = commands.add_parser("schema", help="schema tools")
@@ -188,6 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         "output_dir": args.output_dir,
         "trainer.train_steps": args.train_steps,
         "trainer.model": args.model,
+        "drift.block_push": True if args.fail_on_drift else None,
     }
     pipeline_name, chosen = "tpu-pipeline", None
     for path, flag in ((args.summary_json, "--summary-json"), (args.save_config, "--save-config")):
@@ -290,7 +292,8 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
         return EXIT_DATA_REJECTED
     if not summary.succeeded:
         return EXIT_FAILED
-    return EXIT_DATA_REJECTED if args.fail_on_drift and summary.span_shifted else EXIT_OK
+    # The SpanShiftGate held the push back (components/span_shift_gate.py): nothing published.
+    return EXIT_DATA_REJECTED if config.drift.block_push and summary.span_shifted else EXIT_OK
 
 
 def _has_new_inputs(config) -> bool:

@@ -2,7 +2,8 @@
 
 It reads the model the Pusher would publish (the ServingPackager's, or the Trainer's with
 `serving.package` false) and maps its most confident mistakes and a few right answers
-per class (`components/explain/`) into an artifact of its own, which the report draws.
+per class (`components/explain/`) into an artifact of its own, which the report draws
+(`tpu_pipeline.ModelExplanation`: a type Vertex AI's step container can import by its name).
 An analysis, not part of the model: it is never pushed, nothing waits for it, it is
 cached on its own (changing `explain:` reruns it alone) and left out of the pipeline
 when `explain` asks for no image (`mistakes` and `correct_per_class` 0).
@@ -13,7 +14,6 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 import json
 
 from common.tfx_api import (
-    Artifact,
     InputArtifact,
     OutputArtifact,
     Parameter,
@@ -25,16 +25,7 @@ from components.contract import read_dataset, read_explain
 from components.explain.eval_split import explain_eval_split
 from components.packager import split_files
 from components.serving.answers import PixelClassifier
-
-
-class ModelExplanation(Artifact):
-    """The Explainer's output: a folder of attribution maps (`components/explain/store.py`).
-
-    Named `namespace.Type`, as the Vertex AI compiler requires of an artifact type TFX does
-    not define itself.
-    """
-
-    TYPE_NAME = "tpu_pipeline.ModelExplanation"
+from tpu_pipeline import ModelExplanation
 
 
 @component

@@ -10,9 +10,12 @@ fails is not pushed and the Pusher fails. The PushedModel records how the check
 went and which server ran it. Each version it publishes gets a model card in its folder
 (`components/model_card/`), made from the Evaluator's evaluation and blessing and
 StatisticsGen's statistics, two inputs TFX's own Pusher does not take; the PushedModel
-records where (`model_card`). A Pusher that publishes elsewhere too
-(serving_ops/vertex/pusher.py) runs the same check through `check_serving`, and is
-asked before a new version is copied (`_before_copy`), so its refusal leaves nothing served.
+records where (`model_card`). With `drift.block_push`, the SpanShiftGate's verdict is a
+third input (`span_shift`): a span whose images moved from the served model's is not
+pushed, and `push_refused` says why (`components/span_shift_gate.py`). A Pusher that
+publishes elsewhere too (serving_ops/vertex/pusher.py) runs the same check through
+`check_serving`, honours the same verdict, and is asked before a new version is copied
+(`_before_copy`), so its refusal leaves nothing served.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
@@ -44,9 +47,11 @@ from components.model_card.write import write_model_card
 from components.serving.publish import PushResult, push_model_version
 from components.serving.server_check import ServingCheckResult, check_model
 from components.serving.versions import push_refusal, serving_lock
+from components.span_shift_gate import push_hold
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
-# Why a blessed model was not published (a pin, or the model was rolled back).
+# Why a blessed model was not published (a pin, the model was rolled back, or the span
+# shift gate held it back).
 PUSH_REFUSED_PROPERTY = "push_refused"
 # How the serving check went, in words: "passed (serving_default, images, pixels in
 # 0.3 s; model_server.py up in 29.6 s)", or why it did not run.
@@ -59,6 +64,8 @@ MODEL_CARD_PROPERTY = "model_card"
 MODEL_CARD_ERROR_PROPERTY = "model_card_error"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
+# The SpanShiftGate's verdict (`drift.block_push`), a JsonValue.
+SPAN_SHIFT_KEY = "span_shift"
 
 
 class PushRefused(Exception):
@@ -84,6 +91,13 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         raise_if_interrupted("the push")
         if not self.CheckBlessing(input_dict):
             self._MarkNotPushed(pushed_model)
+            return
+        verdicts = input_dict.get(SPAN_SHIFT_KEY) or []
+        hold = push_hold(verdicts[0].read()) if verdicts else None
+        if hold is not None:
+            logging.warning("Blessed model not pushed: %s", hold)
+            self._MarkNotPushed(pushed_model)
+            pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, hold)
             return
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(
@@ -261,18 +275,19 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
 
 
 class AtomicPusherSpec(standard_component_specs.PusherSpec):
-    """TFX's Pusher inputs, and what the model card is made from."""
+    """TFX's Pusher inputs, what the model card is made from, and the span shift gate's verdict."""
 
     INPUTS = {
         **standard_component_specs.PusherSpec.INPUTS,
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
         STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
+        SPAN_SHIFT_KEY: ChannelParameter(type=standard_artifacts.JsonValue, optional=True),
     }
 
 
 class AtomicPusher(Pusher):
-    """TFX's Pusher with an executor that pushes atomically and never twice, and writes
-    a model card into each version it pushes."""
+    """TFX's Pusher with an executor that pushes atomically and never twice, writes a model
+    card into each version it pushes, and holds back a span the SpanShiftGate stopped."""
 
     SPEC_CLASS = AtomicPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(AtomicPusherExecutor)
@@ -286,9 +301,11 @@ class AtomicPusher(Pusher):
         custom_config: dict[str, Any],
         evaluation: Any | None = None,
         statistics: Any | None = None,
+        span_shift: Any | None = None,
     ):
         """Like TFX's Pusher, plus the Evaluator's `evaluation` and StatisticsGen's
-        `statistics` channels for the model card (without `evaluation`, no card)."""
+        `statistics` channels for the model card (without `evaluation`, no card), and the
+        SpanShiftGate's `span_shift` verdict (none: no gate, nothing held back)."""
         spec = AtomicPusherSpec(
             model=model,
             model_blessing=model_blessing,
@@ -296,6 +313,7 @@ class AtomicPusher(Pusher):
             custom_config=json_utils.dumps(custom_config),
             evaluation=evaluation,
             statistics=statistics,
+            span_shift=span_shift,
             pushed_model=Channel(type=standard_artifacts.PushedModel),
         )
         # TFX's Pusher.__init__ builds its own spec, which has no room for the two inputs.

@@ -9,19 +9,18 @@ arrive as floats, `blessed: 1.0`). From those come what the local summary reads
 from ML Metadata, through the same code: the DataGate's verdict with
 ExampleValidator's anomalies, the Evaluator's metrics (its TFMA output, on Cloud
 Storage) and blessing, the Pusher's push, and for a run of spans the new span's
-images against the served model's (the two models' drift references, on Cloud Storage).
+images against the served model's (the two models' drift references, on Cloud Storage),
+or the SpanShiftGate's verdict where it decided the push (`drift.block_push`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kfp.pipeline_spec import pipeline_spec_pb2
-from tfx.utils.path_constants import SERVING_MODEL_DIR
 
 from common.config import DriftConfig, EvaluatorConfig
 from common.tfx_api import ExampleAnomalies
@@ -32,6 +31,7 @@ from components.data_checks.anomalies import (
     rejection_message,
 )
 from components.evaluation.results import class_metrics
+from components.span_shift_gate import SHIFTED_PROPERTY, VERDICT_KEY, read_gate_verdict
 from pipeline.results.run_summary import RunSummary
 from pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 
@@ -181,9 +181,13 @@ def job_summary(
         # The new model's drift reference is in the model the Evaluator judged.
         models = (_output(tasks, node, key) for node, key in SERVED_MODEL_OUTPUTS)
         model = next((found for found in models if found is not None), None)
-        if drift is not None and served and model is not None:
-            new_model_dir = os.path.join(model.uri, SERVING_MODEL_DIR)
-            summary.add_span_shift(new_model_dir, served, drift)
+        # The SpanShiftGate's verdict decided the push (`drift.block_push`): it is the check.
+        gate = _output(tasks, NodeIds.SPAN_SHIFT_GATE, VERDICT_KEY, SHIFTED_PROPERTY)
+        if gate is not None:
+            with _reading("the SpanShiftGate's verdict", gate.uri):
+                summary.span_shift = read_gate_verdict(gate.uri)
+        elif drift is not None and served and model is not None:
+            summary.add_span_shift(model.uri, served, drift)
     if pushed is not None:
         summary.add_push(pushed.metadata.get)
     return summary

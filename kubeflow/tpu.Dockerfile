@@ -46,6 +46,7 @@ COPY cli/ cli/
 COPY common/ common/
 COPY pipeline/ pipeline/
 COPY components/ components/
+COPY tpu_pipeline/ tpu_pipeline/
 COPY serving_ops/ serving_ops/
 COPY kubeflow/ kubeflow/
 COPY schemas/ schemas/

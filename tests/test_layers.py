@@ -16,7 +16,18 @@ from common.config import REPO_ROOT
 # Top to bottom; see the README's "Architecture". `schemas` is data: it imports nothing.
 # `serving_ops` is the serving control plane: every operation on serving state, local and
 # Vertex AI, below the wiring that runs the Pusher and above the components it publishes.
-LAYERS = ["cli", "kubeflow", "pipeline", "serving_ops", "components", "common", "schemas"]
+# `tpu_pipeline` holds our artifact types, at the top level because TFX's Vertex AI step
+# container imports a custom type's name (`tpu_pipeline.ModelExplanation`) as a class path.
+LAYERS = [
+    "cli",
+    "kubeflow",
+    "pipeline",
+    "serving_ops",
+    "components",
+    "tpu_pipeline",
+    "common",
+    "schemas",
+]
 # Outside the product, free to use any layer (nothing in the product imports them).
 USERS = ["tests", "benchmarks", "clients"]
 
@@ -71,6 +82,7 @@ ENTRY_MODULES = [
     "trainer_child",
     "tuner",
     "data_gate",
+    "span_shift_gate",
     "packager",
     "explainer",
     "evaluator",

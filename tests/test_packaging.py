@@ -11,6 +11,7 @@ import ast
 import pathlib
 
 from common.config import REPO_ROOT
+from tests.test_layers import LAYERS
 
 # Read from a checkout by the person deploying, never by the installed package at run time.
 CHECKOUT_ONLY = {"kubeflow": {"Dockerfile", "tpu.Dockerfile", "user-code.Dockerfile", "*.yaml"}}
@@ -56,13 +57,21 @@ def _owning_package(path: pathlib.Path) -> str:
 def test_every_file_the_packages_read_at_run_time_is_in_package_data():
     package_data = _package_data()
     missing = []
-    for top in ("cli", "common", "pipeline", "serving_ops", "components", "schemas", "kubeflow"):
+    for top in LAYERS:
         for path in _non_python_files(top):
             if any(path.match(p) for p in CHECKOUT_ONLY.get(top, ())):
                 continue
             if not _shipped(_owning_package(path), path, package_data):
                 missing.append(str(path.relative_to(REPO_ROOT)))
     assert not missing, f"not in setup.py's package_data, so not in a wheel: {missing}"
+
+
+def test_setup_packages_every_layer():
+    """A package left out is missing from the images too (they install with setup.py), where
+    a step fails importing it: TFX's Vertex AI entrypoint imports tpu_pipeline's types."""
+    find_packages = _setup_keywords()["packages"]  # find_packages(include=[...])
+    (include,) = [kw.value for kw in find_packages.keywords if kw.arg == "include"]
+    assert set(LAYERS) <= set(ast.literal_eval(include))
 
 
 def test_the_check_sees_the_templates_and_the_built_in_data():

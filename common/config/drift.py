@@ -22,6 +22,10 @@ class DriftConfig(_Section):
     compared on its image signals alone. The defaults stay quiet on a fresh sample of
     the training data's kind and fire on images of another kind; the figures behind
     them are in docs/drift.md.
+
+    `block_push` turns the span check from a report into a gate before the Pusher, for
+    whoever must not serve a model trained on images unlike the served model's before a
+    person has looked (`run --fail-on-drift` sets it too).
     """
 
     max_js_divergence: float = Field(
@@ -56,4 +60,11 @@ class DriftConfig(_Section):
         ge=1,
         description="fewer records than this are not compared: their histograms say too "
         "little to call a shift",
+    )
+    # A report cannot stop a push made before it is read: the gate runs before the Pusher.
+    block_push: bool = Field(
+        default=False,
+        description="with data in spans: a new span whose images moved from the served "
+        "model's (the same signals and thresholds as the span shift report) is not pushed, "
+        "and `run` exits 3; false: the shift is only reported",
     )

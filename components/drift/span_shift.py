@@ -11,17 +11,26 @@ models and would measure the change of model as much as the change of data.
 
 Both tables are small (at most `serving.measured_examples` rows each), so their
 statistics are computed in this process with TFDV's in-memory path, both alike, and
-judged with the `drift:` thresholds `predict` uses (`compare.py`).
+judged with the `drift:` thresholds `predict` uses (`compare.py`). A run keeps the check
+as `kept` makes it: the run summary reports it, and with `drift.block_push` the
+SpanShiftGate (`components/span_shift_gate.py`) makes it before the Pusher.
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import pandas as pd
 import tensorflow_data_validation as tfdv
+from tfx.utils.path_constants import SERVING_MODEL_DIR
 
 from common.config import DriftConfig
 from components.drift.compare import DriftCheck, compare
 from components.drift.reference import DamagedReference, Reference, read_drift_reference
+
+# The subject of the check's one-line headline.
+SPAN_SHIFT = "span shift"
 
 
 def _statistics(table: dict) -> object:
@@ -48,3 +57,20 @@ def span_shift(new_model_dir: str, served_model_dir: str, drift: DriftConfig) ->
     if new is None:
         return DriftCheck(0, "", note=f"the new model ({new_model_dir}) keeps no reference")
     return compare_training_images(new, served, drift)
+
+
+def kept(check: DriftCheck) -> dict[str, Any]:
+    """A check as a run keeps it (the summary's `span_shift`, the gate's verdict): its JSON
+    and its headline."""
+    return {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+
+
+def model_span_shift(new_model_uri: str, served_model_uri: str, drift: DriftConfig) -> dict:
+    """`span_shift` of two Model artifacts (their URIs: the run's model and the Evaluator's
+    baseline, the served one), as a run keeps it."""
+    check = span_shift(
+        os.path.join(new_model_uri, SERVING_MODEL_DIR),
+        os.path.join(served_model_uri, SERVING_MODEL_DIR),
+        drift,
+    )
+    return kept(check)

@@ -63,6 +63,7 @@ from components.models import (
 )
 from components.packager import ServingPackager
 from components.pusher import AtomicPusher
+from components.span_shift_gate import VERDICT_KEY, SpanShiftGate
 from pipeline.wiring.node_ids import NodeIds
 
 PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
@@ -228,7 +229,8 @@ def create_pipeline(
     overrides: ComponentOverrides = ComponentOverrides(),
 ) -> tfx_pipeline.Pipeline:
     """Builds ExampleGen -> validation -> Transform -> Trainer -> ServingPackager -> Evaluator
-    -> Pusher, and the Explainer beside the last two.
+    -> Pusher, and the Explainer beside the last two; with `drift.block_push` on data in
+    spans, the SpanShiftGate beside the Evaluator, whose verdict the Pusher obeys.
 
     Args:
       config: the run's configuration (dataset, trainer, evaluator, caching, Beam).
@@ -343,11 +345,21 @@ def create_pipeline(
         eval_config=build_eval_config(dataset),
         custom_config=evaluator_sections(config),
     ).with_id(NodeIds.EVALUATOR)
+    # A span whose images moved from the served model's must not be published: the same
+    # check the run summary reports, made before the Pusher (components/span_shift_gate.py).
+    span_shift_gate = None
+    if dataset.reads_spans and config.drift.block_push:
+        span_shift_gate = SpanShiftGate(
+            model=served_model,
+            baseline_model=baseline_resolver.outputs["model"],
+            drift_config=config.drift.model_dump_json(),
+        ).with_id(NodeIds.SPAN_SHIFT_GATE)
     pusher = overrides.pusher_class(
         model=served_model,
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         statistics=statistics_gen.outputs["statistics"],
+        span_shift=span_shift_gate.outputs[VERDICT_KEY] if span_shift_gate else None,
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),
@@ -370,6 +382,7 @@ def create_pipeline(
             *([packager] if packager else []),
             baseline_resolver,
             evaluator,
+            *([span_shift_gate] if span_shift_gate else []),
             pusher,
             *([explainer] if explainer else []),
         ],

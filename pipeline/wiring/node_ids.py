@@ -23,6 +23,7 @@ class NodeIds:
     BASELINE_RESOLVER = "latest_blessed_model_resolver"
     PREVIOUS_SPAN_STATISTICS = "previous_span_statistics_resolver"
     EVALUATOR = "Evaluator"
+    SPAN_SHIFT_GATE = "SpanShiftGate"
     PUSHER = "Pusher"
 
 

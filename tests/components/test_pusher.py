@@ -26,9 +26,11 @@ def _push(
     tmp_path: pathlib.Path,
     broken: dict[str, str] | None = None,
     evaluation: str | None = None,
+    span_shift: dict | None = None,
 ):
     """Runs the executor on a blessed candidate (saved once per `tmp_path`), with the
-    Evaluator's output at `evaluation` if given; returns (pushed_model, serving dir)."""
+    Evaluator's output at `evaluation` and the SpanShiftGate's verdict `span_shift` if
+    given; returns (pushed_model, serving dir)."""
     model = standard_artifacts.Model()
     model.uri = str(tmp_path / "model")
     if not (tmp_path / "model").exists():
@@ -51,6 +53,12 @@ def _push(
     if evaluation is not None:
         inputs["evaluation"] = [standard_artifacts.ModelEvaluation()]
         inputs["evaluation"][0].uri = evaluation
+    if span_shift is not None:
+        written = standard_artifacts.JsonValue()
+        written.uri = str(tmp_path / "verdict")
+        written.value = span_shift
+        inputs["span_shift"] = [standard_artifacts.JsonValue()]  # read from its file, as TFX does
+        inputs["span_shift"][0].uri = written.uri
     AtomicPusherExecutor().Do(
         inputs,
         {"pushed_model": [pushed_model]},
@@ -71,6 +79,18 @@ def test_a_candidate_that_passes_the_check_is_pushed_with_its_warmup_file(tmp_pa
     assert pushed_model.get_string_custom_property(SERVING_CHECK_SERVER_PROPERTY) == (
         "model_server.py"
     )
+
+
+def test_a_span_the_span_shift_gate_stopped_is_not_pushed_and_says_why(tmp_path, monkeypatch):
+    from components.pusher import PUSH_REFUSED_PROPERTY
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    shifted = {"checked": True, "shifted": True, "headline": "span shift: 1 of 3 signals moved"}
+    pushed_model, serving_dir = _push(tmp_path, span_shift=shifted)
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert not pushed_versions(str(serving_dir))
+    refused = pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY)
+    assert refused.startswith("held back by drift.block_push: the new span's images moved")
 
 
 def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):

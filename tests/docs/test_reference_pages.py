@@ -21,6 +21,7 @@ import pytest
 
 from cli.main import _build_parser
 from common.config import REPO_ROOT, PipelineConfig
+from tests.test_layers import LAYERS
 
 REFERENCE = REPO_ROOT / "docs" / "reference"
 
@@ -181,8 +182,7 @@ def test_the_architecture_page_names_every_module_that_imports_tfx_directly():
     documented = set(re.findall(r"`([^`]+\.py)`", listed.group(1)))
 
     direct = set()
-    packages = ("cli", "kubeflow", "pipeline", "serving_ops", "components", "common", "schemas")
-    for package in packages:
+    for package in LAYERS:
         for path in (REPO_ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 names = []

@@ -10,6 +10,7 @@ import pytest
 
 from common.config import REPO_ROOT
 from kubeflow import tpu_image
+from tests.test_layers import LAYERS
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
 DOCKERFILES = [KUBEFLOW / "Dockerfile", KUBEFLOW / "tpu.Dockerfile"]
@@ -31,8 +32,7 @@ def test_every_copied_path_exists_and_code_is_installed(dockerfile):
     for source in copied:
         assert (REPO_ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
     # Everything setup.py packages, plus the schemas the compiled spec points at.
-    packages = {"cli", "common", "pipeline", "serving_ops", "components", "kubeflow", "schemas"}
-    assert packages | {"setup.py"} <= copied
+    assert set(LAYERS) | {"setup.py"} <= copied
     text = dockerfile.read_text()
     assert "pip install -r requirements.lock" in text
     assert "pip install --no-deps -e ." in text

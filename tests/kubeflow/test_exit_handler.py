@@ -13,6 +13,7 @@ import threading
 import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
+from kfp.pipeline_spec import pipeline_spec_pb2
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 
 import common.webhook
@@ -20,6 +21,7 @@ import kubeflow.exit_handler
 from common import vertex_types as gca
 from common.config import DriftConfig, EvaluatorConfig
 from kubeflow.exit_handler import RunEnded, vertex_run_message
+from kubeflow.job_summary import job_summary
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
 from tests.pipeline.tfma_results import NAMES, write_evaluation
@@ -533,6 +535,19 @@ def test_data_not_in_spans_compiles_no_drift_rules_into_the_exit_handler(compile
     assert task_parameter(spec, "RunEnded", "drift_config") == ""
 
 
+def add_succeeded_task(found: gca.PipelineJob, name: str, outs: dict) -> None:
+    """Adds to the job a task of the DAG named `name` that succeeded with the outputs `outs`."""
+    found.job_detail.task_details.append(
+        gca.PipelineTaskDetail(
+            task_id=90 + len(found.job_detail.task_details),
+            parent_task_id=DAG,
+            task_name=name,
+            state=gca.PipelineTaskDetail.State.SUCCEEDED,
+            outputs=outs,
+        )
+    )
+
+
 def _model_with_reference(folder, images: np.ndarray) -> str:
     """A Trainer Model artifact's folder whose SavedModel keeps the drift reference of `images`."""
     from components.drift.reference import REFERENCE_PATH
@@ -556,15 +571,7 @@ def test_a_span_run_on_vertex_compares_the_new_spans_images_with_the_served_mode
     new_images = 16 - digits[1::2] if inverted else digits[1::2]
     new = _model_with_reference(tmp_path / "new", new_images)
     found = evaluated_job(evaluation, pushed=1.0, pushed_destination=PUSHED_TO)
-    found.job_detail.task_details.append(
-        gca.PipelineTaskDetail(
-            task_id=99,
-            parent_task_id=DAG,
-            task_name="Trainer",
-            state=gca.PipelineTaskDetail.State.SUCCEEDED,
-            outputs=outputs("model", new),
-        )
-    )
+    add_succeeded_task(found, "Trainer", outputs("model", new))
     for task in found.job_detail.task_details:  # the Evaluator's baseline: the served model
         if task.task_name == "Evaluator":
             task.outputs["blessing"].artifacts[0].metadata["baseline_model"] = served
@@ -584,3 +591,35 @@ def test_a_span_run_on_vertex_compares_the_new_spans_images_with_the_served_mode
         assert shifted == []  # a steady span is not worth a line in the webhook message
     # Without drift rules (the data is not in spans) nothing is compared.
     assert not [line for line in message(None) if line.startswith("span shift")]
+
+
+def test_a_span_the_gate_held_back_on_vertex_is_the_span_shift_and_why_nothing_was_pushed(
+    evaluation, tmp_path
+):
+    headline = (
+        "span shift: 1 of 3 signals moved from the model's reference (899 training images of "
+        "the served model): brightness 1.000 > 0.2 (mean 4.868 -> mean 11.12)"
+    )
+    verdict = tmp_path / "verdict"
+    verdict.write_text(json.dumps({"checked": True, "shifted": True, "headline": headline}))
+    held = "held back by drift.block_push: the new span's images moved from the served model's"
+    found = evaluated_job(evaluation, pushed=0.0, push_refused=held)
+    add_succeeded_task(found, "SpanShiftGate", outputs("verdict", str(verdict), shifted=1.0))
+
+    rules = DriftConfig(block_push=True)
+    message = lines(
+        vertex_run_message(
+            "tpu-pipeline-digits", final_status("SUCCEEDED"), lambda _: found, drift=rules
+        )
+    )
+    summary = job_summary(
+        "tpu-pipeline-digits",
+        pipeline_spec_pb2.PipelineTaskFinalStatus(state="SUCCEEDED"),
+        found,
+        drift=rules,
+    )
+
+    assert message[0].endswith("*blessed, not pushed*")
+    assert headline in message  # the verdict the Pusher obeyed, not a second comparison
+    assert summary.span_shift["headline"] == headline and summary.span_shifted
+    assert summary.pushed_model is None and summary.push_note == held

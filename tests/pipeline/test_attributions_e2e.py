@@ -9,7 +9,7 @@ from components.explain.maps import baseline_images, integrated_gradients, model
 from components.serving.answers import PixelClassifier, eval_pixels
 from pipeline.report import write_report
 from pipeline.report.collect import collect_report
-from tests.pipeline.e2e_helpers import eval_answers, split_files
+from tests.pipeline.e2e_helpers import eval_answers, executions_of, mlmd_store, split_files
 
 pytestmark = pytest.mark.slow
 
@@ -18,6 +18,28 @@ pytestmark = pytest.mark.slow
 def explained(digits_run):
     config, summary = digits_run
     return collect_report(config.run_dir, summary, config).attributions
+
+
+def test_ml_metadata_keeps_the_explanation_under_the_type_vertex_ai_imports(digits_run):
+    """The local store's type is the one a Vertex AI step imports by name, and TFX's
+    readers of ML Metadata map it back to that class, not to one made up on the fly."""
+    from tfx.types import artifact_utils
+
+    import tpu_pipeline
+
+    config, _ = digits_run
+    store = mlmd_store(config)
+    (execution,) = executions_of(store, config, "Explainer")
+    (output,) = [
+        event.artifact_id
+        for event in store.get_events_by_execution_ids([execution.id])
+        if event.type == event.OUTPUT
+    ]
+    (artifact,) = store.get_artifacts_by_id([output])
+    (artifact_type,) = store.get_artifact_types_by_id([artifact.type_id])
+    assert artifact_type.name == "tpu_pipeline.ModelExplanation"
+    assert artifact_utils.get_artifact_type_class(artifact_type) is tpu_pipeline.ModelExplanation
+    assert store.get_artifacts_by_type("tpu_pipeline.ModelExplanation") == [artifact]
 
 
 def test_confident_mistakes_come_first_then_the_surest_right_answer_of_each_class(

@@ -166,3 +166,33 @@ def test_switched_off_the_steps_after_the_trainer_leave_the_graph(tmp_path):
 def test_temperature_scaling_needs_the_serving_packager():
     with pytest.raises(ConfigError, match="temperature_scaling is fitted by the ServingPackager"):
         load_config(None, {"serving.package": False, "serving.temperature_scaling": True})
+
+
+def test_with_block_push_a_span_shift_gate_judges_the_served_model_before_the_pusher(tmp_path):
+    spans = {"dataset.file_pattern": "span-{SPAN}/*.tfrecord"}
+    config, pipeline = _pipeline(tmp_path, **spans, **{"drift.block_push": True})
+    by_id = {c.id: c for c in pipeline.components}
+    gate, pusher = by_id[NodeIds.SPAN_SHIFT_GATE], by_id[NodeIds.PUSHER]
+    # The report's two models: the one the Pusher would publish, and the Evaluator's baseline.
+    assert gate.inputs["model"] is by_id[NodeIds.SERVING_PACKAGER].outputs["served_model"]
+    baseline = by_id[NodeIds.BASELINE_RESOLVER].outputs["model"]
+    assert (
+        gate.inputs["baseline_model"]
+        is baseline
+        is by_id[NodeIds.EVALUATOR].inputs["baseline_model"]
+    )
+    assert json.loads(gate.exec_properties["drift_config"]) == config.drift.model_dump(mode="json")
+    assert pusher.inputs["span_shift"] is gate.outputs["verdict"]
+    ids = [c.id for c in pipeline.components]
+    assert ids.index(NodeIds.SPAN_SHIFT_GATE) < ids.index(NodeIds.PUSHER)
+
+
+def test_without_block_push_or_spans_there_is_no_gate_and_the_pusher_pushes_as_before(tmp_path):
+    for overrides in (
+        {"dataset.file_pattern": "span-{SPAN}/*.tfrecord"},
+        {"drift.block_push": True},  # no spans: no served span to compare a new one with
+    ):
+        _, pipeline = _pipeline(tmp_path, **overrides)
+        by_id = {c.id: c for c in pipeline.components}
+        assert NodeIds.SPAN_SHIFT_GATE not in by_id, overrides
+        assert "span_shift" not in by_id[NodeIds.PUSHER].inputs, overrides

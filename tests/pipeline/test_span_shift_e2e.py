@@ -1,6 +1,6 @@
 """Each new span: retrained from the served model, and its images compared with the served
-model's: quiet for more digits, loud for inverted ones, through the real pipeline and the
-command a scheduler runs.
+model's: quiet for more digits, loud for inverted ones (held back from the push with
+`--fail-on-drift`), through the real pipeline and the command a scheduler runs.
 
 Vertex AI runs the same pipeline on each schedule tick; what a tick does (read the newest
 span, start from the last blessed model, push only a model that is not worse) is the same
@@ -107,8 +107,11 @@ def test_a_fresh_sample_of_the_same_digits_is_no_shift(spans):
     assert "span shift" not in json.dumps(run_message(second, None))  # nothing to tell
 
 
-def test_inverted_digits_are_a_shift_on_stderr_in_the_summary_and_the_exit_code(spans):
+def test_inverted_digits_are_held_back_before_the_pusher_with_exit_3(spans):
+    """`--fail-on-drift` (drift.block_push): the SpanShiftGate judges the span before the
+    Pusher, which publishes nothing; the shift is on stderr, in the summary and the exit code."""
     config, root, _, _ = spans
+    served_before = sorted(p.name for p in config.serving_dir.iterdir())
     summary_path = root / "third.json"
     settings = {**SETTINGS, "dataset.data_dir": config.dataset.data_dir}
     args = ["run", "--summary-json", str(summary_path), "--fail-on-drift"]
@@ -127,3 +130,11 @@ def test_inverted_digits_are_a_shift_on_stderr_in_the_summary_and_the_exit_code(
     assert headline.startswith("span shift: ") and "brightness" in headline
     assert headline in result.stderr.splitlines()  # one line on stderr
     assert headline in result.stdout.splitlines()
+    # The gate ran as a step of the pipeline, before the Pusher, and nothing was published.
+    ran = [c["id"] for c in summary["components"]]
+    assert ran.index("SpanShiftGate") < ran.index("Pusher")
+    assert "SpanShiftGate" in result.stderr  # its progress line
+    assert summary["pushed_model"] is None
+    assert summary["push_note"].startswith("held back by drift.block_push: ")
+    assert sorted(p.name for p in config.serving_dir.iterdir()) == served_before
+    assert f"pushed: nothing ({summary['push_note']})" in result.stdout.splitlines()

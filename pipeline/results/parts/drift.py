@@ -3,23 +3,19 @@ model's (components/drift/span_shift.py)."""
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
-from tfx.utils.path_constants import SERVING_MODEL_DIR
-
 from common.config import DriftConfig
+from components.span_shift_gate import VERDICT_KEY, read_gate_verdict
 from pipeline.results.run_record import custom_property
 from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
 from pipeline.wiring.node_ids import NodeIds
-from serving_ops.local.blessing import trainer_model_dir
 
 if TYPE_CHECKING:
     from pipeline.results.summary_reading import FinishedRun
 
 # Noted on a run of spans: the `drift:` section its span shift was judged by.
 DRIFT_RULES_PROPERTY = "drift_config"
-SPAN_SHIFT = "span shift"
 
 
 @summary_part
@@ -28,7 +24,8 @@ class SpanShift:
 
     span_shift: dict[str, Any] | None = summary_key(
         "the new span's images against the served model's: `DriftCheck.to_json()` "
-        "(components/drift/compare.py) plus its `headline`",
+        "(components/drift/compare.py) plus its `headline`; with `drift.block_push`, the "
+        "SpanShiftGate's verdict, the one the Pusher obeyed",
         null="not a run of spans, no model served yet, or no evaluation",
         example={
             "checked": True,
@@ -53,26 +50,35 @@ class SpanShift:
         default=None,
     )
 
-    def add_span_shift(self, new_model_dir: str, served_model_uri: str, drift: DriftConfig) -> None:
+    def add_span_shift(self, new_model_uri: str, served_model_uri: str, drift: DriftConfig) -> None:
         """Compares the new model's training images with the served model's (a run of spans).
 
-        `served_model_uri` is the Evaluator's baseline (a Model artifact's URI). A comparison
-        that fails is a note in the result, never an error: a summary must not fail the run.
+        Both are Model artifacts' URIs: the run's model and the Evaluator's baseline. A
+        comparison that fails is a note in the result, never an error: a summary must not
+        fail the run.
         """
         # TensorFlow and TFDV, only for a run that compares spans.
         from components.drift.compare import DriftCheck
-        from components.drift.span_shift import span_shift
+        from components.drift.span_shift import kept, model_span_shift
 
-        served = os.path.join(served_model_uri, SERVING_MODEL_DIR)
         try:
-            check = span_shift(new_model_dir, served, drift)
+            self.span_shift = model_span_shift(new_model_uri, served_model_uri, drift)
         except Exception as error:  # noqa: BLE001 (a report of the run must not fail it)
-            check = DriftCheck(0, "", note=f"could not compare ({type(error).__name__}: {error})")
-        self.span_shift = {**check.to_json(), "headline": check.headline(SPAN_SHIFT)}
+            note = f"could not compare ({type(error).__name__}: {error})"
+            self.span_shift = kept(DriftCheck(0, "", note=note))
 
     @read_step(45)
     def read_span_shift(self, run: FinishedRun) -> None:
-        """Judged by `run.drift`, else by the rules a run of spans noted (DRIFT_RULES_PROPERTY)."""
+        """Judged by `run.drift`, else by the rules a run of spans noted (DRIFT_RULES_PROPERTY).
+
+        Where the SpanShiftGate judged the span before the Pusher (`drift.block_push`), its
+        verdict is the summary's: the check that decided the push, not a second one.
+        """
+        gate = run.record.node(NodeIds.SPAN_SHIFT_GATE)
+        judged = gate.status in ("executed", "cached") and gate.outputs.get(VERDICT_KEY)
+        if judged:
+            self.span_shift = read_gate_verdict(judged[0].uri)
+            return
         outputs = run.record.node(NodeIds.EVALUATOR).outputs
         if not (outputs.get("evaluation") and outputs.get("blessing")):
             return
@@ -82,7 +88,7 @@ class SpanShift:
             drift = DriftConfig.model_validate_json(noted) if noted else None
         served = custom_property(outputs["blessing"][0], "baseline_model")
         if drift is not None and served and run.model is not None:
-            self.add_span_shift(trainer_model_dir(run.model), served, drift)
+            self.add_span_shift(run.model.uri, served, drift)
 
     @property
     def span_shifted(self) -> bool:

@@ -40,8 +40,9 @@ class Push:
     )
     push_note: str = summary_key(
         "why it was or was not pushed: `new version`, `already served; not pushed again`, "
-        "`not blessed`, the Pusher's refusal, `pushed by the manual blessing`, or how the "
-        "run stopped before the Pusher",
+        "`not blessed`, the Pusher's refusal (a pin, a rolled-back model, or `held back by "
+        "drift.block_push: ...` for a span that shifted), `pushed by the manual blessing`, "
+        "or how the run stopped before the Pusher",
         example="new version",
         default="the run stopped before the Pusher",
     )

@@ -165,10 +165,12 @@ def _push_through_the_registry_pusher(
     server: VertexServer,
     candidate: str | None = None,
     serving_dir: str | None = None,
+    span_shift: list | None = None,
 ):
     """Runs the whole RegistryPusherExecutor (registry, then serving folder push) against
     `server`, for `candidate` (a SavedModel folder; by default one with only a fingerprint),
-    into `serving_dir` (default: a local folder)."""
+    into `serving_dir` (default: a local folder), with the SpanShiftGate's verdict
+    `span_shift` if given."""
     import shutil
 
     from common.config import load_config
@@ -193,8 +195,9 @@ def _push_through_the_registry_pusher(
     config = load_config(str(DEPLOYMENT_CONFIGS["tpu"]))
     custom_config = {**pusher_sections(config), **registry_custom_config(config.vertex)}
     serving_dir = serving_dir or str(tmp_path / "serving")
+    inputs = {"model": [model], "model_blessing": [blessing]}
     RegistryPusherExecutor().Do(
-        {"model": [model], "model_blessing": [blessing]},
+        {**inputs, "span_shift": span_shift} if span_shift else inputs,
         {"pushed_model": [pushed_model]},
         {
             "push_destination": json.dumps({"filesystem": {"base_directory": serving_dir}}),
@@ -225,6 +228,26 @@ def test_while_a_version_is_pinned_the_registry_pusher_pushes_uploads_and_deploy
     )
     assert len(uploads(server)) == 1 and server.endpoints == {}
     assert pushed_versions(str(serving_dir)) == []  # the serving folder got nothing either
+
+
+def test_a_span_the_gate_held_back_is_neither_pushed_nor_uploaded(tmp_path, monkeypatch):
+    from common.tfx_api import standard_artifacts
+    from components.pusher import PUSH_REFUSED_PROPERTY
+    from components.serving.publish import pushed_versions
+
+    verdict = standard_artifacts.JsonValue()
+    verdict.uri = str(tmp_path / "verdict")
+    verdict.value = {"checked": True, "shifted": True, "headline": "span shift: 1 of 3 moved"}
+    server = VertexServer()
+
+    pushed_model, serving_dir = _push_through_the_registry_pusher(
+        tmp_path, monkeypatch, server, span_shift=[verdict]
+    )
+
+    assert pushed_model.get_int_custom_property("pushed") == 0
+    assert "drift.block_push" in pushed_model.get_string_custom_property(PUSH_REFUSED_PROPERTY)
+    assert server.sent == []  # the registry was not even asked: no upload, no deploy
+    assert pushed_versions(str(serving_dir)) == []
 
 
 def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tmp_path):
