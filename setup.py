@@ -2,6 +2,15 @@
 
 from setuptools import find_packages, setup
 
+PACKAGE = "tpu_pipeline"
+FOLDERS = ["cli", "common", "pipeline", "components", "serving_ops", "schemas", "kubeflow"]
+
+
+def _packages_of(folders: list[str]) -> list[str]:
+    """Each folder and its sub-packages, by their names inside the repository."""
+    return find_packages(include=folders + [f"{folder}.*" for folder in folders])
+
+
 setup(
     name="tpu-pipeline",
     version="0.1.0",
@@ -10,29 +19,16 @@ setup(
     ),
     license="Apache-2.0",
     python_requires=">=3.9,<3.11",
-    packages=find_packages(
-        include=[
-            "cli",
-            "common",
-            "common.*",
-            "pipeline",
-            "pipeline.*",
-            "components",
-            "components.*",
-            "tpu_pipeline",
-            "serving_ops",
-            "serving_ops.*",
-            "schemas",
-            "kubeflow",
-            "kubeflow.*",
-        ]
-    ),
+    # One import name: each top-level folder installs as `tpu_pipeline.<folder>`
+    # (tpu_pipeline/__init__.py says why; in a checkout it reads the folders in place).
+    packages=[PACKAGE] + [f"{PACKAGE}.{name}" for name in _packages_of(FOLDERS)],
+    package_dir={PACKAGE: PACKAGE, **{f"{PACKAGE}.{folder}": folder for folder in FOLDERS}},
     package_data={
-        "schemas": ["*/schema.pbtxt"],
-        "pipeline.report": ["*.j2"],
-        "components.model_card": ["*.j2"],
+        f"{PACKAGE}.schemas": ["*/schema.pbtxt"],
+        f"{PACKAGE}.pipeline.report": ["*.j2"],
+        f"{PACKAGE}.components.model_card": ["*.j2"],
         # data/<name>/<file>, and image folders: data/<name>/<split>/<class>/<file>
-        "common": ["data/*/*", "data/*/*/*/*"],
+        f"{PACKAGE}.common": ["data/*/*", "data/*/*/*/*"],
     },
     # Versions are pinned in requirements.lock; these are the direct needs.
     install_requires=[
@@ -46,5 +42,5 @@ setup(
         "jinja2",
         "portalocker",
     ],
-    entry_points={"console_scripts": ["tpu-pipeline=cli.entry:main"]},
+    entry_points={"console_scripts": [f"tpu-pipeline={PACKAGE}.cli.entry:main"]},
 )

@@ -15,10 +15,10 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from common.config import BUILTIN_DATASETS, PipelineConfig, load_config
+from tpu_pipeline.common.config import BUILTIN_DATASETS, PipelineConfig, load_config
 
 if TYPE_CHECKING:
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 REPORT_COMMANDS = ("report", "tensorboard")
 
@@ -72,11 +72,11 @@ def _run_dir(args: argparse.Namespace) -> pathlib.Path:
 
 def run_report_command(args: argparse.Namespace) -> int:
     """Runs `report` or `tensorboard`; returns the exit code."""
-    from cli.console import quiet_library_warnings
+    from tpu_pipeline.cli.console import quiet_library_warnings
 
     quiet_library_warnings()
     if args.command == "report":
-        from pipeline.report import write_report
+        from tpu_pipeline.pipeline.report import write_report
 
         files = write_report(_run_dir(args), output_dir=args.output)
         print(f"report: {files.html}")
@@ -95,9 +95,9 @@ def tensorboard_log_dirs(
     Raises:
       RunNotFoundError: no run, or the newest run never reached the Trainer.
     """
-    from pipeline.report.run_store import RunNotFoundError, open_latest_run
-    from pipeline.results.tuning_results import trials_dir
-    from pipeline.wiring.node_ids import NodeIds
+    from tpu_pipeline.pipeline.report.run_store import RunNotFoundError, open_latest_run
+    from tpu_pipeline.pipeline.results.tuning_results import trials_dir
+    from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
     stored = open_latest_run(run_dir)
     model_run = stored.first_output(NodeIds.TRAINER, "model_run")
@@ -111,7 +111,7 @@ def tensorboard_log_dirs(
 
 
 def _tensorboard(args: argparse.Namespace) -> int:
-    from pipeline.report.tensorboard_logs import shell_line, tensorboard_command
+    from tpu_pipeline.pipeline.report.tensorboard_logs import shell_line, tensorboard_command
 
     log_dir, trials = tensorboard_log_dirs(_run_dir(args), args.all_runs)
     command = tensorboard_command(log_dir, args.port, trials_dir=trials)
@@ -135,7 +135,7 @@ def write_run_report(config: PipelineConfig, summary: RunSummary) -> str:
     The run's result stands whatever happens here: a report that cannot be
     built is logged (with its traceback, in the run's log) and skipped.
     """
-    from pipeline.report import write_report
+    from tpu_pipeline.pipeline.report import write_report
 
     try:
         files = write_report(config.run_dir, summary, config)

@@ -14,9 +14,9 @@ import logging
 import pathlib
 import sys
 
-from cli.config_flags import add_config_flags, config_from_args
-from common.config import BUILTIN_DATASETS, ConfigError, PipelineConfig
-from common.run_lock import DEFAULT_WAIT_SECONDS
+from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
+from tpu_pipeline.common.config import BUILTIN_DATASETS, ConfigError, PipelineConfig
+from tpu_pipeline.common.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
 ACTIONS = ("list", "rollback", "pin", "unpin", "restore", "bless")
@@ -99,8 +99,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_serving_command(args: argparse.Namespace) -> int:
     """Runs one `serving` action; returns the exit code (1, with one line, if it cannot)."""
-    from components.serving.versions import ServingFolderError
-    from serving_ops.protocol import OperationError
+    from tpu_pipeline.components.serving.versions import ServingFolderError
+    from tpu_pipeline.serving_ops.protocol import OperationError
 
     try:
         return _run_action(args)
@@ -112,12 +112,12 @@ def run_serving_command(args: argparse.Namespace) -> int:
 def _run_action(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "output_dir": args.output_dir})
     if getattr(args, "vertex", False):
-        from cli.registry_commands import run_registry_action
+        from tpu_pipeline.cli.registry_commands import run_registry_action
 
         return run_registry_action(config, args)
     _quiet_libraries()
     # Each action is one library call that keeps the order over the folder and ML Metadata.
-    from serving_ops.local import actions
+    from tpu_pipeline.serving_ops.local import actions
 
     action = args.serving_action
     if action == "list":
@@ -158,7 +158,7 @@ def _model_to_bless(args: argparse.Namespace) -> tuple[int | None, pathlib.Path 
 
 def _quiet_libraries() -> None:
     """TensorFlow's start-up lines and MLMD's own error logs: the command says it in one line."""
-    from cli.console import quiet_library_warnings
+    from tpu_pipeline.cli.console import quiet_library_warnings
 
     quiet_library_warnings()
     logging.getLogger("absl").setLevel(logging.CRITICAL)
@@ -166,9 +166,9 @@ def _quiet_libraries() -> None:
 
 def _rewrite_report(config: PipelineConfig) -> str:
     """The newest run's report, written again so it shows the manual blessing; its line."""
-    from cli.report_commands import write_run_report
-    from pipeline.report.collect import summarize_stored_run
-    from pipeline.report.run_store import open_latest_run
+    from tpu_pipeline.cli.report_commands import write_run_report
+    from tpu_pipeline.pipeline.report.collect import summarize_stored_run
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
 
     try:
         stored = open_latest_run(config.run_dir)
@@ -180,9 +180,9 @@ def _rewrite_report(config: PipelineConfig) -> str:
 
 def _print_versions(config: PipelineConfig) -> None:
     """A line per version: served or why set aside, and what ML Metadata knows of it."""
-    from components.serving.versions import pinned
-    from serving_ops.local.folder import list_versions
-    from serving_ops.local.history import version_facts
+    from tpu_pipeline.components.serving.versions import pinned
+    from tpu_pipeline.serving_ops.local.folder import list_versions
+    from tpu_pipeline.serving_ops.local.history import version_facts
 
     base = str(config.serving_dir)
     found = list_versions(base)

@@ -13,10 +13,10 @@ import json
 import pathlib
 from typing import Any
 
-from common.interrupts import RunInterrupted, received_signal
-from common.owned_paths import write_owned
-from components.example_gen.errors import DataFormatError
-from pipeline.results.summary_part import SCHEMA_VERSION
+from tpu_pipeline.common.interrupts import RunInterrupted, received_signal
+from tpu_pipeline.common.owned_paths import write_owned
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.results.summary_part import SCHEMA_VERSION
 
 
 def stop_summary(

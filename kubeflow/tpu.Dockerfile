@@ -1,10 +1,10 @@
 # The TPU Trainer image: a Vertex AI custom job on TPU VMs (v2-8, v3-8, a v5e slice of one
 # or several hosts) runs the Trainer executor in it. Build from the repository root:
-#   python -m kubeflow.tpu_image && docker build -f kubeflow/tpu.Dockerfile -t $REGION-docker.pkg.dev/$PROJECT/tpu-pipeline/trainer-tpu:0.1.0 .
+#   python -m tpu_pipeline.kubeflow.tpu_image && docker build -f kubeflow/tpu.Dockerfile -t $REGION-docker.pkg.dev/$PROJECT/tpu-pipeline/trainer-tpu:0.1.0 .
 # Every value below comes from kubeflow/tpu_image.py (a test checks they agree, and that
 # TF_VERSION is the tensorflow of requirements.lock). The base image is pulled by digest and
 # every file downloaded is checked by sha256; a pin still UNSET there fails the build (the
-# digest as an invalid reference, a hash in the first RUN), and `python -m kubeflow.tpu_image`
+# digest as an invalid reference, a hash in the first RUN), and `python -m tpu_pipeline.kubeflow.tpu_image`
 # says how to fill each in.
 # Vertex AI's TPU pod base image sets up the slice and then runs the container's CMD/args;
 # so this file sets no ENTRYPOINT, and the TPU custom job passes TFX's executor command as
@@ -22,7 +22,7 @@ ENV TF_USE_LEGACY_KERAS=1 \
     PIP_NO_CACHE_DIR=1
 
 RUN for pin in TF_TPU_WHEEL_SHA256=${TF_TPU_WHEEL_SHA256} LIBTPU_SHA256=${LIBTPU_SHA256}; do \
-      case "${pin}" in *=UNSET|*=) echo "kubeflow/tpu.Dockerfile: ${pin%%=*} is not set; python -m kubeflow.tpu_image says how to set it" >&2; exit 1;; esac; \
+      case "${pin}" in *=UNSET|*=) echo "kubeflow/tpu.Dockerfile: ${pin%%=*} is not set; python -m tpu_pipeline.kubeflow.tpu_image says how to set it" >&2; exit 1;; esac; \
     done
 
 WORKDIR /pipeline
@@ -42,6 +42,7 @@ RUN python -c "import sys, urllib.request; urllib.request.urlretrieve(*sys.argv[
 ENV NEXT_PLUGGABLE_DEVICE_USE_C_API=true \
     TF_PLUGGABLE_DEVICE_LIBRARY_PATH=/lib/libtpu.so
 
+COPY tpu_pipeline/ tpu_pipeline/
 COPY cli/ cli/
 COPY common/ common/
 COPY pipeline/ pipeline/

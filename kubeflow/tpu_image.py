@@ -9,7 +9,7 @@ trains on v5e.
 
 Every file the build downloads is checked by sha256, and the base image is pulled
 by digest, so a rebuilt image holds the bytes the last one held. A pin that could
-not be read where this was written is `UNSET`: `python -m kubeflow.tpu_image` (the
+not be read where this was written is `UNSET`: `python -m tpu_pipeline.kubeflow.tpu_image` (the
 README's build command runs it first) names each one and how to fill it in and
 exits 1, and the Dockerfile itself refuses to build with one, so nothing unpinned
 ships.

@@ -10,42 +10,86 @@ import ast
 import pathlib
 
 import pytest
-
-from common.config import REPO_ROOT
+from tpu_pipeline.common.config import REPO_ROOT
 
 # Top to bottom; see the README's "Architecture". `schemas` is data: it imports nothing.
 # `serving_ops` is the serving control plane: every operation on serving state, local and
 # Vertex AI, below the wiring that runs the Pusher and above the components it publishes.
-# `tpu_pipeline` holds our artifact types, at the top level because TFX's Vertex AI step
-# container imports a custom type's name (`tpu_pipeline.ModelExplanation`) as a class path.
-LAYERS = [
-    "cli",
-    "kubeflow",
-    "pipeline",
-    "serving_ops",
-    "components",
-    "tpu_pipeline",
-    "common",
-    "schemas",
-]
+LAYERS = ["cli", "kubeflow", "pipeline", "serving_ops", "components", "common", "schemas"]
 # Outside the product, free to use any layer (nothing in the product imports them).
 USERS = ["tests", "benchmarks", "clients"]
+
+
+PACKAGE = "tpu_pipeline"  # the one import name the distribution installs
+
+
+def _imported_modules(path: pathlib.Path) -> tuple[set[str], set[str]]:
+    """The project modules a file imports (without `tpu_pipeline.`), and its bare imports.
+
+    `from tpu_pipeline import common` names `common`; `from tpu_pipeline.common.config
+    import X` names `common.config`. A bare `import common` (the names the product had
+    before it owned one import name) is returned apart: it would load a second copy of
+    the module in a checkout, and does not exist in an installed wheel.
+    """
+    product: set[str] = set()
+    bare: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # `from tpu_pipeline.components import trainer` imports the trainer's room.
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith(PACKAGE + "."):
+                product.add(name[len(PACKAGE) + 1 :])
+            elif name.split(".")[0] in LAYERS:
+                bare.add(name)
+            elif name.split(".")[0] in USERS:
+                product.add(name)
+    return product, bare
 
 
 def imported_packages(package: str, root: pathlib.Path = REPO_ROOT) -> dict[str, set[str]]:
     """Our top-level packages that each module of `package` imports, by module path."""
     found: dict[str, set[str]] = {}
     for path in sorted((root / package).rglob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                names.add(node.module)
+        product, bare = _imported_modules(path)
+        names = product | bare
         ours = {name.split(".")[0] for name in names} & set(LAYERS + USERS) - {package}
         if ours:
             found[str(path.relative_to(root))] = ours
     return found
+
+
+def bare_imports(root: pathlib.Path = REPO_ROOT) -> dict[str, set[str]]:
+    """Imports of a product package without `tpu_pipeline.`, by module path."""
+    found: dict[str, set[str]] = {}
+    for top in LAYERS + USERS:
+        for path in sorted((root / top).rglob("*.py")):
+            _, bare = _imported_modules(path)
+            if bare:
+                found[str(path.relative_to(root))] = bare
+    return found
+
+
+def test_every_import_of_the_product_names_its_one_package():
+    assert not bare_imports(), f"import these as {PACKAGE}.<name>: {bare_imports()}"
+
+
+def test_the_bare_import_check_sees_each_form(tmp_path):
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "old.py").write_text(
+        "import common\nfrom pipeline import wiring\n\ndef f():\n    import components.trainer\n"
+    )
+    (tmp_path / "cli" / "new.py").write_text(
+        "from tpu_pipeline import common\nfrom tpu_pipeline.pipeline import wiring\n"
+    )
+
+    assert bare_imports(tmp_path) == {
+        "cli/old.py": {"common", "pipeline.wiring", "components.trainer"}
+    }
 
 
 @pytest.mark.parametrize("package", LAYERS)
@@ -64,7 +108,8 @@ def test_each_layer_imports_only_the_layers_below_it(package):
 def test_the_layer_check_sees_lazy_imports(tmp_path):
     (tmp_path / "components").mkdir()
     (tmp_path / "components" / "lazy.py").write_text(
-        "import common.config\n\ndef f():\n    from pipeline.wiring.graph import create_pipeline\n"
+        "import tpu_pipeline.common.config\n\ndef f():\n"
+        "    from tpu_pipeline.pipeline.wiring.graph import create_pipeline\n"
     )
 
     assert imported_packages("components", tmp_path) == {
@@ -82,11 +127,11 @@ ENTRY_MODULES = [
     "trainer_child",
     "tuner",
     "data_gate",
-    "span_shift_gate",
     "packager",
     "explainer",
     "evaluator",
     "pusher",
+    "span_shift_gate",
 ]
 COMPONENT_LEVELS = [
     ENTRY_MODULES,
@@ -108,15 +153,7 @@ def imported_rooms(root: pathlib.Path = REPO_ROOT) -> dict[str, set[str]]:
     """The rooms of components/ that each of its modules imports, by module path."""
     found: dict[str, set[str]] = {}
     for path in sorted((root / "components").rglob("*.py")):
-        names: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names |= {alias.name for alias in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                if node.module == "components":  # from components import trainer
-                    names |= {f"components.{alias.name}" for alias in node.names}
-                else:
-                    names.add(node.module)
+        names, _ = _imported_modules(path)
         rooms = {name.split(".")[1] for name in names if name.startswith("components.")}
         module = path.relative_to(root).as_posix()
         if rooms - {room_of(module)}:
@@ -152,7 +189,8 @@ def test_each_room_of_components_imports_only_rooms_below_it():
 def test_the_room_check_sees_sideways_imports(tmp_path):
     (tmp_path / "components" / "training").mkdir(parents=True)
     (tmp_path / "components" / "training" / "loop.py").write_text(
-        "from components.serving import export\n\ndef f():\n    import components.contract\n"
+        "from tpu_pipeline.components.serving import export\n\ndef f():\n"
+        "    import tpu_pipeline.components.contract\n"
     )
 
     assert imported_rooms(tmp_path) == {"components/training/loop.py": {"serving", "contract"}}

@@ -1,90 +1,93 @@
-"""A wheel holds every file the product reads from its own packages at run time.
+"""The wheel is what users install: one import name of its own, every file the code reads.
 
-Editable installs (the README's commands) read the checkout, so a file missing from
-setup.py's package_data shows only in a wheel install, where the code that reads it fails
-(the model card's page template was once left out this way).
+Editable installs (the README's commands) read the checkout, so what only a wheel gets
+wrong shows here: a file missing from setup.py's package_data (the model card's page
+template was once left out this way), or a folder landing at the top of site-packages
+beside other distributions' (`kubeflow` is the Kubeflow SDK's own name). The wheel is
+built by pip from a copy of the sources, as a user's `pip install` would build it.
 """
 
 from __future__ import annotations
 
-import ast
 import pathlib
+import shutil
+import subprocess
+import sys
+import zipfile
 
-from common.config import REPO_ROOT
-from tests.test_layers import LAYERS
+import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+
+from tests.test_layers import LAYERS as FOLDERS
 
 # Read from a checkout by the person deploying, never by the installed package at run time.
 CHECKOUT_ONLY = {"kubeflow": {"Dockerfile", "tpu.Dockerfile", "user-code.Dockerfile", "*.yaml"}}
 
 
-def _setup_keywords() -> dict:
-    """setup()'s literal keyword arguments, read without running setup.py."""
-    tree = ast.parse((REPO_ROOT / "setup.py").read_text())
-    (call,) = [
-        node
-        for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setup"
-    ]
-    return {kw.arg: kw.value for kw in call.keywords}
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    source = tmp_path_factory.mktemp("source")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in [*FOLDERS, "tpu_pipeline"]:
+        shutil.copytree(REPO_ROOT / folder, source / folder, ignore=ignore)
+    for name in ("setup.py", "README.md", "LICENSE"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--no-index", "--wheel-dir", str(out), str(source)],
+        check=True,
+        capture_output=True,
+    )
+    (built,) = out.glob("*.whl")
+    with zipfile.ZipFile(built) as archive:
+        yield archive
 
 
-def _package_data() -> dict[str, list[str]]:
-    return ast.literal_eval(_setup_keywords()["package_data"])
-
-
-def _shipped(package: str, path: pathlib.Path, package_data: dict[str, list[str]]) -> bool:
-    """Whether setuptools' glob of one of the package's patterns, from its folder, finds it."""
-    folder = REPO_ROOT / package.replace(".", "/")
-    return any(path in folder.glob(pattern) for pattern in package_data.get(package, []))
-
-
-def _non_python_files(top: str) -> list[pathlib.Path]:
+def _checkout_files(top: str) -> list[pathlib.Path]:
     return [
         path
         for path in (REPO_ROOT / top).rglob("*")
-        if path.is_file() and path.suffix not in {".py", ".pyc"} and "__pycache__" not in path.parts
+        if path.is_file()
+        and path.suffix != ".pyc"
+        and "__pycache__" not in path.parts
+        and not any(path.match(pattern) for pattern in CHECKOUT_ONLY.get(top, ()))
     ]
 
 
-def _owning_package(path: pathlib.Path) -> str:
-    """The innermost folder above `path` with an __init__.py, as a dotted package name."""
-    folder = path.parent
-    while not (folder / "__init__.py").exists():
-        folder = folder.parent
-    return ".".join(folder.relative_to(REPO_ROOT).parts)
+def test_the_wheel_adds_one_import_name_to_site_packages(wheel):
+    tops = {name.split("/")[0] for name in wheel.namelist()}
+
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"tpu_pipeline"}
 
 
-def test_every_file_the_packages_read_at_run_time_is_in_package_data():
-    package_data = _package_data()
-    missing = []
-    for top in LAYERS:
-        for path in _non_python_files(top):
-            if any(path.match(p) for p in CHECKOUT_ONLY.get(top, ())):
-                continue
-            if not _shipped(_owning_package(path), path, package_data):
-                missing.append(str(path.relative_to(REPO_ROOT)))
-    assert not missing, f"not in setup.py's package_data, so not in a wheel: {missing}"
+def test_the_command_runs_from_the_one_import_name(wheel):
+    (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
+
+    assert "tpu-pipeline = tpu_pipeline.cli.entry:main" in wheel.read(entry_points).decode()
 
 
-def test_setup_packages_every_layer():
-    """A package left out is missing from the images too (they install with setup.py), where
-    a step fails importing it: TFX's Vertex AI entrypoint imports tpu_pipeline's types."""
-    find_packages = _setup_keywords()["packages"]  # find_packages(include=[...])
-    (include,) = [kw.value for kw in find_packages.keywords if kw.arg == "include"]
-    assert set(LAYERS) <= set(ast.literal_eval(include))
+def test_every_file_the_packages_read_at_run_time_is_in_the_wheel(wheel):
+    shipped = set(wheel.namelist())
+    missing = [
+        str(path.relative_to(REPO_ROOT))
+        for top in FOLDERS
+        for path in _checkout_files(top)
+        if f"tpu_pipeline/{path.relative_to(REPO_ROOT).as_posix()}" not in shipped
+    ]
+
+    assert not missing, f"not in the wheel (setup.py's packages or package_data): {missing}"
 
 
-def test_the_check_sees_the_templates_and_the_built_in_data():
+def test_the_check_sees_the_templates_and_the_built_in_data(wheel):
     """The walk above is not empty: it finds both templates and the shipped data."""
-    package_data = _package_data()
+    walked = {p.relative_to(REPO_ROOT).as_posix() for top in FOLDERS for p in _checkout_files(top)}
     for relative in (
         "components/model_card/model_card.html.j2",
         "pipeline/report/report.html.j2",
         "common/data/mnist/mnist.tfrecord.gz",
         "schemas/digits/schema.pbtxt",
+        "components/trainer.py",
     ):
-        path = REPO_ROOT / relative
-        assert path.exists(), relative
-        assert _shipped(_owning_package(path), path, package_data), relative
-    template = REPO_ROOT / "components/model_card/model_card.html.j2"
-    assert not _shipped(_owning_package(template), template, {"components.model_card": []})
+        assert relative in walked, relative
+        assert f"tpu_pipeline/{relative}" in wheel.namelist(), relative

@@ -1,17 +1,27 @@
-"""Artifact types of our own, importable by their type name.
+"""tpu-pipeline's one import name: `tpu_pipeline.<folder>` for each of the repository's packages.
 
-TFX 1.16's Vertex AI compiler writes a custom artifact type into the pipeline spec under its
-TYPE_NAME, which must read `namespace.Type`; the step's container entrypoint
-(`kubeflow_v2_entrypoint_utils`) turns that title back into a class by importing it as a
-class path. So each type here is named `tpu_pipeline.<Class>` and lives at the top of this
-package: the name a step's container imports, and the one ML Metadata keeps, locally too.
-Types TFX defines itself are used where one fits; this package holds only the others.
+The repository keeps its packages at the top (`pipeline/`, `components/`, `kubeflow/`, ...),
+as the product's layout asks, while an installed distribution must add a single name to
+site-packages: `kubeflow` is the Kubeflow SDK's own distribution, `pipeline` and `common`
+are anyone's. setup.py's `package_dir` installs each folder as `tpu_pipeline.<folder>`; in
+a checkout (setup.py beside this folder), the checkout's root joins this package's search
+path so that the same names import the working tree without an install.
 """
 
-from common.tfx_api import Artifact
+import importlib
+import os
+
+# Our artifact types, by the names TFX's Vertex AI step container imports them as class
+# paths (`tpu_pipeline.ModelExplanation`); loaded on first use, as TensorFlow comes with them.
+_ARTIFACT_TYPES = {"ModelExplanation": "tpu_pipeline.components.explain.artifact"}
+
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_CHECKOUT, "setup.py")):
+    __path__.append(_CHECKOUT)  # noqa: F821 (a package's __path__ is set by the import system)
 
 
-class ModelExplanation(Artifact):
-    """The Explainer's output: a folder of attribution maps (`components/explain/store.py`)."""
-
-    TYPE_NAME = "tpu_pipeline.ModelExplanation"
+def __getattr__(name: str):
+    """An artifact type of ours, imported on first use; anything else is not here."""
+    if name in _ARTIFACT_TYPES:
+        return getattr(importlib.import_module(_ARTIFACT_TYPES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 The expected names and messages were captured from the single-file `common/config.py`
 before the split, so these tests fail if a name stops being importable from
-`common.config` or a user-facing error changes by one character.
+`tpu_pipeline.common.config` or a user-facing error changes by one character.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ import importlib
 import pathlib
 
 import pytest
-
-import common.config
-from common.config import BUILTIN_DATA_DIR, REPO_ROOT, ConfigError, load_config
+import tpu_pipeline.common.config
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, REPO_ROOT, ConfigError, load_config
 
 # Every public name of the single-file common/config.py, by the module it moved to.
 NAMES_BEFORE_THE_SPLIT = {
@@ -56,7 +55,7 @@ NAMES_BEFORE_THE_SPLIT = {
     "pipeline": ["PipelineConfig"],
     "loading": ["load_config"],
 }
-PACKAGE_DIR = pathlib.Path(common.config.__file__).parent
+PACKAGE_DIR = pathlib.Path(tpu_pipeline.common.config.__file__).parent
 
 
 def _public_names_defined_in(path: pathlib.Path) -> set[str]:
@@ -76,10 +75,10 @@ def _public_names_defined_in(path: pathlib.Path) -> set[str]:
     [(module, name) for module, names in NAMES_BEFORE_THE_SPLIT.items() for name in names],
 )
 def test_every_name_of_the_single_file_still_imports_from_common_config(module, name):
-    section = importlib.import_module(f"common.config.{module}")
+    section = importlib.import_module(f"tpu_pipeline.common.config.{module}")
 
-    assert name in common.config.__all__
-    assert getattr(common.config, name) is getattr(section, name)
+    assert name in tpu_pipeline.common.config.__all__
+    assert getattr(tpu_pipeline.common.config, name) is getattr(section, name)
 
 
 @pytest.mark.parametrize(
@@ -87,11 +86,13 @@ def test_every_name_of_the_single_file_still_imports_from_common_config(module, 
 )
 def test_each_public_name_of_a_section_module_is_exported_by_the_package(module):
     defined = _public_names_defined_in(PACKAGE_DIR / f"{module}.py")
-    section = importlib.import_module(f"common.config.{module}")
+    section = importlib.import_module(f"tpu_pipeline.common.config.{module}")
 
     assert defined, f"common/config/{module}.py defines no public name"
-    assert defined <= set(common.config.__all__)
-    assert all(getattr(common.config, name) is getattr(section, name) for name in defined)
+    assert defined <= set(tpu_pipeline.common.config.__all__)
+    assert all(
+        getattr(tpu_pipeline.common.config, name) is getattr(section, name) for name in defined
+    )
 
 
 def test_paths_still_point_at_the_repository_and_its_shipped_data():

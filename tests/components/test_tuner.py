@@ -7,12 +7,11 @@ import types
 
 import keras_tuner
 import pytest
-
-import components.tuner
-from common.config import load_config
-from common.tfx_api import FnArgs, json_utils, standard_artifacts
-from components.training.hyperparameters import TRIALS_SUBDIR
-from components.tuner import (
+import tpu_pipeline.components.tuner
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.common.tfx_api import FnArgs, json_utils, standard_artifacts
+from tpu_pipeline.components.training.hyperparameters import TRIALS_SUBDIR
+from tpu_pipeline.components.tuner import (
     TRIALS_DIR_KEY,
     build_oracle,
     search_space,
@@ -94,8 +93,8 @@ def _tuner_with_fake_training(tmp_path, monkeypatch, fake_fit, **tuner_overrides
     )
     # A CPU's setup: no TPU preflight before a trial.
     cpu = types.SimpleNamespace(choice=types.SimpleNamespace(device="cpu"))
-    monkeypatch.setattr(components.tuner, "training_setup", lambda *args: cpu)
-    monkeypatch.setattr(components.tuner, "fit", fake_fit)
+    monkeypatch.setattr(tpu_pipeline.components.tuner, "training_setup", lambda *args: cpu)
+    monkeypatch.setattr(tpu_pipeline.components.tuner, "fit", fake_fit)
     fn_args = FnArgs(
         working_dir=str(tmp_path / "work"),
         train_steps=20,  # the Tuner's TrainArgs: the per-trial budget

@@ -7,9 +7,9 @@ import re
 import subprocess
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.kubeflow import tpu_image
 
-from common.config import REPO_ROOT
-from kubeflow import tpu_image
 from tests.test_layers import LAYERS
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
@@ -31,8 +31,9 @@ def test_every_copied_path_exists_and_code_is_installed(dockerfile):
     copied = {source.rstrip("/") for line in copies for source in line.split()[:-1]}
     for source in copied:
         assert (REPO_ROOT / source).exists(), f"{dockerfile.name} copies missing {source}"
-    # Everything setup.py packages, plus the schemas the compiled spec points at.
-    assert set(LAYERS) | {"setup.py"} <= copied
+    # Everything setup.py installs under its one import name (the schemas are also what the
+    # compiled spec points at), and the folder of that name.
+    assert set(LAYERS) | {"tpu_pipeline", "setup.py"} <= copied
     text = dockerfile.read_text()
     assert "pip install -r requirements.lock" in text
     assert "pip install --no-deps -e ." in text
@@ -110,7 +111,7 @@ def test_the_tpu_image_build_stops_on_an_unset_hash_naming_it(unset):
     assert run.returncode == 1
     assert run.stderr.strip() == (
         f"kubeflow/tpu.Dockerfile: {unset} is not set; "
-        "python -m kubeflow.tpu_image says how to set it"
+        "python -m tpu_pipeline.kubeflow.tpu_image says how to set it"
     )
     pins[unset] = "c" * 64
     assert subprocess.run(["sh", "-c", _pin_guard()], env=pins).returncode == 0

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from cli.main import main
-from kubeflow.vertex_requests import FOUND_SCHEDULE
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.kubeflow.vertex_requests import FOUND_SCHEDULE
 
 SERVICE_ACCOUNT = "tpu-pipeline@your-gcp-project.iam.gserviceaccount.com"
 

@@ -12,14 +12,14 @@ from __future__ import annotations
 import json
 
 import pytest
+import tpu_pipeline.kubeflow.exit_handler
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.kubeflow import vertex_experiments
+from tpu_pipeline.kubeflow.exit_handler import RunEnded
 
-import kubeflow.exit_handler
-from common import vertex_types as gca
-from common.config import EvaluatorConfig
-from kubeflow import vertex_experiments
-from kubeflow.exit_handler import RunEnded
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, task_parameter
 from tests.kubeflow.test_exit_handler import (
     JOB,
@@ -48,14 +48,18 @@ def recorded(monkeypatch):
             raise failures[key]
         return None
 
-    monkeypatch.setattr(kubeflow.exit_handler, "connect", lambda region: AnonymousCredentials())
-    monkeypatch.setattr(kubeflow.exit_handler, "vertex_api_send", send)
+    monkeypatch.setattr(
+        tpu_pipeline.kubeflow.exit_handler, "connect", lambda region: AnonymousCredentials()
+    )
+    monkeypatch.setattr(tpu_pipeline.kubeflow.exit_handler, "vertex_api_send", send)
     return calls, failures
 
 
 def run_handler(status: str, found, config, monkeypatch, experiment: str = EXPERIMENT) -> None:
     """The exit handler's executor as its container runs it, the job read from `found`."""
-    monkeypatch.setattr(kubeflow.exit_handler, "read_pipeline_job", {JOB: found}.__getitem__)
+    monkeypatch.setattr(
+        tpu_pipeline.kubeflow.exit_handler, "read_pipeline_job", {JOB: found}.__getitem__
+    )
     RunEnded.EXECUTOR_SPEC.executor_class().Do(
         {},
         {},
@@ -82,7 +86,7 @@ def evaluation(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def vertex_config():
-    from common.config import load_config
+    from tpu_pipeline.common.config import load_config
 
     return load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"tracking.vertex_experiment": EXPERIMENT})
 
@@ -185,7 +189,7 @@ def test_a_failed_run_is_logged_failed_and_a_job_that_cannot_be_read_says_why(
     vertex_config, recorded, monkeypatch
 ):
     calls, _ = recorded
-    monkeypatch.setattr(kubeflow.exit_handler, "read_pipeline_job", _unreadable)
+    monkeypatch.setattr(tpu_pipeline.kubeflow.exit_handler, "read_pipeline_job", _unreadable)
     RunEnded.EXECUTOR_SPEC.executor_class().Do(
         {},
         {},
@@ -247,7 +251,7 @@ def test_the_compiled_spec_carries_the_experiment_and_the_config_as_compiled(com
 
 
 def test_an_experiment_name_vertex_refuses_never_compiles():
-    from common.config import ConfigError, load_config
+    from tpu_pipeline.common.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="tracking.vertex_experiment"):
         load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"tracking.vertex_experiment": "Digits Runs"})

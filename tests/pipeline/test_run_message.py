@@ -6,11 +6,10 @@ import os
 import signal
 
 import pytest
-
-from common.interrupts import RunInterrupted, stop_on_signals
-from components.data_checks.anomalies import DataRejectedError
-from pipeline.results.run_message import run_message, run_outcome
-from pipeline.results.run_summary import ComponentResult, RunSummary
+from tpu_pipeline.common.interrupts import RunInterrupted, stop_on_signals
+from tpu_pipeline.components.data_checks.anomalies import DataRejectedError
+from tpu_pipeline.pipeline.results.run_message import run_message, run_outcome
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 
 REPORT = "report: /runs/tpu-pipeline-digits/report/report.html"
 
@@ -111,8 +110,9 @@ def test_a_blessed_model_the_pusher_did_not_publish_is_told_apart_from_a_push():
 
 
 def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
-    from common.config import load_config
-    from pipeline.results.run_message import notify_run
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.pipeline.results.run_message import notify_run
+
     from tests.common.webhook_server import webhook_server
 
     assert notify_run(load_config(), blessed(), REPORT) is None  # no notify: section, no post
@@ -126,14 +126,17 @@ def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
 
 
 def test_a_local_run_with_webhook_secret_reads_the_url_from_secret_manager(monkeypatch):
-    import common.webhook
-    from common.config import load_config
-    from pipeline.results.run_message import notify_run
+    import tpu_pipeline.common.webhook
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.pipeline.results.run_message import notify_run
+
     from tests.common.webhook_server import webhook_server
 
     name = "projects/my-project/secrets/tpu-pipeline-webhook/versions/latest"
     config = load_config(None, {"notify.webhook_secret": name, "notify.timeout_seconds": 3})
     with webhook_server() as (url, server):
-        monkeypatch.setattr(common.webhook, "read_secret_version", lambda n, t: {name: url}[n])
+        monkeypatch.setattr(
+            tpu_pipeline.common.webhook, "read_secret_version", lambda n, t: {name: url}[n]
+        )
         assert notify_run(config, blessed(), REPORT) is None
     assert server.received == [("application/json", run_message(blessed(), REPORT))]

@@ -8,12 +8,11 @@ from html import escape as html_escape
 
 import pytest
 import tensorflow_model_analysis as tfma
-
-from components.evaluation.eval_config import ACCURACY_METRIC
-from components.preflight.memory import describe as describe_bytes
-from pipeline.report import write_report
-from pipeline.report.collect import collect_report
-from pipeline.report.run_store import open_latest_run
+from tpu_pipeline.components.evaluation.eval_config import ACCURACY_METRIC
+from tpu_pipeline.components.preflight.memory import describe as describe_bytes
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.report.collect import collect_report
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.slow  # every test reads the real digits pipeline run
