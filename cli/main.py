@@ -34,6 +34,7 @@ from cli.report_commands import (
     run_report_command,
     write_run_report,
 )
+from cli.run_folder import RunFolderError
 from cli.runs_commands import RUNS_COMMAND, add_runs_command, run_runs_command
 from cli.saved_config import recognized_lines, save_config
 from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
@@ -452,7 +453,8 @@ def _run_command(args: argparse.Namespace) -> int:
             run_data_command(args)
             return EXIT_OK
         return _schema_infer(args)
-    except (ConfigError, FileExistsError) as error:  # a path of the user's that is refused too
+    # A path of the user's that is refused, and a run folder that is not there, too.
+    except (ConfigError, FileExistsError, RunFolderError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     except FileNotFoundError as error:
