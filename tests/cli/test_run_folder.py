@@ -11,9 +11,7 @@ from cli.main import main
     "command",
     [["report"], ["tensorboard"], ["runs"], ["serving", "list"], ["serving", "unpin"]],
 )
-def test_every_command_taking_a_run_refuses_a_missing_one_with_exit_2(
-    tmp_path, capsys, command
-):
+def test_every_command_taking_a_run_refuses_a_missing_one_with_exit_2(tmp_path, capsys, command):
     missing = tmp_path / "output" / "tpu-pipeline-digitz"
 
     assert main([*command, str(missing)]) == 2
@@ -30,6 +28,5 @@ def test_every_command_taking_a_run_finds_it_from_the_same_flags(tmp_path, capsy
     flags = ["--dataset", "mnist", "--output-dir", str(tmp_path / "output")]
 
     assert main([*command, *flags]) == 2
-    assert f"no run folder {tmp_path / 'output' / 'tpu-pipeline-mnist'} (from the configuration)" in (
-        capsys.readouterr().err
-    )
+    missing = tmp_path / "output" / "tpu-pipeline-mnist"
+    assert f"no run folder {missing} (from the configuration)" in capsys.readouterr().err

@@ -54,9 +54,7 @@ def test_moving_versions_of_a_run_never_pushed_names_the_folder_and_creates_noth
     assert not any((tmp_path / "output" / "tpu-pipeline-digits").iterdir())
 
 
-def test_serving_takes_the_run_folder_as_report_does_from_any_folder(
-    tmp_path, capsys, monkeypatch
-):
+def test_serving_takes_the_run_folder_as_report_does_from_any_folder(tmp_path, capsys, monkeypatch):
     run = tmp_path / "output" / "tpu-pipeline-digits"
     push_model_version(save_model(tmp_path / "m", 0.5), str(run / "serving_model"), Clock(100))
     monkeypatch.chdir(tmp_path / "m")  # started from another folder than the run's
