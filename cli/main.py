@@ -63,6 +63,10 @@ EXIT_CODES_HELP = """exit codes:
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
 
+# Commands that run TFX or Beam and send the libraries' output to a log file; every other
+# command prints only its answer (`cli.console.quiet_command`).
+LOGGED_COMMANDS = ("run", "schema", PREDICT_COMMAND)
+
 # Listed by hand: importing the model registry would load TensorFlow for `--help`.
 MODEL_HELP = (
     "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20, efficientnet_b0, resnet50, "
@@ -409,9 +413,6 @@ def _schema_infer(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "trainer.model": args.model})
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     from components.preflight import run_preflight
 
     report = run_preflight(config.dataset, config.trainer, replicas=args.replicas)
@@ -434,6 +435,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    if args.command not in LOGGED_COMMANDS:
+        from cli.console import quiet_command
+
+        quiet_command()
     try:
         if args.command == "run":
             return _run(args)

@@ -51,9 +51,6 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_report_command(args: argparse.Namespace) -> int:
     """Runs `report` or `tensorboard`; returns the exit code."""
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     from pipeline.report.run_store import RunNotFoundError
 
     try:

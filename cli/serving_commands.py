@@ -167,10 +167,7 @@ def _model_to_bless(args: argparse.Namespace) -> tuple[int | None, pathlib.Path 
 
 
 def _quiet_libraries() -> None:
-    """TensorFlow's start-up lines and MLMD's own error logs: the command says it in one line."""
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
+    """MLMD's own error logs (TensorFlow's are quiet already): the command says it in one line."""
     logging.getLogger("absl").setLevel(logging.CRITICAL)
 
 

@@ -61,9 +61,6 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_vertex_command(args: argparse.Namespace) -> int:
     """Runs `compile`, `submit` or `schedule`; returns the exit code."""
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     config = config_from_args(args)
     from kubeflow.runner import require_webhook_secret
 
