@@ -35,8 +35,7 @@ def quiet_command() -> None:
     """
     quiet_library_warnings()
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # C++ errors too: each command says its own
-    for name in ("tensorflow", "absl"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # its deprecation warnings
 
 
 @contextlib.contextmanager

@@ -76,6 +76,7 @@ def test_serving_list_reads_versions_and_metadata_without_tensorflow(served_run)
 
 
 def test_serving_list_of_a_run_never_pushed_says_so_without_tensorflow(tmp_path):
+    (tmp_path / "tpu-pipeline-digits").mkdir()  # a run folder whose runs pushed nothing
     code, out, err, loaded = run_command("serving", "list", "--output-dir", str(tmp_path))
     assert (code, err, loaded) == (0, [], "")
     assert out == [f"{tmp_path}/tpu-pipeline-digits/serving_model: no versions"]
