@@ -19,9 +19,6 @@ from common.config import PipelineConfig, require_vertex
 
 def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs one `serving` action on the registry entry (`vertex.model_registry`)."""
-    from cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     from common.vertex_api import VertexUnreachableError, connect, send
     from serving_ops.protocol import OperationError
     from serving_ops.vertex import actions
