@@ -25,9 +25,8 @@ import json
 from typing import Any
 
 from absl import logging
-
-from common.interrupts import raise_if_interrupted
-from common.tfx_api import (
+from tpu_pipeline.common.interrupts import raise_if_interrupted
+from tpu_pipeline.common.tfx_api import (
     BaseComponent,
     Channel,
     ChannelParameter,
@@ -41,13 +40,13 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_pusher_executor,
 )
-from components.contract import read_dataset, read_evaluator, read_serving
-from components.model_card import card, facts
-from components.model_card.write import write_model_card
-from components.serving.publish import PushResult, push_model_version
-from components.serving.server_check import ServingCheckResult, check_model
-from components.serving.versions import push_refusal, serving_lock
-from components.span_shift_gate import push_hold
+from tpu_pipeline.components.contract import read_dataset, read_evaluator, read_serving
+from tpu_pipeline.components.model_card import card, facts
+from tpu_pipeline.components.model_card.write import write_model_card
+from tpu_pipeline.components.serving.publish import PushResult, push_model_version
+from tpu_pipeline.components.serving.server_check import ServingCheckResult, check_model
+from tpu_pipeline.components.serving.versions import push_refusal, serving_lock
+from tpu_pipeline.components.span_shift_gate import push_hold
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 # Why a blessed model was not published (a pin, the model was rolled back, or the span
@@ -161,7 +160,7 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         Args:
           model_dir: the model to check (the candidate, or the copy about to be published).
           custom_config: the Pusher's, with the check's sections
-            (`components.contract.pusher_sections`).
+            (`tpu_pipeline.components.contract.pusher_sections`).
           pushed_model: the PushedModel artifact that records the check.
         """
         if self._serving_check is not None:

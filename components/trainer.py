@@ -7,30 +7,34 @@ SavedModel), so the model is servable and checkable as it stands. What is made f
 is the work of the steps after the Trainer, each cached, timed and switched apart: the
 ServingPackager (`components/packager.py`: temperature scaling, the drift reference,
 the TFLite variants) and the Explainer (`components/explainer.py`: attributions).
-`training.task.fit` is the training itself, shared with the Tuner (`components.tuner`),
+`training.task.fit` is the training itself, shared with the Tuner (`tpu_pipeline.components.tuner`),
 whose trials train exactly as the Trainer will.
 """
 
 from __future__ import annotations
 
-from common.tfx_api import FnArgs
-from components.contract import (
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.contract import (
     GRAD_CAM_LAYER_KEY,
     OUTCOME_EXAMPLES_KEY,
     read_dataset,
     read_trainer,
 )
-from components.device.multi_worker import wait_for_all_workers
-from components.preflight import require_preflight
-from components.serving.answers import PixelClassifier
-from components.serving.eval_outcomes import record_eval_outcomes
-from components.serving.export import export_serving_model, serving_model
-from components.serving.warmup import write_warmup_requests
-from components.training.autograph import skip_autograph_for_tf_keras
-from components.training.hyperparameters import apply_hyperparameters, tuned_values
-from components.training.separate_process import TrainingRequest, train_in_child, trains_in_child
-from components.training.task import fit, training_setup
-from components.training.training_logs import backup_dir_for
+from tpu_pipeline.components.device.multi_worker import wait_for_all_workers
+from tpu_pipeline.components.preflight import require_preflight
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.components.serving.eval_outcomes import record_eval_outcomes
+from tpu_pipeline.components.serving.export import export_serving_model, serving_model
+from tpu_pipeline.components.serving.warmup import write_warmup_requests
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.hyperparameters import apply_hyperparameters, tuned_values
+from tpu_pipeline.components.training.separate_process import (
+    TrainingRequest,
+    train_in_child,
+    trains_in_child,
+)
+from tpu_pipeline.components.training.task import fit, training_setup
+from tpu_pipeline.components.training.training_logs import backup_dir_for
 
 
 def run_fn(fn_args: FnArgs, process: str = "same") -> None:

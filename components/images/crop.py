@@ -12,8 +12,7 @@ whole photo is the pixels serving sees.
 from __future__ import annotations
 
 import tensorflow as tf
-
-from components.images.decode import decode_jpeg_near, resize_pixels, to_channels
+from tpu_pipeline.components.images.decode import decode_jpeg_near, resize_pixels, to_channels
 
 ASPECT_RATIO_RANGE = (3 / 4, 4 / 3)
 # Tries to find a window that satisfies the ranges before taking the whole photo.

@@ -13,9 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_KEY
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import IMAGE_KEY
 
 EIGHT_BIT_VALUES = 256
 

@@ -30,12 +30,11 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_KEY
-from components.images.decode import decode_encoded_images, unit_range
-from components.models import build_model
-from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import IMAGE_KEY
+from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range
+from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"

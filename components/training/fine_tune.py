@@ -27,14 +27,13 @@ from typing import Any
 
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
-from components.device.policy import TrainingPolicy
-from components.models import compile_model, freeze_backbone
-from components.training.input_pipeline import EvalInput
-from components.training.learning_rate import make_optimizer, peak_learning_rate
-from components.training.loop import train
-from components.training.training_logs import Phase
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.models import compile_model, freeze_backbone
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.learning_rate import make_optimizer, peak_learning_rate
+from tpu_pipeline.components.training.loop import train
+from tpu_pipeline.components.training.training_logs import Phase
 
 FROZEN_BACKBONE, FINE_TUNE = "frozen_backbone", "fine_tune"
 
@@ -94,7 +93,7 @@ def train_in_phases(
     Args:
       model: built by `build_model` (a backbone with its pretrained weights), not compiled.
       is_chief: removes the first phase's backup at the end (one worker of several).
-      Others: as `components.training.loop.train`.
+      Others: as `tpu_pipeline.components.training.loop.train`.
     """
     # No phase (None): the whole run at once, backing up into `backup_dir` itself.
     phases = [(phase, phase_config(config, phase)) for phase in fine_tuning_phases(config)]

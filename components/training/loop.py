@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
-from components.device.policy import TrainingPolicy
-from components.training.custom_loop import train_custom_loop
-from components.training.input_pipeline import EvalInput
-from components.training.pruning import pruning_callbacks
-from components.training.training_logs import Phase, training_callbacks
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.training.custom_loop import train_custom_loop
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.pruning import pruning_callbacks
+from tpu_pipeline.components.training.training_logs import Phase, training_callbacks
 
 
 def train(

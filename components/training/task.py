@@ -17,18 +17,17 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 from absl import logging
-
-from common.config import DatasetConfig, TrainerConfig
-from common.tfx_api import FnArgs
-from components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
-from components.device.policy import TrainingPolicy, resolve_training_policy
-from components.device.strategy import StrategyChoice, resolve_strategy
-from components.models import build_model as build_network
-from components.models import is_backbone, load_pretrained_weights
-from components.training.augmentation import Augmentation
-from components.training.class_weights import balanced_class_weights
-from components.training.fine_tune import describe_phases, train_in_phases
-from components.training.input_pipeline import (
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
+from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
+from tpu_pipeline.components.device.strategy import StrategyChoice, resolve_strategy
+from tpu_pipeline.components.models import build_model as build_network
+from tpu_pipeline.components.models import is_backbone, load_pretrained_weights
+from tpu_pipeline.components.training.augmentation import Augmentation
+from tpu_pipeline.components.training.class_weights import balanced_class_weights
+from tpu_pipeline.components.training.fine_tune import describe_phases, train_in_phases
+from tpu_pipeline.components.training.input_pipeline import (
     EvalInput,
     count_labels,
     distributed_training_dataset,
@@ -36,10 +35,10 @@ from components.training.input_pipeline import (
     make_eval_dataset,
     steps_per_epoch,
 )
-from components.training.learning_rate import peak_learning_rate
-from components.training.pruning import prune_for_training, strip_pruned
-from components.training.training_logs import write_run_summaries
-from components.training.warm_start import warm_start
+from tpu_pipeline.components.training.learning_rate import peak_learning_rate
+from tpu_pipeline.components.training.pruning import prune_for_training, strip_pruned
+from tpu_pipeline.components.training.training_logs import write_run_summaries
+from tpu_pipeline.components.training.warm_start import warm_start
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+from tpu_pipeline.components.images.crop import random_resized_crop
+from tpu_pipeline.components.images.decode import decode_encoded_image
 
 from benchmarks.data import photo_dataset
-from components.images.crop import random_resized_crop
-from components.images.decode import decode_encoded_image
 
 
 def _photo(fmt: str, size=(120, 80)) -> bytes:

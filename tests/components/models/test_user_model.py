@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
-
-from common.config import ConfigError, load_config
-from components.models import build_model, check_model, user_model_source
-from components.serving.export import serving_copy
+from tpu_pipeline.common.config import ConfigError, load_config
+from tpu_pipeline.components.models import build_model, check_model, user_model_source
+from tpu_pipeline.components.serving.export import serving_copy
 
 USER = "tests.components.user_models"
 
