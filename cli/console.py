@@ -9,6 +9,7 @@ its own stream for the progress lines and the summary.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pathlib
 import sys
@@ -22,6 +23,19 @@ def quiet_library_warnings() -> None:
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     for category in (DeprecationWarning, FutureWarning, UserWarning):
         warnings.filterwarnings("ignore", category=category)
+
+
+def quiet_command() -> None:
+    """Keeps a command that is not a run to its own lines; set before TensorFlow is imported.
+
+    TensorFlow's start-up lines (its C++ "Unable to register cuDNN factory" errors on a
+    machine without CUDA, its deprecation warnings about TFMA's code) say nothing the
+    user can act on; a run keeps them in its log file, and any other command (`compile`,
+    `report`, `serving`...) prints only its answer and its own one-line errors.
+    """
+    quiet_library_warnings()
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # C++ errors too: each command says its own
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)  # its deprecation warnings
 
 
 @contextlib.contextmanager

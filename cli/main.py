@@ -34,6 +34,7 @@ from tpu_pipeline.cli.report_commands import (
     run_report_command,
     write_run_report,
 )
+from tpu_pipeline.cli.run_folder import RunFolderError
 from tpu_pipeline.cli.runs_commands import RUNS_COMMAND, add_runs_command, run_runs_command
 from tpu_pipeline.cli.saved_config import recognized_lines, save_config
 from tpu_pipeline.cli.serving_commands import (
@@ -75,6 +76,10 @@ EXIT_CODES_HELP = """exit codes:
        that exits 3 published no model
   130  stopped by SIGINT (Ctrl-C); 143 by SIGTERM"""
 
+
+# Commands that run TFX or Beam and send the libraries' output to a log file; every other
+# command prints only its answer (`tpu_pipeline.cli.console.quiet_command`).
+LOGGED_COMMANDS = ("run", "schema", PREDICT_COMMAND)
 
 # Listed by hand: importing the model registry would load TensorFlow for `--help`.
 MODEL_HELP = (
@@ -424,9 +429,6 @@ def _schema_infer(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "trainer.model": args.model})
-    from tpu_pipeline.cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     from tpu_pipeline.components.preflight import run_preflight
 
     report = run_preflight(config.dataset, config.trainer, replicas=args.replicas)
@@ -449,6 +451,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run_command(args: argparse.Namespace) -> int:
+    if args.command not in LOGGED_COMMANDS:
+        from tpu_pipeline.cli.console import quiet_command
+
+        quiet_command()
     try:
         if args.command == "run":
             return _run(args)
@@ -468,7 +474,8 @@ def _run_command(args: argparse.Namespace) -> int:
             run_data_command(args)
             return EXIT_OK
         return _schema_infer(args)
-    except (ConfigError, FileExistsError) as error:  # a path of the user's that is refused too
+    # A path of the user's that is refused, and a run folder that is not there, too.
+    except (ConfigError, FileExistsError, RunFolderError) as error:
         print(f"tpu-pipeline: {error}", file=sys.stderr)
         return EXIT_BAD_CONFIG
     except FileNotFoundError as error:

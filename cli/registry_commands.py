@@ -19,9 +19,6 @@ from tpu_pipeline.common.config import PipelineConfig, require_vertex
 
 def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs one `serving` action on the registry entry (`vertex.model_registry`)."""
-    from tpu_pipeline.cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     from tpu_pipeline.common.vertex_api import VertexUnreachableError, connect, send
     from tpu_pipeline.serving_ops.protocol import OperationError
     from tpu_pipeline.serving_ops.vertex import actions

@@ -15,29 +15,18 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from tpu_pipeline.common.config import BUILTIN_DATASETS, PipelineConfig, load_config
+from tpu_pipeline.cli.run_folder import (
+    RunFolderError,
+    add_run_argument,
+    add_run_flags,
+    run_dir_from_args,
+)
 
 if TYPE_CHECKING:
+    from tpu_pipeline.common.config import PipelineConfig
     from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 REPORT_COMMANDS = ("report", "tensorboard")
-
-
-def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "run",
-        nargs="?",
-        type=pathlib.Path,
-        metavar="RUN",
-        help="run folder, e.g. output/tpu-pipeline-digits (default: from the configuration)",
-    )
-    parser.add_argument("--config", metavar="FILE", help="YAML configuration file naming the run")
-    parser.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-    parser.add_argument(
-        "--output-dir",
-        metavar="DIR",
-        help="folder holding the run folders, as run's --output-dir (default: output)",
-    )
 
 
 def add_report_commands(commands: argparse._SubParsersAction) -> None:
@@ -45,7 +34,8 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser(
         "report", help="write the HTML report of the newest run in a run folder"
     )
-    _add_run_arguments(report)
+    add_run_argument(report)
+    add_run_flags(report)
     report.add_argument(
         "--output",
         type=pathlib.Path,
@@ -55,7 +45,8 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
     tensorboard = commands.add_parser(
         "tensorboard", help="print (or start) the tensorboard command for a run's Trainer logs"
     )
-    _add_run_arguments(tensorboard)
+    add_run_argument(tensorboard)
+    add_run_flags(tensorboard)
     tensorboard.add_argument(
         "--all-runs", action="store_true", help="show every Trainer run of the folder, to compare"
     )
@@ -63,25 +54,20 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
     tensorboard.add_argument("--port", type=int, help="TensorBoard's port (default: 6006)")
 
 
-def _run_dir(args: argparse.Namespace) -> pathlib.Path:
-    if args.run:
-        return args.run
-    overrides = {"dataset": args.dataset, "output_dir": args.output_dir}
-    return load_config(args.config, overrides).run_dir
-
-
 def run_report_command(args: argparse.Namespace) -> int:
     """Runs `report` or `tensorboard`; returns the exit code."""
-    from tpu_pipeline.cli.console import quiet_library_warnings
+    from tpu_pipeline.pipeline.report.run_store import RunNotFoundError
 
-    quiet_library_warnings()
-    if args.command == "report":
-        from tpu_pipeline.pipeline.report import write_report
+    try:
+        if args.command == "report":
+            from tpu_pipeline.pipeline.report import write_report
 
-        files = write_report(_run_dir(args), output_dir=args.output)
-        print(f"report: {files.html}")
-        return 0
-    return _tensorboard(args)
+            files = write_report(run_dir_from_args(args), output_dir=args.output)
+            print(f"report: {files.html}")
+            return 0
+        return _tensorboard(args)
+    except RunNotFoundError as error:  # a folder with no run in it: as missing as no folder
+        raise RunFolderError(str(error)) from None
 
 
 def tensorboard_log_dirs(
@@ -93,16 +79,17 @@ def tensorboard_log_dirs(
     with `all_runs`.
 
     Raises:
-      RunNotFoundError: no run, or the newest run never reached the Trainer.
+      RunNotFoundError: no run in the folder.
+      FileNotFoundError: the newest run never reached the Trainer.
     """
-    from tpu_pipeline.pipeline.report.run_store import RunNotFoundError, open_latest_run
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
     from tpu_pipeline.pipeline.results.tuning_results import trials_dir
     from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
     stored = open_latest_run(run_dir)
     model_run = stored.first_output(NodeIds.TRAINER, "model_run")
     if model_run is None:
-        raise RunNotFoundError(f"the newest run in {stored.run_dir} did not reach the Trainer")
+        raise FileNotFoundError(f"the newest run in {stored.run_dir} did not reach the Trainer")
     log_dir = pathlib.Path(model_run.uri)
     if all_runs:
         return log_dir.parent, None
@@ -113,7 +100,7 @@ def tensorboard_log_dirs(
 def _tensorboard(args: argparse.Namespace) -> int:
     from tpu_pipeline.pipeline.report.tensorboard_logs import shell_line, tensorboard_command
 
-    log_dir, trials = tensorboard_log_dirs(_run_dir(args), args.all_runs)
+    log_dir, trials = tensorboard_log_dirs(run_dir_from_args(args), args.all_runs)
     command = tensorboard_command(log_dir, args.port, trials_dir=trials)
     print(shell_line(command))
     if not args.start:

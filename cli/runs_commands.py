@@ -12,6 +12,14 @@ import argparse
 import pathlib
 import sys
 
+from tpu_pipeline.cli.run_folder import (
+    RUN_HELP,
+    RunFolderError,
+    add_run_flags,
+    config_for_run,
+    existing_run,
+)
+
 RUNS_COMMAND = "runs"
 DIFF = "diff"
 USAGE = "tpu-pipeline runs [RUN] [--config FILE] [--dataset NAME] [--output-dir DIR]\n" + (
@@ -45,16 +53,9 @@ def add_runs_arguments(parser: argparse.ArgumentParser) -> None:
         "words",
         nargs="*",
         metavar="[RUN] [diff [A B]]",
-        help="run folder, e.g. output/tpu-pipeline-digits (default: from the configuration), "
-        "then `diff` and the two runs to compare",
+        help=f"{RUN_HELP}, then `diff` and the two runs to compare",
     )
-    parser.add_argument("--config", metavar="FILE", help="YAML configuration file naming the run")
-    parser.add_argument("--dataset", help="built-in dataset whose run folder to read")
-    parser.add_argument(
-        "--output-dir",
-        metavar="DIR",
-        help="folder holding the run folders, as run's --output-dir (default: output)",
-    )
+    add_run_flags(parser)
 
 
 class RunsUsageError(ValueError):
@@ -78,17 +79,16 @@ def _split_words(words: list[str]) -> tuple[pathlib.Path | None, list[str] | Non
 
 
 def _run_dir(args: argparse.Namespace, folder: pathlib.Path | None) -> pathlib.Path:
-    if folder is not None:
-        return folder
-    from tpu_pipeline.common.config import (  # pydantic: only for a folder from flags
-        ConfigError,
-        load_config,
-    )
-
-    overrides = {"dataset": args.dataset, "output_dir": args.output_dir}
     try:
-        return load_config(args.config, overrides).run_dir
-    except ConfigError as error:
+        if folder is not None:  # no pydantic: `runs RUN` answers in well under a second
+            return existing_run(folder, "RUN")
+        from tpu_pipeline.common.config import ConfigError
+
+        try:
+            return config_for_run(args).run_dir
+        except ConfigError as error:
+            raise RunFolderError(str(error)) from None
+    except RunFolderError as error:
         raise RunsUsageError(str(error)) from None
 
 

@@ -1,10 +1,10 @@
 """`tpu-pipeline serving list | rollback | pin | unpin | restore | bless`.
 
-The serving folder is the run folder's `serving_model/` (from the same
---config/--dataset/--output-dir flags `run` takes). Each action is one call of
-`serving_ops/local/actions.py`, which moves the folder and makes ML Metadata
-follow as one recoverable operation (`serving_ops/protocol.py`); the Vertex AI
-Model Registry variant (`--vertex`) is `cli/registry_commands.py`.
+The serving folder is the run folder's `serving_model/`: RUN, or the run the same
+--config/--dataset/--output-dir flags `run` takes name (cli/run_folder.py). Each
+action is one call of `serving_ops/local/actions.py`, which moves the folder and
+makes ML Metadata follow as one recoverable operation (`serving_ops/protocol.py`);
+the Vertex AI Model Registry variant (`--vertex`) is `cli/registry_commands.py`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import pathlib
 import sys
 
 from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
-from tpu_pipeline.common.config import BUILTIN_DATASETS, ConfigError, PipelineConfig
+from tpu_pipeline.cli.run_folder import (
+    METADATA_FILE,
+    add_run_argument,
+    add_run_flags,
+    config_for_run,
+)
+from tpu_pipeline.common.config import ConfigError, PipelineConfig
 from tpu_pipeline.common.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
@@ -42,6 +48,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
             "bless", help="bless the newest model the Evaluator refused, record it, push it"
         ),
     }
+    for name in ("list", "rollback", "pin", "unpin", "restore"):
+        add_run_argument(parsers[name])
     for name in ("pin", "restore"):
         parsers[name].add_argument(
             "version", metavar="VERSION", help="a version (folder name; with --vertex its id)"
@@ -56,7 +64,7 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         help="the model: its folder as the report shows it "
         "(RUN/pipeline_root/ServingPackager/served_model/<id>, "
         "its Format-Serving, or a served version's folder), the run folder (its newest model), "
-        "or its ML Metadata id (default: the newest model)",
+        "or its ML Metadata id (default: the newest model); a folder also names the run",
     )
     parsers["bless"].add_argument(
         "--model-id", type=int, help="ML Metadata id of the Model (as MODEL given as an id)"
@@ -91,10 +99,7 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
         )
     for parser in parsers.values():
         add_config_flags(parser)
-        parser.add_argument("--dataset", help=f"built-in dataset: {', '.join(BUILTIN_DATASETS)}")
-        parser.add_argument(
-            "--output-dir", metavar="DIR", help="folder holding the run folders (default: output)"
-        )
+        add_run_flags(parser, with_config=False)
 
 
 def run_serving_command(args: argparse.Namespace) -> int:
@@ -110,11 +115,12 @@ def run_serving_command(args: argparse.Namespace) -> int:
 
 
 def _run_action(args: argparse.Namespace) -> int:
-    config = config_from_args(args, {"dataset": args.dataset, "output_dir": args.output_dir})
-    if getattr(args, "vertex", False):
+    if args.vertex:  # the registry entry: no run folder needed here
         from tpu_pipeline.cli.registry_commands import run_registry_action
 
-        return run_registry_action(config, args)
+        flags = {"dataset": args.dataset, "output_dir": args.output_dir}
+        return run_registry_action(config_from_args(args, flags), args)
+    config = config_for_run(args, run=_run_of_model(args))
     _quiet_libraries()
     # Each action is one library call that keeps the order over the folder and ML Metadata.
     from tpu_pipeline.serving_ops.local import actions
@@ -141,6 +147,15 @@ def _run_action(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_of_model(args: argparse.Namespace) -> pathlib.Path | None:
+    """`serving bless MODEL`: the run folder holding the MODEL folder given (or MODEL itself)."""
+    model = getattr(args, "model", None)
+    if model is None or model.isdigit():
+        return None
+    path = pathlib.Path(model).resolve()
+    return next((run for run in (path, *path.parents) if (run / METADATA_FILE).is_file()), None)
+
+
 def _model_to_bless(args: argparse.Namespace) -> tuple[int | None, pathlib.Path | None]:
     """`serving bless`'s MODEL (an id or a path) or --model-id, as (id, path).
 
@@ -157,10 +172,7 @@ def _model_to_bless(args: argparse.Namespace) -> tuple[int | None, pathlib.Path 
 
 
 def _quiet_libraries() -> None:
-    """TensorFlow's start-up lines and MLMD's own error logs: the command says it in one line."""
-    from tpu_pipeline.cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
+    """MLMD's own error logs (TensorFlow's are quiet already): the command says it in one line."""
     logging.getLogger("absl").setLevel(logging.CRITICAL)
 
 

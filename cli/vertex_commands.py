@@ -1,9 +1,12 @@
 """The `compile`, `submit` and `schedule` subcommands of `tpu-pipeline`.
 
-`--dry-run` prints, as JSON, exactly the requests a real run would send, and
-needs no network. Without it, missing credentials or network fail in seconds
-with one line. TFX and the Vertex AI SDK are imported inside the commands
-(10-20 s), after the cheap checks.
+`--dry-run` sends nothing and needs no network: it prints what a person checks
+(project, region, service account, pipeline root, image, parameters, schedule) and
+writes, as JSON, exactly the requests a real run would send to a file it names.
+Without it, missing credentials or network fail in seconds with one line. Before
+either, `kubeflow/presubmit.py` refuses what the Vertex AI run would fail on. TFX
+and the Vertex AI SDK are imported inside the commands (10-20 s), after the cheap
+checks.
 """
 
 from __future__ import annotations
@@ -54,22 +57,37 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
             help="gs:// folder of the data for this run (default: the compiled one)",
         )
         command.add_argument("--train-steps", type=int, help="train steps for this run")
-        command.add_argument("--dry-run", action="store_true", help="print the requests, send none")
+        command.add_argument(
+            "--dry-run",
+            action="store_true",
+            help="send nothing: print what to check and write the requests to a file",
+        )
+        command.add_argument(
+            "--requests",
+            type=pathlib.Path,
+            metavar="FILE",
+            help="with --dry-run: the file for the requests in full (default: beside "
+            "--pipeline-json, <name>.<command>-requests.json)",
+        )
     for command in (compile_, submit, schedule):
         add_config_flags(command, "YAML configuration file with a vertex: section")
 
 
 def run_vertex_command(args: argparse.Namespace) -> int:
     """Runs `compile`, `submit` or `schedule`; returns the exit code."""
-    from tpu_pipeline.cli.console import quiet_library_warnings
-
-    quiet_library_warnings()
     config = config_from_args(args)
+    from tpu_pipeline.kubeflow.presubmit import check_for_vertex
     from tpu_pipeline.kubeflow.runner import require_webhook_secret
 
     require_webhook_secret(config)  # no spec, job or schedule carries the webhook URL
+    for warning in check_for_vertex(config, args.command, _schedule_cron(config, args)):
+        print(f"tpu-pipeline: warning: {warning}", file=sys.stderr)
     if args.command == "compile":
         return _compile(config, args.output)
+    if args.dry_run:  # a file of the user's there is refused before the SDK's slow import
+        from tpu_pipeline.common.owned_paths import check_replaceable
+
+        check_replaceable(requests_file(args), "--requests")
     from tpu_pipeline.common.vertex_api import VertexUnreachableError, connect
 
     try:
@@ -80,6 +98,13 @@ def run_vertex_command(args: argparse.Namespace) -> int:
     except VertexUnreachableError as error:
         print(f"tpu-pipeline: Vertex AI unreachable: {error}", file=sys.stderr)
         return 1
+
+
+def _schedule_cron(config: PipelineConfig, args: argparse.Namespace) -> str | None:
+    """The cron a `schedule create` or `update` sends: --cron, else vertex.schedule.cron."""
+    if args.command != "schedule" or args.action not in ("create", "update"):
+        return None
+    return args.cron or (config.vertex.schedule.cron if config.vertex else None)
 
 
 def _region(config: PipelineConfig) -> str:
@@ -128,9 +153,27 @@ def _job(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> 
     )
 
 
-def print_calls(calls: dict[str, Any]) -> None:
-    """Prints named requests as JSON, in order: what `--dry-run` shows."""
-    print(json.dumps({step: call.to_dict() for step, call in calls.items()}, indent=2))
+def requests_file(args: argparse.Namespace) -> pathlib.Path:
+    """Where `--dry-run` writes the requests: --requests, else beside the compiled spec."""
+    if args.requests:
+        return args.requests
+    step = args.command if args.command == "submit" else f"schedule-{args.action}"
+    return args.pipeline_json.with_name(f"{args.pipeline_json.stem}.{step}-requests.json")
+
+
+def show_dry_run(args: argparse.Namespace, calls: dict[str, Any]) -> None:
+    """What `--dry-run` shows: the values to check, and the file holding every request."""
+    from tpu_pipeline.common.owned_paths import write_owned
+    from tpu_pipeline.kubeflow.request_summary import requests_json, row, summary_lines
+
+    requests = {step: call.to_dict() for step, call in calls.items()}
+    path = requests_file(args)
+    write_owned(path, requests_json(requests), "--requests")
+    said = args.command if args.command == "submit" else f"schedule {args.action}"
+    print(f"{said} --dry-run: nothing sent")
+    for line in summary_lines(requests):
+        print(line)
+    print(row("requests", f"{path} (each in full, in order)"))
 
 
 def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> int:
@@ -139,7 +182,7 @@ def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) 
 
     call = create_job_call(config, _job(config, args, credentials))
     if args.dry_run:
-        print_calls({"submit": call})
+        show_dry_run(args, {"submit": call})
         return 0
     job = send(call, config.vertex.region, credentials)
     print(f"submitted {job.name}: https://console.cloud.google.com/vertex-ai/pipelines")
@@ -154,7 +197,7 @@ def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any
     if args.action == "list":
         call = requests.list_schedules_call(config)
         if args.dry_run:
-            print_calls({"list": call})
+            show_dry_run(args, {"list": call})
             return 0
         for found in send(call, region, credentials):
             print(f"{found.name}  {found.display_name}  {found.state.name}  {found.cron}")
@@ -168,7 +211,7 @@ def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any
             config, job, args.cron, credentials or job.credentials
         )
     if args.dry_run:
-        print_calls(_planned_calls(args.action, config, lookup, schedule))
+        show_dry_run(args, _planned_calls(args.action, config, lookup, schedule))
         return 0
     existing = list(send(lookup, region, credentials))
     if args.action == "create" and not existing:

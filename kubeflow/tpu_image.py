@@ -1,6 +1,6 @@
 """The TPU Trainer image's pins: base image digest, TensorFlow and libtpu files and their hashes.
 
-`kubeflow/tpu.Dockerfile` cannot import Python, so it repeats these values as
+`kubeflow/tpu.Dockerfile` cannot import Python, so it repeats the fixed values as
 build arguments and ENV lines and `tests/kubeflow/test_dockerfiles.py` checks
 that it says exactly what this module says, and that TensorFlow's version is the
 one in requirements.lock. The custom job's TPU pool sets the PJRT variables too
@@ -8,11 +8,13 @@ one in requirements.lock. The custom job's TPU pool sets the PJRT variables too
 trains on v5e.
 
 Every file the build downloads is checked by sha256, and the base image is pulled
-by digest, so a rebuilt image holds the bytes the last one held. A pin that could
-not be read where this was written is `UNSET`: `python -m tpu_pipeline.kubeflow.tpu_image` (the
-README's build command runs it first) names each one and how to fill it in and
-exits 1, and the Dockerfile itself refuses to build with one, so nothing unpinned
-ships.
+by digest, so a rebuilt image holds the bytes the last one held. Two of them are
+published nowhere they could be read offline: the base image's digest and
+libtpu's hash. `python -m tpu_pipeline.kubeflow.tpu_image` (the build command runs it first)
+resolves both on the first build that reaches the registries, records them in
+`kubeflow/tpu-image.lock` (commit it), checks them again on every later build
+(`kubeflow/image_lock.py`, as `go.sum`), and prints the `--build-arg` flags that
+give them to the Dockerfile, whose own defaults (`UNSET`) no build accepts.
 
 Sources: Vertex AI "Training with TPU accelerators" (custom container: the TPU
 build of TensorFlow and its libtpu in /lib; TensorFlow on v5e through PJRT;
@@ -23,16 +25,31 @@ CMD/args after setting up the pod); Cloud TPU "TPU software versions" (libtpu.so
 
 from __future__ import annotations
 
+import hashlib
+import pathlib
+import subprocess
 import sys
+import urllib.error
+import urllib.request
 
-# A value no pin can take: docker refuses it as a digest, sha256sum as a hash.
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.kubeflow.image_lock import (
+    LockError,
+    Pin,
+    Resolved,
+    UnresolvableError,
+    resolve_pins,
+)
+
+# The Dockerfile's default for a pin given as a build argument: docker refuses it as a
+# digest, sha256sum as a hash, so a build without the arguments stops.
 UNSET = "UNSET"
+LOCK_FILE = REPO_ROOT / "kubeflow" / "tpu-image.lock"
+RESOLVE_TIMEOUT_S = 60
 
 TPU_POD_BASE_IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-tpu-pod-base-cp310"
-# No digest of this image was published where it could be read offline. Refresh with
-# `docker buildx imagetools inspect` (or `gcloud artifacts docker images describe`) of
-# TPU_POD_BASE_IMAGE + ":latest": the hex after "Digest: sha256:".
-TPU_POD_BASE_DIGEST = UNSET
+# The tag whose digest the first build records; later builds pull that digest.
+TPU_POD_BASE_TAG = f"{TPU_POD_BASE_IMAGE}:latest"
 
 # The TPU build of the lock's TensorFlow, as TensorFlow publishes it on PyPI
 # (tensorflow-tpu; `pip install tensorflow-tpu` is TensorFlow's own TPU install). Refresh:
@@ -45,9 +62,6 @@ LIBTPU_VERSION = "1.10.1"
 LIBTPU_URL = (
     f"https://storage.googleapis.com/cloud-tpu-tpuvm-artifacts/libtpu/{LIBTPU_VERSION}/libtpu.so"
 )
-# Cloud TPU publishes no hash for it: fetch it from a trusted network once and take its
-# `sha256sum libtpu.so` (the same URL serves the same bytes to every build after).
-LIBTPU_SHA256 = UNSET
 LIBTPU_PATH = "/lib/libtpu.so"
 
 # TensorFlow reaches TPU v5e only through the PJRT C API plug-in, which these select.
@@ -57,41 +71,73 @@ PJRT_ENV = {
 }
 
 
-def base_image() -> str:
-    """The base image reference the Dockerfile pulls: by digest, never by a moving tag."""
-    return f"{TPU_POD_BASE_IMAGE}@sha256:{TPU_POD_BASE_DIGEST}"
+def image_digest(reference: str) -> str:
+    """The sha256 digest `reference` (a tag) names in its registry now, as docker reads it.
+
+    Raises:
+      UnresolvableError: no docker here, or the registry cannot be reached.
+    """
+    try:
+        inspected = subprocess.run(
+            ["docker", "buildx", "imagetools", "inspect", reference],
+            capture_output=True,
+            text=True,
+            timeout=RESOLVE_TIMEOUT_S,
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise UnresolvableError(f"docker buildx imagetools inspect: {error}") from None
+    for line in inspected.stdout.splitlines():
+        if line.startswith("Digest:") and "sha256:" in line:
+            return line.split("sha256:", 1)[1].strip()
+    said = (inspected.stderr.strip().splitlines() or ["no Digest line"])[-1]
+    raise UnresolvableError(f"docker buildx imagetools inspect: {said}")
 
 
-def unset_pins() -> list[str]:
-    """One line per pin still UNSET: its name in this module and how to fill it in."""
-    pins = [
-        (
-            "TPU_POD_BASE_DIGEST",
-            TPU_POD_BASE_DIGEST,
-            f"docker buildx imagetools inspect {TPU_POD_BASE_IMAGE}:latest (its Digest line)",
-        ),
-        (
-            "TENSORFLOW_TPU_WHEEL_SHA256",
-            TENSORFLOW_TPU_WHEEL_SHA256,
-            "the sha256 https://pypi.org/simple/tensorflow-tpu/ lists for "
-            f"tensorflow_tpu-{TENSORFLOW_VERSION}-cp310-cp310-manylinux_2_17_x86_64",
-        ),
-        ("LIBTPU_SHA256", LIBTPU_SHA256, f"sha256sum of {LIBTPU_URL}, fetched where you trust"),
-    ]
+def file_sha256(url: str) -> str:
+    """The sha256 of the file at `url`, downloaded now (read in 1 MiB chunks).
+
+    Raises:
+      UnresolvableError: the URL cannot be reached.
+    """
+    digest = hashlib.sha256()
+    try:
+        with urllib.request.urlopen(url, timeout=RESOLVE_TIMEOUT_S) as response:
+            while chunk := response.read(1 << 20):
+                digest.update(chunk)
+    except (OSError, urllib.error.URLError) as error:
+        raise UnresolvableError(f"{type(error).__name__}: {error}") from None
+    return digest.hexdigest()
+
+
+def pins() -> list[Pin]:
+    """What the build takes by digest and this module cannot know: the base image, libtpu."""
     return [
-        f"kubeflow/tpu_image.py: {name} is not set: {how}; "
-        "then give kubeflow/tpu.Dockerfile the same value"
-        for name, value, how in pins
-        if value == UNSET
+        Pin("BASE_IMAGE", TPU_POD_BASE_TAG, image_digest),
+        Pin("LIBTPU_SHA256", LIBTPU_URL, file_sha256),
     ]
 
 
-def main() -> int:
-    """Exit 1, naming each pin to fill in, while any is UNSET; 0 when the image can be built."""
-    missing = unset_pins()
-    for line in missing:
-        print(line, file=sys.stderr)
-    return 1 if missing else 0
+def build_args(resolved: Resolved) -> list[str]:
+    """The `docker build` flags giving kubeflow/tpu.Dockerfile the locked digests."""
+    values = {
+        "BASE_IMAGE": f"{TPU_POD_BASE_IMAGE}@sha256:{resolved.digests['BASE_IMAGE']}",
+        "LIBTPU_SHA256": resolved.digests["LIBTPU_SHA256"],
+    }
+    return [word for name, value in values.items() for word in ("--build-arg", f"{name}={value}")]
+
+
+def main(lock_path: pathlib.Path = LOCK_FILE) -> int:
+    """Prints the build arguments of the locked digests (recording them on first use); exit 1,
+    in one line, when a source changed since it was recorded or cannot be resolved at all."""
+    try:
+        resolved = resolve_pins(pins(), lock_path)
+    except LockError as error:
+        print(f"kubeflow/tpu_image: {error}", file=sys.stderr)
+        return 1
+    for line in resolved.unverified:
+        print(f"kubeflow/tpu_image: warning: {line}", file=sys.stderr)
+    print(" ".join(build_args(resolved)))
+    return 0
 
 
 if __name__ == "__main__":

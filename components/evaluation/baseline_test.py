@@ -57,6 +57,23 @@ class BaselineComparison:
             return 0.0
         return (self.candidate_right_only - self.baseline_right_only) / self.examples
 
+    def how_sure(self) -> str:
+        """How sure the change is, in a few words: what the report's first screen shows beside
+        the two accuracies (`describe` gives the evidence)."""
+        if self.test == ACCURACY_DROP:
+            return f"not tested against chance (evaluator.baseline_test: {ACCURACY_DROP})"
+        at = f"at {self.confidence:.0%} confidence"
+        if self.worse:
+            return f"significantly worse {at} (McNemar p = {self.p_value:.2g})"
+        if self.candidate_right_only > self.baseline_right_only:
+            if self.p_value_better < 1 - self.confidence:
+                return f"significantly better {at} (McNemar p = {self.p_value_better:.2g})"
+            return (
+                f"not significantly better {at}: could be chance "
+                f"(McNemar p = {self.p_value_better:.2g})"
+            )
+        return f"not significantly worse {at} (McNemar p = {self.p_value:.2g})"
+
     def describe(self) -> str:
         """The verdict and its evidence in one phrase, e.g. `not significantly worse than
         the last blessed model (accuracy -0.0029 on 347 eval examples: 5 right only for the

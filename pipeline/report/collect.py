@@ -32,8 +32,10 @@ from tpu_pipeline.pipeline.results import tuning_results
 from tpu_pipeline.pipeline.results.run_record import custom_property
 from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 from tpu_pipeline.pipeline.results.summary_reading import served_model, summarize_run
+from tpu_pipeline.pipeline.runs.history import SERVING_DIR
 from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 from tpu_pipeline.serving_ops.local.blessing import trainer_model_dir
+from tpu_pipeline.serving_ops.local.folder import list_versions
 
 VERSIONED_PACKAGES = (
     "tfx",
@@ -87,6 +89,7 @@ class RunReport:
     samples: serving_facts.Samples | None = None
     attributions: Attributions | None = None
     history: history_facts.HistoryFacts | None = None
+    serving_now: str | None = None  # the version RUN/serving_model serves now, if any
 
 
 def describe_outcome(summary: RunSummary) -> str:
@@ -256,6 +259,13 @@ def _collect_serving(
     return deployment, samples
 
 
+def serving_version(serving_dir: pathlib.Path) -> str | None:
+    """The version a model server of `serving_dir` serves now (after any rollback or pin)."""
+    if not serving_dir.is_dir():
+        return None
+    return next((v.version for v in list_versions(str(serving_dir)) if v.serving), None)
+
+
 def collect_report(
     run_dir: pathlib.Path,
     summary: RunSummary | None = None,
@@ -301,6 +311,7 @@ def collect_report(
         history=history_facts.collect_history(
             run_dir, stored.run_id if stored else None, report_dir_name
         ),
+        serving_now=serving_version(run_dir / SERVING_DIR),
     )
     if stored is None:
         return report

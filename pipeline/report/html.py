@@ -180,6 +180,54 @@ def previous_link(report: RunReport, page_dir: pathlib.Path | None) -> str | Non
     return pathlib.Path(os.path.relpath(history.previous_report, page_dir)).as_posix()
 
 
+# The sections the navigation bar links to, in the page's order; one shows only when present.
+SECTION_LINKS = (
+    ("history", "Run history"),
+    ("data", "Data"),
+    ("tuning", "Tuning"),
+    ("training", "Training"),
+    ("evaluation", "Evaluation"),
+    ("attributions", "Why it decided"),
+    ("deployment", "Deployment"),
+    ("samples", "Sample predictions"),
+    ("what-ran", "What ran"),
+)
+
+
+def glance(report: RunReport) -> dict[str, Any]:
+    """The first screen: did the candidate get better than the baseline, how sure that is,
+    and what serves now. Strings ready to show; None where the run has no such fact."""
+    summary = report.summary
+    candidate = summary.metrics.get("accuracy")
+    baseline = (summary.baseline_metrics or {}).get("accuracy")
+    comparison = summary.baseline_comparison
+    if comparison is not None:
+        how_sure = comparison.how_sure()
+    elif baseline is None:
+        how_sure = "no baseline yet: the first model of this folder"
+    else:
+        how_sure = "not compared on the same eval examples"
+    pushed = summary.pushed_model
+    if not report.serving_now:
+        served = "Served now: nothing; no version in the run folder's serving_model."
+    elif not pushed:
+        served = f"Served now: version {report.serving_now}; this run pushed nothing."
+    elif os.path.basename(pushed) == report.serving_now:
+        served = f"Served now: version {report.serving_now}, pushed by this run."
+    else:
+        served = (
+            f"Served now: version {report.serving_now}; the version this run pushed "
+            f"({os.path.basename(pushed)}) was set aside since."
+        )
+    return {
+        "candidate": None if candidate is None else f"{candidate:.4f}",
+        "baseline": "none" if baseline is None else f"{baseline:.4f}",
+        "change": "" if None in (candidate, baseline) else f"{candidate - baseline:+.4f}",
+        "how_sure": how_sure,
+        "served": served,
+    }
+
+
 def render_html(
     report: RunReport, figures: dict[str, bytes], page_dir: pathlib.Path | None = None
 ) -> str:
@@ -230,4 +278,10 @@ def render_html(
         trainer_status=component_status(report, NodeIds.TRAINER),
         not_run=lambda node_id, what: not_run_reason(report, node_id, what),
         figure=figure,
+        glance=glance(report),
+        section_links=[
+            (anchor, title)
+            for anchor, title in SECTION_LINKS
+            if anchor != "tuning" or report.summary.tuning
+        ],
     )

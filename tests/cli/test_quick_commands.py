@@ -76,6 +76,7 @@ def test_serving_list_reads_versions_and_metadata_without_tensorflow(served_run)
 
 
 def test_serving_list_of_a_run_never_pushed_says_so_without_tensorflow(tmp_path):
+    (tmp_path / "tpu-pipeline-digits").mkdir()  # a run folder whose runs pushed nothing
     code, out, err, loaded = run_command("serving", "list", "--output-dir", str(tmp_path))
     assert (code, err, loaded) == (0, [], "")
     assert out == [f"{tmp_path}/tpu-pipeline-digits/serving_model: no versions"]
@@ -127,3 +128,23 @@ def test_rollback_and_a_pin_in_place_answer_without_tensorflow(tmp_path):
     code, out, err, loaded = run_command("serving", "pin", "100", "--reason", "freeze", *where)
     assert (code, err, loaded) == (0, [], "")
     assert out[-1] == "pinned 100; runs push nothing until `serving unpin`"
+
+
+def test_compile_prints_its_line_and_none_of_tensorflows_start_up(tmp_path):
+    from tests.kubeflow.conftest import own_project_config
+
+    config = own_project_config(tmp_path)
+    code, out, err, _ = run_command(
+        "compile", "--config", str(config), "--output", str(tmp_path / "pipeline.json")
+    )
+    assert (code, err) == (0, [])  # no "Unable to register cuDNN factory", no WARNING:tensorflow
+    (line,) = out
+    assert line.startswith(f"wrote {tmp_path / 'pipeline.json'}: 13 tasks")
+
+
+@pytest.mark.slow  # reads the shared digits run
+def test_report_prints_its_line_and_none_of_tensorflows_start_up(digits_run, tmp_path):
+    config, _ = digits_run
+    code, out, err, _ = run_command("report", str(config.run_dir), "--output", str(tmp_path))
+    assert (code, err) == (0, [])
+    assert out == [f"report: {tmp_path / 'report.html'}"]

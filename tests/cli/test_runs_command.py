@@ -188,9 +188,9 @@ def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_runs, tmp_path)
     run_dir, *_ = three_runs
     code, out, err = tpu_pipeline("runs", str(tmp_path / "none"))
     assert (code, out) == (2, [])
-    assert err == [
-        f"tpu-pipeline: {tmp_path / 'none'} is not a folder: name a run folder such as "
-        "output/tpu-pipeline-digits, or run `tpu-pipeline run` first"
+    assert err == [  # as every command that takes a run says it (cli/run_folder.py)
+        f"tpu-pipeline: no run folder {tmp_path / 'none'} (RUN); pass a run folder such as "
+        "output/tpu-pipeline-digits, or the --config/--dataset/--output-dir of its run"
     ]
     code, _, err = tpu_pipeline("runs", str(run_dir), "diff", "7", "1")
     assert code == 2 and len(err) == 1

@@ -23,6 +23,7 @@ from tpu_pipeline.pipeline.wiring.input_fingerprint import (
 )
 
 from tests.common.webhook_server import webhook_server
+from tests.kubeflow.conftest import own_project_config
 
 SECRET_PARTS = ("hookuser", "hookpass", "TPATHTOKEN42", "QUERYTOKEN99")
 SECRET_NAME = "projects/your-gcp-project/secrets/tpu-pipeline-webhook/versions/latest"
@@ -130,15 +131,21 @@ def test_a_plain_webhook_for_vertex_is_a_config_error_naming_the_secret_field(
 
 def test_compile_submit_and_schedule_for_vertex_carry_the_secrets_name_only(tmp_path, capfd):
     spec = tmp_path / "pipeline.json"
-    flags = ["--config", VERTEX_CPU, "--set", f"notify.webhook_secret={SECRET_NAME}"]
+    config = str(own_project_config(tmp_path))
+    flags = ["--config", config, "--set", f"notify.webhook_secret={SECRET_NAME}"]
     assert main(["compile", *flags, "--output", str(spec)]) == 0
     printed = [capfd.readouterr().out]
     for command in (["submit"], ["schedule", "create"]):
         assert main([*command, *flags, "--pipeline-json", str(spec), "--dry-run"]) == 0
         printed.append(capfd.readouterr().out)
-    for text in (spec.read_text(), *printed[1:]):
+    sent = [
+        tmp_path / "pipeline.submit-requests.json",
+        tmp_path / "pipeline.schedule-create-requests.json",
+    ]
+    for text in (spec.read_text(), *(path.read_text() for path in sent)):
         assert SECRET_NAME in text
         assert "hooks." not in text and 'webhook"' not in text  # no URL, no `webhook` parameter
+    assert secrets_in("".join(printed)) == []
 
 
 @pytest.mark.slow
@@ -185,7 +192,8 @@ def test_a_spec_compiled_with_the_url_as_a_parameter_is_never_sent(tmp_path, cap
     spec.write_text(
         json.dumps({"pipelineSpec": {"root": {"dag": {"tasks": {"NotifyWebhook": handler}}}}})
     )
-    flags = ["--config", VERTEX_CPU, "--set", f"notify.webhook_secret={SECRET_NAME}"]
+    config = str(own_project_config(tmp_path))
+    flags = ["--config", config, "--set", f"notify.webhook_secret={SECRET_NAME}"]
     assert main([*command, *flags, "--pipeline-json", str(spec), "--dry-run"]) == 2
     out, err = capfd.readouterr()
     assert err == (

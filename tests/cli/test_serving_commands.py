@@ -45,11 +45,54 @@ def test_rollback_list_pin_and_restore_through_the_cli(tmp_path, capsys, monkeyp
 def test_moving_versions_of_a_run_never_pushed_names_the_folder_and_creates_nothing(
     tmp_path, capsys
 ):
+    (tmp_path / "output" / "tpu-pipeline-digits").mkdir(parents=True)  # a run, never pushed
     flags = ["--output-dir", str(tmp_path / "output")]
 
     assert main(["serving", "rollback", "--reason", "typo in the run name", *flags]) == 1
     assert "no serving folder (no model was pushed there)" in capsys.readouterr().err
-    assert not (tmp_path / "output").exists()
+    assert list((tmp_path / "output").iterdir()) == [tmp_path / "output" / "tpu-pipeline-digits"]
+    assert not any((tmp_path / "output" / "tpu-pipeline-digits").iterdir())
+
+
+def test_serving_takes_the_run_folder_as_report_does_from_any_folder(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "output" / "tpu-pipeline-digits"
+    push_model_version(save_model(tmp_path / "m", 0.5), str(run / "serving_model"), Clock(100))
+    monkeypatch.chdir(tmp_path / "m")  # started from another folder than the run's
+
+    assert main(["serving", "list", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["100  SERVING"]
+    assert main(["serving", "pin", str(run), "100", "--reason", "known good"]) == 0
+    assert capsys.readouterr().out.startswith("pinned 100;")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["serving", "list"],  # the run folder of another working folder
+        ["serving", "list", "--dataset", "mnist", "--output-dir", "{output}"],
+        ["serving", "rollback", "{output}/tpu-pipeline-digitz", "--reason", "typo"],
+        ["serving", "list", "{output}/tpu-pipeline-digits", "--dataset", "mnist"],
+    ],
+)
+def test_a_run_that_is_not_there_is_exit_2_in_one_line_and_creates_nothing(
+    tmp_path, capsys, monkeypatch, argv
+):
+    output = tmp_path / "output"
+    push_model_version(
+        save_model(tmp_path / "m", 0.5),
+        str(output / "tpu-pipeline-digits" / "serving_model"),
+        Clock(100),
+    )
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+
+    assert main([word.format(output=output) for word in argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.splitlines()) == 1
+    assert "no versions" not in captured.err
+    assert sorted(path.name for path in output.iterdir()) == ["tpu-pipeline-digits"]
+    assert not (tmp_path / "elsewhere" / "output").exists()
 
 
 @pytest.mark.slow  # reads the shared digits run

@@ -134,6 +134,7 @@ def test_run_output_dir_whose_run_folder_is_a_users_folder_is_refused(tmp_path, 
 
 def test_report_output_at_a_users_folder_is_refused(tmp_path, capfd):
     folder = _users_folder(tmp_path / "slides")
+    (tmp_path / "run").mkdir()  # a run folder (a missing one is refused first, also exit 2)
 
     _refused(capfd, ["report", str(tmp_path / "run"), "--output", str(folder)], folder)
 

@@ -11,6 +11,18 @@ DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost", "
 DEPLOYMENT_CONFIGS = {
     target: REPO_ROOT / "kubeflow" / f"vertex-{target}.yaml" for target in DEPLOYMENT_TARGETS
 }
+# What the shipped configs say until a user names their own project (kubeflow/presubmit.py).
+PLACEHOLDER_PROJECT = "your-gcp-project"
+
+
+def own_project_config(folder, target: str = "cpu"):
+    """A shipped deployment config with the placeholder project replaced, as a user edits it."""
+    text = DEPLOYMENT_CONFIGS[target].read_text().replace(PLACEHOLDER_PROJECT, "acme-ml-prod")
+    path = folder / f"vertex-{target}.yaml"
+    path.write_text(text)
+    return path
+
+
 # Over vertex-cpu.yaml: the Trainer as a custom job on a TPU v3-8 (TPU VM via `cloud-tpu`).
 TPU_V3_8 = {
     "vertex.trainer.runs_on": "custom_job",

@@ -56,14 +56,14 @@ TPU_DOCKERFILE = KUBEFLOW / "tpu.Dockerfile"
 
 def test_tpu_image_pins_come_from_tpu_image_and_its_tensorflow_is_the_locked_one():
     text = TPU_DOCKERFILE.read_text()
-    assert _arg_default(text, "BASE_IMAGE") == tpu_image.base_image()
+    # By digest, never a moving tag: the lock's, given as a build argument (test_image_lock.py).
+    assert _arg_default(text, "BASE_IMAGE") == f"{tpu_image.TPU_POD_BASE_IMAGE}@sha256:UNSET"
     assert _instructions(TPU_DOCKERFILE, "FROM") == ["${BASE_IMAGE}"]
-    assert "@sha256:" in tpu_image.base_image()  # by digest, never a moving tag
     assert _arg_default(text, "TF_VERSION") == tpu_image.TENSORFLOW_VERSION
     assert tpu_image.TENSORFLOW_VERSION == _locked_version("tensorflow")
     assert _arg_default(text, "TF_TPU_WHEEL_SHA256") == tpu_image.TENSORFLOW_TPU_WHEEL_SHA256
     assert _arg_default(text, "LIBTPU_VERSION") == tpu_image.LIBTPU_VERSION
-    assert _arg_default(text, "LIBTPU_SHA256") == tpu_image.LIBTPU_SHA256
+    assert _arg_default(text, "LIBTPU_SHA256") == tpu_image.UNSET  # the lock's, as an argument
     assert "cp310" in tpu_image.TPU_POD_BASE_IMAGE  # python3.10, as the lock
     assert tpu_image.LIBTPU_PATH in text
 
@@ -88,12 +88,8 @@ def test_every_file_the_tpu_image_downloads_is_checked_by_sha256():
         assert line in ("-r requirements.lock", "--no-deps -e .") or "--require-hashes" in line
 
 
-@pytest.mark.parametrize(
-    "pin", ["TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256"]
-)
-def test_tpu_image_pins_are_a_sha256_or_unset_which_no_build_accepts(pin):
-    value = getattr(tpu_image, pin)
-    assert value == tpu_image.UNSET or re.fullmatch("[0-9a-f]{64}", value)
+def test_the_tpu_wheel_hash_is_a_sha256_and_unset_is_what_no_build_accepts():
+    assert re.fullmatch("[0-9a-f]{64}", tpu_image.TENSORFLOW_TPU_WHEEL_SHA256)
     assert not re.fullmatch("[0-9a-f]{64}", tpu_image.UNSET)  # docker and sha256sum refuse it
 
 
@@ -111,32 +107,10 @@ def test_the_tpu_image_build_stops_on_an_unset_hash_naming_it(unset):
     assert run.returncode == 1
     assert run.stderr.strip() == (
         f"kubeflow/tpu.Dockerfile: {unset} is not set; "
-        "python -m tpu_pipeline.kubeflow.tpu_image says how to set it"
+        "pass the --build-arg flags python -m tpu_pipeline.kubeflow.tpu_image prints"
     )
     pins[unset] = "c" * 64
     assert subprocess.run(["sh", "-c", _pin_guard()], env=pins).returncode == 0
-
-
-def test_tpu_image_check_names_every_unset_pin_and_how_to_fill_it_in(monkeypatch, capsys):
-    unset = [
-        name
-        for name in ("TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256")
-        if getattr(tpu_image, name) == tpu_image.UNSET
-    ]
-    assert tpu_image.main() == (1 if unset else 0)
-    lines = capsys.readouterr().err.splitlines()
-    assert [line.split(" is not set")[0] for line in lines] == [
-        f"kubeflow/tpu_image.py: {name}" for name in unset
-    ]
-    for name in ("TPU_POD_BASE_DIGEST", "TENSORFLOW_TPU_WHEEL_SHA256", "LIBTPU_SHA256"):
-        monkeypatch.setattr(tpu_image, name, "d" * 64)
-    assert tpu_image.unset_pins() == [] and tpu_image.main() == 0
-    monkeypatch.setattr(tpu_image, "LIBTPU_SHA256", tpu_image.UNSET)
-    (line,) = tpu_image.unset_pins()
-    assert line == (
-        f"kubeflow/tpu_image.py: LIBTPU_SHA256 is not set: sha256sum of {tpu_image.LIBTPU_URL}, "
-        "fetched where you trust; then give kubeflow/tpu.Dockerfile the same value"
-    )
 
 
 def test_tpu_image_sets_the_pjrt_variables_tpu_image_names():

@@ -86,3 +86,17 @@ def test_a_retrain_three_points_worse_is_refused(tmp_path):
     assert (compared.candidate_right_only, compared.baseline_right_only) == (2, 12)
     assert compared.worse and compared.p_value < 0.05
     assert summary.blessing_reason == compared.describe()
+
+
+def test_how_sure_says_better_worse_or_chance_at_the_confidence_asked():
+    from tpu_pipeline.components.evaluation.baseline_test import compare_with_baseline
+
+    def how_sure(candidate_only, baseline_only):
+        return compare_with_baseline(
+            candidate_only, baseline_only, 347, allowed_drop=0.0, confidence=0.95
+        ).how_sure()
+
+    assert how_sure(9, 1).startswith("significantly better at 95% confidence (McNemar p = 0.0")
+    assert how_sure(5, 4).startswith("not significantly better at 95% confidence: could be chance")
+    assert how_sure(1, 9).startswith("significantly worse at 95% confidence (McNemar p = 0.0")
+    assert how_sure(4, 5).startswith("not significantly worse at 95% confidence (McNemar p = ")

@@ -246,6 +246,45 @@ def _claims() -> list[Claim]:
             r"Blessed \((.*)\) and served from (\S+) ",
             lambda r, m: r.summary.blessed and m.group(2) == r.summary.pushed_model,
         ),
+        # the first screen: the thresholds, the verdict and what serves now
+        Claim(
+            TOP,
+            r"Thresholds: (.*)\.$",
+            lambda r, m: (
+                r.evaluation is not None
+                and m.group(1)
+                == "; ".join(f"{t.metric}: {t.rule}" for t in r.evaluation.thresholds)
+            ),
+        ),
+        Claim(
+            TOP,
+            r"Verdict: (blessed|not blessed): (.*)\.$",
+            lambda r, m: (
+                (m.group(1) == "blessed") == bool(r.summary.blessed)
+                and m.group(2) == r.summary.blessing_reason
+            ),
+        ),
+        Claim(
+            TOP,
+            r"Served now: nothing; no version in the run folder's serving_model\.$",
+            lambda r, m: r.serving_now is None,
+        ),
+        Claim(
+            TOP,
+            r"Served now: version (\d+); this run pushed nothing\.$",
+            lambda r, m: m.group(1) == r.serving_now and not_pushed(r, m),
+        ),
+        Claim(  # this run's push serves, or was set aside since (group 2 names it)
+            TOP,
+            r"Served now: version (\d+)(?:, pushed by this run\.$|; the version this run "
+            r"pushed \((\d+)\) was set aside since\.$)",
+            lambda r, m: (
+                m.group(1) == r.serving_now
+                and pushed(r, m)
+                and r.summary.pushed_model.endswith(f"/{m.group(2) or m.group(1)}")
+                and m.group(2) != m.group(1)
+            ),
+        ),
         # run history
         Claim(
             "history",
@@ -571,13 +610,13 @@ CLAIMS = _claims()
 SECTIONS = [
     TOP,
     "history",
-    "what-ran",
     "data",
     "training",
     "evaluation",
     "attributions",
     "deployment",
     "samples",
+    "what-ran",
 ]
 
 

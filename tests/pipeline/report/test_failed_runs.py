@@ -52,7 +52,7 @@ def test_a_run_that_failed_before_any_component_gets_a_report_with_the_error(tmp
 
 
 def test_report_of_a_folder_without_a_run_says_what_to_pass(tmp_path, capsys):
-    assert main(["report", str(tmp_path)]) == 1
+    assert main(["report", str(tmp_path)]) == 2  # a missing run, as for every command
     error = capsys.readouterr().err
     assert "metadata.sqlite is missing" in error
     assert not (tmp_path / "metadata.sqlite").exists()

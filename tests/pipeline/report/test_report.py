@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import re
 from html import escape as html_escape
 
@@ -185,3 +186,48 @@ def test_the_calibration_section_gives_the_error_the_summary_holds(digits_report
     _, summary = digits_run
     error = summary.calibration.expected_calibration_error
     assert f'<b id="ece">{error:.4f}</b> on {summary.calibration.examples} eval examples' in html
+
+
+def _first_screen(html: str) -> str:
+    """What the page shows above its first section."""
+    return html[html.index("<body>") : html.index("<h2 ")]
+
+
+def _cell(html: str, cell_id: str) -> str:
+    return re.search(rf'id="{cell_id}">([^<]*)<', html).group(1)
+
+
+def test_the_first_screen_answers_did_it_get_better_and_is_it_served(digits_run, digits_report):
+    config, summary = digits_run
+    files, html = digits_report
+    top = _first_screen(html)
+    assert _cell(top, "glance-candidate") == f"{summary.metrics['accuracy']:.4f}"
+    assert _cell(top, "glance-baseline") == "none"  # the folder's first model
+    assert _cell(top, "glance-how-sure") == "no baseline yet: the first model of this folder"
+    assert "Thresholds: accuracy: at least 0.9000." in top
+    assert f"Verdict: blessed: {html_escape(summary.blessing_reason, quote=False)}." in top
+    version = summary.pushed_model.rsplit("/", 1)[1]
+    assert f"Served now: version {version}, pushed by this run." in top
+    # Then a bar linking to every section, in the page's order; the memory table comes last.
+    sections = re.findall(r'<h2 id="([^"]+)"', html)
+    assert re.findall(r'<a href="#([^"]+)"', top) == sections
+    assert sections[-1] == "what-ran"
+    assert html.index('id="components"') > html.index('<h2 id="evaluation"')
+
+
+def test_the_first_screen_gives_the_change_and_how_sure_it_is_against_a_baseline(digits_facts):
+    from tpu_pipeline.components.evaluation.baseline_test import compare_with_baseline
+    from tpu_pipeline.pipeline.report.html import render_html
+
+    comparison = compare_with_baseline(9, 1, 347, allowed_drop=0.0, confidence=0.95)
+    summary = dataclasses.replace(
+        digits_facts.summary, baseline_metrics={"accuracy": 0.97}, baseline_comparison=comparison
+    )
+    top = _first_screen(render_html(dataclasses.replace(digits_facts, summary=summary), {}))
+    candidate = summary.metrics["accuracy"]
+    assert _cell(top, "glance-baseline") == "0.9700"
+    assert _cell(top, "glance-change") == f"{candidate - 0.97:+.4f}"
+    assert _cell(top, "glance-how-sure") == (
+        f"significantly better at 95% confidence (McNemar p = {comparison.p_value_better:.2g})"
+    )
+    assert comparison.p_value_better < 0.05
