@@ -17,12 +17,12 @@ from absl import logging
 from common.config import DatasetConfig, ServingConfig
 from common.tfx_api import io_utils
 from components.drift.reference import write_drift_reference
+from components.models import serving_copy
 from components.serving.answers import PixelClassifier, eval_answers
 from components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
     read_training_info,
-    serving_copy,
     trained_weights,
     write_training_info,
 )
