@@ -348,6 +348,8 @@ def create_pipeline(
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         statistics=statistics_gen.outputs["statistics"],
+        # The Trainer's model has no warmup requests: the Pusher makes them from the eval split.
+        examples=None if packager else example_gen.outputs["examples"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),
