@@ -95,7 +95,7 @@ def train_in_phases(
     backbone's fine-tuning phases, else the one ordinary training of `config.epochs`.
 
     Args:
-      model: built by `build_model` (a backbone with its pretrained weights), not compiled.
+      model: built by `task.fit` (a backbone with its pretrained weights), not compiled.
       is_chief: removes the first phase's backup at the end (one worker of several).
       training_info: how the model trains, so far; the schedule's part is added to it
         (`peak_learning_rate`, and each phase's with `fine_tuning`), and the first

@@ -61,7 +61,7 @@ def build_inputs(setup: TrainingSetup, config: TrainerConfig, train_steps: int |
     """The training and eval datasets, for the device's policy and replicas.
 
     It seeds every random choice after it, so the same data and configuration make the
-    same model (the shuffles here, the initial weights in `build_model`).
+    same model (the shuffles here, the initial weights `fit` builds next).
 
     Args:
       setup: data, device and Transform graph, resolved once per process.
