@@ -26,8 +26,8 @@ from common.config import (
     PruningConfig,
     TrainerConfig,
 )
-from components.models import build_model, compile_model
-from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY, serving_copy
+from components.models import build_model, compile_model, serving_copy
+from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
 from components.serving.tflite_variants import (
     array_batches,
     convert,

@@ -11,7 +11,7 @@ from cli.synthetic_data import synthetic_dataset
 from common.config import load_config
 from components.contract import IMAGE_KEY, LABEL_KEY
 from components.preprocessing import preprocessing_fn
-from components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from components.serving.export import scale_8bit_pixels, scaled_8bit_values
 
 
 @pytest.fixture(scope="module")

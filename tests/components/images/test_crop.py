@@ -8,8 +8,7 @@ import tensorflow as tf
 from PIL import Image
 
 from benchmarks.data import photo_dataset
-from components.images.crop import random_resized_crop
-from components.images.decode import decode_encoded_image
+from components.images.decode import decode_encoded_image, random_resized_crop
 
 
 def _photo(fmt: str, size=(120, 80)) -> bytes:

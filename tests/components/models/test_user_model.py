@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 
 from common.config import ConfigError, load_config
-from components.models import build_model, check_model, user_model_source
-from components.serving.export import serving_copy
+from components.models import build_model, check_model, serving_copy, user_model_source
 
 USER = "tests.components.user_models"
 

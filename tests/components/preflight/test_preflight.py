@@ -18,7 +18,7 @@ from components.preflight import ALL_CHECKS, PreflightError, require_preflight, 
 from components.preflight import run as preflight_run
 from components.preflight.config_checks import check_batch_split, check_static_input
 from components.preflight.run import COMPILED_STEP_CHECKS, TRACED_STEP_CHECKS
-from components.training import task
+from components.training import setup
 from pipeline.wiring.graph import code_version
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
@@ -305,7 +305,7 @@ def test_real_transform_output_gives_the_model_static_float_images(digits_run):
 def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch, tmp_path):
     config, _ = digits_run
     fake_tpu = StrategyChoice(tf.distribute.get_strategy(), "tpu", 8, "fake TPU")
-    monkeypatch.setattr(task, "resolve_strategy", lambda _: fake_tpu)  # where run_fn asks
+    monkeypatch.setattr(setup, "resolve_strategy", lambda _: fake_tpu)  # where run_fn asks
     monkeypatch.setattr(preflight_run, "build_model", _float64_builtin_model)
     fn_args = FnArgs(
         custom_config=trainer_sections(config, code_version(config)),  # as the Trainer gets it

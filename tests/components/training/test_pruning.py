@@ -21,8 +21,7 @@ from common.config import (
 from common.tfx_api import FnArgs
 from components.contract import trainer_sections
 from components.device.policy import TrainingPolicy
-from components.models import build_model, compile_model
-from components.serving.export import serving_copy
+from components.models import build_model, compile_model, serving_copy
 from components.serving.measurements import read_measurements
 from components.serving.model_folder import package_model
 from components.trainer import run_fn
@@ -31,6 +30,7 @@ from components.training.loop import train
 from components.training.pruning import (
     is_pruned,
     prune_for_training,
+    pruning_callbacks,
     pruning_schedule,
     strip_pruned,
 )
@@ -115,6 +115,7 @@ def test_a_pruned_model_trains_to_the_target_sparsity_and_strips_to_the_plain_mo
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
         backup_dir=str(tmp_path / "backup"),
+        callbacks=tuple(pruning_callbacks(pruning)),
     )
 
     stripped, info = strip_pruned(model, pruning, 18)

@@ -12,7 +12,7 @@ from components.training import training_logs
 from components.training.input_pipeline import EvalInput
 from components.training.learning_rate import WarmupThenDecay, make_optimizer
 from components.training.loop import train
-from components.training.training_logs import backup_dir_for
+from components.training.setup import backup_dir_for
 
 
 def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):
