@@ -15,12 +15,12 @@ import statistics
 import tempfile
 import time
 
-from common.config import ExplainConfig, load_config
-from components.contract import read_dataset
-from components.explain.eval_split import explain_eval_split
-from components.serving.answers import PixelClassifier
-from pipeline.report.collect import trainer_custom_config
-from pipeline.report.run_store import open_latest_run
+from tpu_pipeline.common.config import ExplainConfig, load_config
+from tpu_pipeline.components.contract import read_dataset
+from tpu_pipeline.components.explain.eval_split import explain_eval_split
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.pipeline.report.collect import trainer_custom_config
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
 
 
 def _newest(pattern: str) -> str:

@@ -29,13 +29,19 @@ import time
 from collections.abc import Callable
 from unittest import mock
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig  # noqa: E402
+from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
+from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
+from tpu_pipeline.components.training import input_pipeline  # noqa: E402
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
+from tpu_pipeline.components.training.input_pipeline import make_dataset  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     attributions,
@@ -47,17 +53,11 @@ from benchmarks import (  # noqa: E402
     trainer_vs_fit,
 )
 from benchmarks.flops import training_flops  # noqa: E402
-from common.config import DatasetConfig, TrainerConfig  # noqa: E402
-from components.device.policy import DEVICE_DEFAULTS  # noqa: E402
-from components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
-from components.training import input_pipeline  # noqa: E402
-from components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
-from components.training.input_pipeline import make_dataset  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The `tpu-pipeline` console command, run as its module: the same code, and no
 # dependency on the entry-point script being installed.
-TPU_PIPELINE = (sys.executable, "-m", "cli.main")
+TPU_PIPELINE = (sys.executable, "-m", "tpu_pipeline.cli.main")
 # The image shape each built-in model is benchmarked on (CIFAR-shaped for any other).
 MODEL_SHAPES = {
     "cnn_bn": data.MNIST_SHAPED,
@@ -398,7 +398,7 @@ def bench_steps_per_execution(settings: Settings) -> list[Row]:
 
 
 def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
-    """Every built-in model through `components.training.task.fit` vs `model.fit(numpy)`, same run.
+    """Every built-in model through `tpu_pipeline.components.training.task.fit` vs `model.fit(numpy)`, same run.
 
     Three figures per model, each over its second epoch: images/s while training
     (input pipeline, augmentation and per-step callbacks included), the whole
@@ -655,7 +655,7 @@ PIPELINE_RUNS = (("mnist", 60_000), ("cifar10", 50_000))
 
 def pipeline_run_config(settings: Settings, dataset: DatasetConfig, count: int) -> pathlib.Path:
     """Synthetic records, their inferred schema and a run config; written once per size."""
-    from pipeline.data_tools.schema_tools import infer_schema, write_schema
+    from tpu_pipeline.pipeline.data_tools.schema_tools import infer_schema, write_schema
 
     workdir = settings.workdir / f"pipeline-{dataset.name}-{count}"
     records = workdir / "data" / "train.tfrecord.gz"
@@ -802,8 +802,7 @@ ACCELERATOR_IMAGES_PER_S = 2000
 def bench_photo_input(settings: Settings) -> list[Row]:
     """Photos at 224x224: the Trainer's decode, crop and flip vs tf.io.decode_jpeg alone."""
     import tensorflow_transform as tft
-
-    from components.training.augmentation import PHOTO_CROP_AREA, Augmentation
+    from tpu_pipeline.components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
     workdir = settings.workdir / "photo-input"
     count = 64 if settings.pipeline_divisor > 1 else 512
@@ -884,9 +883,10 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
     """ExampleGen on IDX and CIFAR-10 binary: output / source bytes, pixels stored as bytes,
     against the same pixels read from an .npz, which ExampleGen stores as floats (as it
     stored IDX and CIFAR-10 before issue 18)."""
+    from tpu_pipeline.cli.synthetic_data import SHAPES, synthetic_dataset, write_synthetic
+    from tpu_pipeline.components.example_gen.formats import FORMATS
+
     from benchmarks.ingest import example_gen
-    from cli.synthetic_data import SHAPES, synthetic_dataset, write_synthetic
-    from components.example_gen.formats import FORMATS
 
     rows = []
     for data_format, shape, count in PIXEL_SOURCES:
@@ -1187,13 +1187,13 @@ def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]
     checking every file, writing the CSV); the SavedModel's is `serving_default` on
     the same serialized examples, already in memory, in the same batches.
     """
-    from common.config import load_config
-    from components.example_gen.examples import ExampleBuilder
-    from components.example_gen.formats import source_format
-    from components.serving.export import SERVING_INPUT_KEY, SERVING_SIGNATURE
-    from pipeline.batch_predict import run_batch_predictions
-    from pipeline.batch_predict.job import input_files
-    from pipeline.batch_predict.model_path import resolve_model_version
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.components.example_gen.examples import ExampleBuilder
+    from tpu_pipeline.components.example_gen.formats import source_format
+    from tpu_pipeline.components.serving.export import SERVING_INPUT_KEY, SERVING_SIGNATURE
+    from tpu_pipeline.pipeline.batch_predict import run_batch_predictions
+    from tpu_pipeline.pipeline.batch_predict.job import input_files
+    from tpu_pipeline.pipeline.batch_predict.model_path import resolve_model_version
 
     run_dir = _pushed_model(settings, dataset_name)
     dataset = load_config(None, {"dataset": dataset_name}).dataset

@@ -26,10 +26,9 @@ import tensorflow_transform.beam as tft_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 from tfx_bsl.public import tfxio
-
-from common.config import BUILTIN_DATASETS, DatasetConfig
-from components.images.examples import pixel_feature_spec
-from components.preprocessing import preprocessing_fn
+from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
+from tpu_pipeline.components.images.examples import pixel_feature_spec
+from tpu_pipeline.components.preprocessing import preprocessing_fn
 
 MNIST_SHAPED = DatasetConfig(**{**BUILTIN_DATASETS["mnist"], "data_dir": None})
 CIFAR_SHAPED = DatasetConfig(

@@ -19,8 +19,7 @@ import argparse
 import dataclasses
 
 import numpy as np
-
-from components.evaluation.baseline_test import (
+from tpu_pipeline.components.evaluation.baseline_test import (
     ACCURACY_DROP,
     MCNEMAR,
     compare_with_baseline,

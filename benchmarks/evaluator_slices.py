@@ -17,9 +17,8 @@ import time
 from google.protobuf import json_format
 from tfx.components.evaluator.executor import Executor
 from tfx.types import artifact_utils, standard_artifacts
-
-from common.config import load_config
-from components.evaluation.eval_config import build_eval_config
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.evaluation.eval_config import build_eval_config
 
 
 def _newest(pattern: str) -> str:

@@ -16,14 +16,13 @@ import os
 import sys
 import time
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tf_keras  # noqa: E402
-
-from common.config import TrainerConfig  # noqa: E402
-from components.models import build_model, compile_model  # noqa: E402
+from tpu_pipeline.common.config import TrainerConfig  # noqa: E402
+from tpu_pipeline.components.models import build_model, compile_model  # noqa: E402
 
 
 def main(photos: str, side: int, epochs: int, model_name: str) -> None:

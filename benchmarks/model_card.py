@@ -12,10 +12,10 @@ import statistics
 import tempfile
 import time
 
-from common.config import load_config
-from components.model_card import card, facts
-from components.model_card.write import write_model_card
-from serving_ops.local.blessing import open_store, pusher_inputs, trainer_model_dir
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.model_card import card, facts
+from tpu_pipeline.components.model_card.write import write_model_card
+from tpu_pipeline.serving_ops.local.blessing import open_store, pusher_inputs, trainer_model_dir
 
 
 def card_seconds(output_dir: pathlib.Path, dataset: str, repeats: int) -> dict:

@@ -18,16 +18,16 @@ import pathlib
 import shutil
 import sys
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from common.config import BUILTIN_DATA_DIR
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR
+
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 
 def main(workdir: pathlib.Path, in_process: bool = False) -> None:
     from tfx.examples.mnist import mnist_pipeline_native_keras as peer
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-
-    from common.tfx_api import LocalDagRunner
-    from components.evaluation.results import overall_metrics
+    from tpu_pipeline.common.tfx_api import LocalDagRunner
+    from tpu_pipeline.components.evaluation.results import overall_metrics
 
     data_root = workdir / "data"
     data_root.mkdir(parents=True, exist_ok=True)

@@ -18,17 +18,16 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 import tf_keras
-
-from common.config import (
+from tpu_pipeline.common.config import (
     BUILTIN_DATA_DIR,
     BUILTIN_DATASETS,
     DatasetConfig,
     PruningConfig,
     TrainerConfig,
 )
-from components.models import build_model, compile_model, serving_copy
-from components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
-from components.serving.tflite_variants import (
+from tpu_pipeline.components.models import build_model, compile_model, serving_copy
+from tpu_pipeline.components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
+from tpu_pipeline.components.serving.tflite_variants import (
     array_batches,
     convert,
     measure_tflite,
@@ -36,8 +35,12 @@ from components.serving.tflite_variants import (
     read_split,
     saved_model_bytes,
 )
-from components.training.learning_rate import make_optimizer
-from components.training.pruning import prune_for_training, pruning_callbacks, strip_pruned
+from tpu_pipeline.components.training.learning_rate import make_optimizer
+from tpu_pipeline.components.training.pruning import (
+    prune_for_training,
+    pruning_callbacks,
+    strip_pruned,
+)
 
 SPARSITIES = (0.0, 0.5, 0.8)
 EVAL_FRACTION = 1 / 3

@@ -17,7 +17,7 @@ import sys
 import time
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
-TPU_PIPELINE = (sys.executable, "-m", "cli.main")
+TPU_PIPELINE = (sys.executable, "-m", "tpu_pipeline.cli.main")
 # Three runs of one folder: what `--set` each adds to the digits defaults.
 RUNS = (
     (),
@@ -78,10 +78,11 @@ def command_seconds(args: list[str], repeats: int) -> dict:
 
 def tracking_seconds(run_dir: pathlib.Path, workdir: pathlib.Path) -> dict:
     """Seconds `track_run` takes to log the folder's newest run to a local MLflow server."""
-    from common.config import load_config
-    from pipeline.report.collect import summarize_stored_run
-    from pipeline.report.run_store import open_latest_run
-    from pipeline.tracking import track_run
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.pipeline.report.collect import summarize_stored_run
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
+    from tpu_pipeline.pipeline.tracking import track_run
+
     from tests.pipeline.tracking.mlflow_server import mlflow_server
 
     config = load_config(None, {"output_dir": str(run_dir.parent)})

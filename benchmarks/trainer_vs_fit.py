@@ -1,6 +1,6 @@
 """The Trainer's own training against a plain `model.fit` on in-memory arrays, per model.
 
-One side is `components.training.task.fit`, the function `run_fn` and the Tuner call:
+One side is `tpu_pipeline.components.training.task.fit`, the function `run_fn` and the Tuner call:
 records through the real Transform graph (`data.build_transform_graph`), the
 Trainer's input pipeline, augmentation, callbacks (backups, TensorBoard with
 histograms, epoch lines) and validation on the whole eval split every epoch. The
@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 import tf_keras
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.training.learning_rate import make_optimizer
 
 from benchmarks import data
-from common.config import DatasetConfig, TrainerConfig
-from components.models import build_model, compile_model
-from components.training.learning_rate import make_optimizer
 
 EPOCHS = 2  # the second is measured: the first traces the step and fills the input cache
 # Eval examples per training example: CIFAR-10's 10,000 test images to its 50,000.
@@ -113,10 +113,10 @@ def trainer_config(case: Case, **overrides) -> TrainerConfig:
 
 
 def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> EpochRate:
-    """The last epoch of `components.training.task.fit`, exactly as `run_fn` trains."""
-    from components.device.strategy import resolve_strategy
-    from components.training import task
-    from components.training.setup import TrainingSetup
+    """The last epoch of `tpu_pipeline.components.training.task.fit`, exactly as `run_fn` trains."""
+    from tpu_pipeline.components.device.strategy import resolve_strategy
+    from tpu_pipeline.components.training import task
+    from tpu_pipeline.components.training.setup import TrainingSetup
 
     config = trainer_config(case, **overrides)
     train_file, eval_file, transform_output = split
@@ -212,7 +212,7 @@ def no_augmentation(dataset: DatasetConfig) -> dict:
 
 def histogram_rates(model_name: str, dataset: DatasetConfig, workdir: pathlib.Path, repeats: int):
     """Epoch-end weight histograms per second: Keras's eager ones and the Trainer's one function."""
-    from components.training.training_logs import TensorBoard
+    from tpu_pipeline.components.training.training_logs import TensorBoard
 
     model = build_model(model_name, dataset.image_shape, dataset.num_classes)
     boards = {

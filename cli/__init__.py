@@ -1,3 +1,3 @@
 """The `tpu-pipeline` command line: the top layer, free to use every other package."""
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

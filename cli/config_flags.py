@@ -10,8 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from common.config import (
+from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,
     DEFAULT_DATASET,
     PipelineConfig,
@@ -21,7 +20,7 @@ from common.config import (
 )
 
 if TYPE_CHECKING:
-    from components.example_gen.recognize import RecognizedData
+    from tpu_pipeline.components.example_gen.recognize import RecognizedData
 
 
 def parse_assignment(text: str) -> tuple[str, Any]:
@@ -110,7 +109,7 @@ def recognized_from_args(
         return None
     if "://" in str(given["data_dir"]):  # a bucket: the configuration says what it holds
         return None
-    from components.example_gen.recognize import recognize_folder
+    from tpu_pipeline.components.example_gen.recognize import recognize_folder
 
     found = recognize_folder(given["data_dir"], taken=frozenset(BUILTIN_DATASETS))
     if found is None or given.get("format", found.dataset["format"]) != found.dataset["format"]:

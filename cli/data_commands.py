@@ -10,12 +10,12 @@ import argparse
 import pathlib
 import sys
 
-from cli.config_flags import add_config_flags, config_from_args
+from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
 
 
 def add_data_commands(commands: argparse._SubParsersAction) -> None:
     """Adds `data generate` and `data import` to the `tpu-pipeline` parser."""
-    from cli.synthetic_data import FORMATS, SHAPES
+    from tpu_pipeline.cli.synthetic_data import FORMATS, SHAPES
 
     data = commands.add_parser("data", help="generate synthetic data; import data as a new span")
     data_commands = data.add_subparsers(dest="data_command", required=True)
@@ -53,8 +53,8 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
 def run_data_command(args: argparse.Namespace) -> None:
     """Runs `data generate` or `data import`, printing one line of result."""
     if args.data_command == "generate":
-        from cli.synthetic_data import write_synthetic
-        from common.config import ConfigError
+        from tpu_pipeline.cli.synthetic_data import write_synthetic
+        from tpu_pipeline.common.config import ConfigError
 
         try:
             folder = write_synthetic(
@@ -64,7 +64,7 @@ def run_data_command(args: argparse.Namespace) -> None:
             raise ConfigError(str(error)) from None
         print(f"wrote {args.count} synthetic {args.shape} images as {args.format} to {folder}")
         return
-    from cli.span_import import import_span
+    from tpu_pipeline.cli.span_import import import_span
 
     config = config_from_args(args)
     folder, count = import_span(config.dataset, args.source, args.span, progress=sys.stderr)

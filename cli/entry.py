@@ -3,7 +3,7 @@
 `runs` reads a run folder's ML Metadata store and nothing else; importing cli/main.py
 loads every command's module, the typed configuration (pydantic) and numpy, about 0.4 s
 of CPU, twice what `runs` needs in all. So it is dispatched before that import, and
-answers in well under a second (docs/benchmarks.md, section `runs`). `python -m cli.main
+answers in well under a second (docs/benchmarks.md, section `runs`). `python -m tpu_pipeline.cli.main
 runs` gives the same answer, after the longer import.
 """
 
@@ -16,10 +16,10 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the `tpu-pipeline` console command."""
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["runs"]:
-        from cli.runs_commands import runs_main
+        from tpu_pipeline.cli.runs_commands import runs_main
 
         return runs_main(args[1:])
-    from cli.main import main as main_with_every_command
+    from tpu_pipeline.cli.main import main as main_with_every_command
 
     return main_with_every_command(argv)
 

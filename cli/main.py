@@ -19,38 +19,51 @@ import pathlib
 import sys
 import tempfile
 
-from cli.config_flags import (
+from tpu_pipeline.cli.config_flags import (
     add_config_flags,
     config_from_args,
     explicit_from_args,
     positive_int,
     recognized_from_args,
 )
-from cli.data_commands import add_data_commands, run_data_command
-from cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
-from cli.report_commands import (
+from tpu_pipeline.cli.data_commands import add_data_commands, run_data_command
+from tpu_pipeline.cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
+from tpu_pipeline.cli.report_commands import (
     REPORT_COMMANDS,
     add_report_commands,
     run_report_command,
     write_run_report,
 )
-from cli.run_folder import RunFolderError
-from cli.runs_commands import RUNS_COMMAND, add_runs_command, run_runs_command
-from cli.saved_config import recognized_lines, save_config
-from cli.serving_commands import SERVING_COMMAND, add_serving_commands, run_serving_command
-from cli.stop_summary import write_stop_summary, write_summary_json
-from cli.vertex_commands import VERTEX_COMMANDS, add_vertex_commands, run_vertex_command
-from common.config import BUILTIN_DATASETS, ConfigError
-from common.interrupts import RunInterrupted, exit_code, received_signal, stop_on_signals
-from common.metadata_check import (
+from tpu_pipeline.cli.run_folder import RunFolderError
+from tpu_pipeline.cli.runs_commands import RUNS_COMMAND, add_runs_command, run_runs_command
+from tpu_pipeline.cli.saved_config import recognized_lines, save_config
+from tpu_pipeline.cli.serving_commands import (
+    SERVING_COMMAND,
+    add_serving_commands,
+    run_serving_command,
+)
+from tpu_pipeline.cli.stop_summary import write_stop_summary, write_summary_json
+from tpu_pipeline.cli.vertex_commands import (
+    VERTEX_COMMANDS,
+    add_vertex_commands,
+    run_vertex_command,
+)
+from tpu_pipeline.common.config import BUILTIN_DATASETS, ConfigError
+from tpu_pipeline.common.interrupts import (
+    RunInterrupted,
+    exit_code,
+    received_signal,
+    stop_on_signals,
+)
+from tpu_pipeline.common.metadata_check import (
     DamagedMetadataError,
     LockedMetadataError,
     check_metadata_store,
 )
-from common.owned_paths import check_replaceable
-from common.run_lock import RunInProgressError, claim_run_folder, exclusive_run
-from components.example_gen.errors import DataFormatError
-from pipeline.wiring.input_fingerprint import new_inputs, record_success
+from tpu_pipeline.common.owned_paths import check_replaceable
+from tpu_pipeline.common.run_lock import RunInProgressError, claim_run_folder, exclusive_run
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.wiring.input_fingerprint import new_inputs, record_success
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_CONFIG, EXIT_DATA_REJECTED = 0, 1, 2, 3
 EXIT_CODES_HELP = """exit codes:
@@ -65,7 +78,7 @@ EXIT_CODES_HELP = """exit codes:
 
 
 # Commands that run TFX or Beam and send the libraries' output to a log file; every other
-# command prints only its answer (`cli.console.quiet_command`).
+# command prints only its answer (`tpu_pipeline.cli.console.quiet_command`).
 LOGGED_COMMANDS = ("run", "schema", PREDICT_COMMAND)
 
 # Listed by hand: importing the model registry would load TensorFlow for `--help`.
@@ -222,9 +235,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _recipe_for(config, explicit: frozenset[str]):
     """The defaults the data decides (`pipeline/wiring/recipe.py`), in a few seconds at most."""
-    from components import imagenet_files
-    from pipeline.data_tools.data_survey import survey_image_folder
-    from pipeline.wiring.recipe import choose_recipe
+    from tpu_pipeline.components import imagenet_files
+    from tpu_pipeline.pipeline.data_tools.data_survey import survey_image_folder
+    from tpu_pipeline.pipeline.wiring.recipe import choose_recipe
 
     def imagenet_available(model: str, image_shape: tuple[int, int, int]) -> bool:
         return imagenet_files.is_available(imagenet_files.IMAGENET_FILES[model](image_shape))
@@ -234,7 +247,7 @@ def _recipe_for(config, explicit: frozenset[str]):
 
 def _require_reachable_weights(config) -> None:
     """`imagenet` that is neither cached nor downloadable stops here, before TensorFlow loads."""
-    from components import imagenet_files
+    from tpu_pipeline.components import imagenet_files
 
     files = imagenet_files.IMAGENET_FILES.get(config.trainer.model)
     if config.trainer.pretrained_weights == "imagenet" and files is not None:
@@ -242,7 +255,7 @@ def _require_reachable_weights(config) -> None:
 
 
 def _run_configured(args: argparse.Namespace, config, chosen) -> int:
-    from cli.console import output_to_log_file, quiet_library_warnings
+    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
 
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_file = config.run_dir / "logs" / f"run-{stamp}.log"
@@ -262,7 +275,7 @@ def _run_configured(args: argparse.Namespace, config, chosen) -> int:
                     summary, report, inputs = _run_pipeline(config, terminal, run_log, chosen)
         except (ConfigError, DataFormatError, RunInterrupted) as error:  # before any component
             if config.notify:
-                from pipeline.results.run_summary import RunSummary
+                from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
                 name = config.full_pipeline_name
                 _notify(config, RunSummary.without_results(name, [], error, run_log), None)
@@ -317,7 +330,7 @@ def _has_new_inputs(config) -> bool:
 
 def _notify(config, summary, report: str | None) -> None:
     """Tells `notify.webhook` (if set) how the run ended; if it cannot, one warning line."""
-    from pipeline.results.run_message import notify_run
+    from tpu_pipeline.pipeline.results.run_message import notify_run
 
     warning = notify_run(config, summary, report)
     if warning:
@@ -326,7 +339,7 @@ def _notify(config, summary, report: str | None) -> None:
 
 def _track(config, summary):
     """Logs the run to MLflow, if a tracking URI is set; returns what to say (`Tracked`)."""
-    from pipeline.tracking import track_run
+    from tpu_pipeline.pipeline.tracking import track_run
 
     return track_run(config, summary)
 
@@ -342,13 +355,13 @@ def _run_pipeline(config, progress, log_file, chosen=None):
     Raises:
       DataFormatError: the data folder is missing or has no file to read; nothing ran.
     """
-    from pipeline.wiring.data_sources import prepare_data_root
-    from pipeline.wiring.input_fingerprint import fingerprint_inputs, input_patterns
+    from tpu_pipeline.pipeline.wiring.data_sources import prepare_data_root
+    from tpu_pipeline.pipeline.wiring.input_fingerprint import fingerprint_inputs, input_patterns
 
     data_root = prepare_data_root(config)  # a wrong data folder stops here in one line
     # Taken before ExampleGen reads: a file landing during the run counts as new next time.
     inputs = fingerprint_inputs(config, data_root, input_patterns(config.dataset))
-    from pipeline.local.runner import run_local
+    from tpu_pipeline.pipeline.local.runner import run_local
 
     print(f"tpu-pipeline: running {config.full_pipeline_name} in {config.run_dir}", file=progress)
 
@@ -365,7 +378,7 @@ def _schema_output(args: argparse.Namespace) -> pathlib.Path:
       ConfigError: no dataset named, both --name and a configuration, or --output is a folder.
       FileExistsError: the file exists and --force is off.
     """
-    from schemas import schema_path
+    from tpu_pipeline.schemas import schema_path
 
     configured = bool(args.config or args.assignments)
     if args.name and configured:
@@ -392,8 +405,8 @@ def _schema_output(args: argparse.Namespace) -> pathlib.Path:
 
 
 def _schema_infer(args: argparse.Namespace) -> int:
-    from cli.console import output_to_log_file, quiet_library_warnings
-    from pipeline.local.progress import LiveStatus
+    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
+    from tpu_pipeline.pipeline.local.progress import LiveStatus
 
     data = pathlib.Path(args.data)
     pattern = str(data / "*") if data.is_dir() else args.data
@@ -403,7 +416,7 @@ def _schema_infer(args: argparse.Namespace) -> int:
     log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-schema-infer-{stamp}.log"
     # TensorFlow's, Beam's and TFDV's start-up lines and deprecation warnings go to the log.
     with output_to_log_file(log_file) as terminal:
-        from pipeline.data_tools.schema_tools import infer_schema, write_schema
+        from tpu_pipeline.pipeline.data_tools.schema_tools import infer_schema, write_schema
 
         kept = write_schema(
             infer_schema(pattern, LiveStatus(terminal)), output, overwrite=args.force
@@ -416,7 +429,7 @@ def _schema_infer(args: argparse.Namespace) -> int:
 
 def _preflight(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "trainer.model": args.model})
-    from components.preflight import run_preflight
+    from tpu_pipeline.components.preflight import run_preflight
 
     report = run_preflight(config.dataset, config.trainer, replicas=args.replicas)
     print(report.to_text(), flush=True)
@@ -439,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(args: argparse.Namespace) -> int:
     if args.command not in LOGGED_COMMANDS:
-        from cli.console import quiet_command
+        from tpu_pipeline.cli.console import quiet_command
 
         quiet_command()
     try:

@@ -22,12 +22,12 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from cli.config_flags import add_config_flags, config_from_args, positive_int
-from common.owned_paths import check_replaceable
+from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args, positive_int
+from tpu_pipeline.common.owned_paths import check_replaceable
 
 if TYPE_CHECKING:  # the job's module loads TensorFlow and Beam: only when predicting
-    from common.config import NotifyConfig
-    from pipeline.batch_predict import BatchResult
+    from tpu_pipeline.common.config import NotifyConfig
+    from tpu_pipeline.pipeline.batch_predict import BatchResult
 
 PREDICT_COMMAND = "predict"
 # cli/main.py's EXIT_DATA_REJECTED: data that drifts, whichever command finds it.
@@ -125,14 +125,14 @@ def run_predict(args: argparse.Namespace) -> int:
     config = config_from_args(args, {"dataset": args.dataset, "dataset.format": args.format})
     if args.summary_json:  # a file of the user's there: refused before the job
         check_replaceable(args.summary_json, "--summary-json")
-    from cli.console import output_to_log_file, quiet_library_warnings
-    from pipeline.local.progress import LiveStatus
+    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
+    from tpu_pipeline.pipeline.local.progress import LiveStatus
 
     quiet_library_warnings()
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-predict-{stamp}.log"
     with output_to_log_file(log_file) as terminal:
-        from pipeline.batch_predict import run_batch_predictions
+        from tpu_pipeline.pipeline.batch_predict import run_batch_predictions
 
         status = LiveStatus(terminal)
         status.start(f"predicting {args.data_dir} with {args.model}")
@@ -172,7 +172,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
 
 def _explained_line(result: BatchResult) -> str:
-    from pipeline.batch_predict.explain import PICTURE_FILE
+    from tpu_pipeline.pipeline.batch_predict.explain import PICTURE_FILE
 
     explained = result.explained
     if not explained.chosen:
@@ -186,7 +186,7 @@ def _explained_line(result: BatchResult) -> str:
 
 def _notify_shift(notify: NotifyConfig, result: BatchResult) -> None:
     """Posts the shift to the `notify:` webhook; a webhook that fails is one warning line."""
-    from common.webhook import post_notification, slack_message
+    from tpu_pipeline.common.webhook import post_notification, slack_message
 
     text = f"tpu-pipeline predict: the data moved ({result.output})"
     details = [result.drift.headline(), f"model: {result.model_dir}"]
@@ -197,7 +197,7 @@ def _notify_shift(notify: NotifyConfig, result: BatchResult) -> None:
 
 def _write_summary(path: str, result: BatchResult) -> None:
     """`--summary-json`: the counts and the drift check, replaced whole or not at all."""
-    from common.owned_paths import write_owned
+    from tpu_pipeline.common.owned_paths import write_owned
 
     summary = {
         "model": result.model_dir,

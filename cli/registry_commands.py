@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common.config import PipelineConfig, require_vertex
+from tpu_pipeline.common.config import PipelineConfig, require_vertex
 
 
 def run_registry_action(config: PipelineConfig, args: argparse.Namespace) -> int:
     """Runs one `serving` action on the registry entry (`vertex.model_registry`)."""
-    from common.vertex_api import VertexUnreachableError, connect, send
-    from serving_ops.protocol import OperationError
-    from serving_ops.vertex import actions
-    from serving_ops.vertex.aliases import find_model_call
-    from serving_ops.vertex.transport import Recorder, Transport
+    from tpu_pipeline.common.vertex_api import VertexUnreachableError, connect, send
+    from tpu_pipeline.serving_ops.protocol import OperationError
+    from tpu_pipeline.serving_ops.vertex import actions
+    from tpu_pipeline.serving_ops.vertex.aliases import find_model_call
+    from tpu_pipeline.serving_ops.vertex.transport import Recorder, Transport
 
     action = args.serving_action
     version, reason = getattr(args, "version", None), getattr(args, "reason", "")
@@ -69,8 +69,8 @@ def _to_stderr(line: str) -> None:
 
 
 def _require_model_uri(model_uri: str | None) -> None:
-    from serving_ops.vertex.blessing import check_model_uri
-    from serving_ops.vertex.entry import RegistryActionError
+    from tpu_pipeline.serving_ops.vertex.blessing import check_model_uri
+    from tpu_pipeline.serving_ops.vertex.entry import RegistryActionError
 
     if not model_uri:
         raise RegistryActionError(

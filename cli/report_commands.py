@@ -15,11 +15,16 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from cli.run_folder import RunFolderError, add_run_argument, add_run_flags, run_dir_from_args
+from tpu_pipeline.cli.run_folder import (
+    RunFolderError,
+    add_run_argument,
+    add_run_flags,
+    run_dir_from_args,
+)
 
 if TYPE_CHECKING:
-    from common.config import PipelineConfig
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.common.config import PipelineConfig
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 REPORT_COMMANDS = ("report", "tensorboard")
 
@@ -51,11 +56,11 @@ def add_report_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_report_command(args: argparse.Namespace) -> int:
     """Runs `report` or `tensorboard`; returns the exit code."""
-    from pipeline.report.run_store import RunNotFoundError
+    from tpu_pipeline.pipeline.report.run_store import RunNotFoundError
 
     try:
         if args.command == "report":
-            from pipeline.report import write_report
+            from tpu_pipeline.pipeline.report import write_report
 
             files = write_report(run_dir_from_args(args), output_dir=args.output)
             print(f"report: {files.html}")
@@ -77,9 +82,9 @@ def tensorboard_log_dirs(
       RunNotFoundError: no run in the folder.
       FileNotFoundError: the newest run never reached the Trainer.
     """
-    from pipeline.report.run_store import open_latest_run
-    from pipeline.results.tuning_results import trials_dir
-    from pipeline.wiring.node_ids import NodeIds
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
+    from tpu_pipeline.pipeline.results.tuning_results import trials_dir
+    from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
     stored = open_latest_run(run_dir)
     model_run = stored.first_output(NodeIds.TRAINER, "model_run")
@@ -93,7 +98,7 @@ def tensorboard_log_dirs(
 
 
 def _tensorboard(args: argparse.Namespace) -> int:
-    from pipeline.report.tensorboard_logs import shell_line, tensorboard_command
+    from tpu_pipeline.pipeline.report.tensorboard_logs import shell_line, tensorboard_command
 
     log_dir, trials = tensorboard_log_dirs(run_dir_from_args(args), args.all_runs)
     command = tensorboard_command(log_dir, args.port, trials_dir=trials)
@@ -117,7 +122,7 @@ def write_run_report(config: PipelineConfig, summary: RunSummary) -> str:
     The run's result stands whatever happens here: a report that cannot be
     built is logged (with its traceback, in the run's log) and skipped.
     """
-    from pipeline.report import write_report
+    from tpu_pipeline.pipeline.report import write_report
 
     try:
         files = write_report(config.run_dir, summary, config)

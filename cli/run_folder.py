@@ -18,7 +18,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from common.config import PipelineConfig
+    from tpu_pipeline.common.config import PipelineConfig
 
 RUN_HELP = "run folder, e.g. output/tpu-pipeline-digits (default: from the configuration)"
 METADATA_FILE = "metadata.sqlite"
@@ -91,7 +91,7 @@ def config_for_run(
       RunFolderError: the folder does not exist, or the configuration names another.
       ConfigError: the configuration is wrong.
     """
-    from common.config import load_config
+    from tpu_pipeline.common.config import load_config
 
     overrides = _overrides(args, flags)
     folder = run if run is not None else getattr(args, "run", None)
@@ -114,12 +114,12 @@ def _noted_or_named(folder: pathlib.Path) -> dict[str, Any]:
     """The pipeline name and dataset of the run in `folder`: as its newest run noted them,
     else read from the folder's name when it ends in a built-in dataset's."""
     if (folder / METADATA_FILE).exists():
-        from pipeline.runs.history import read_history
+        from tpu_pipeline.pipeline.runs.history import read_history
 
         noted = next((run.config for run in read_history(folder).runs if run.config), None)
         if noted and "pipeline_name" in noted:
             return {"pipeline_name": noted["pipeline_name"], "dataset": noted["dataset"]}
-    from common.config import BUILTIN_DATASETS
+    from tpu_pipeline.common.config import BUILTIN_DATASETS
 
     for name in BUILTIN_DATASETS:
         if folder.name.endswith(f"-{name}"):

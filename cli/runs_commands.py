@@ -12,7 +12,13 @@ import argparse
 import pathlib
 import sys
 
-from cli.run_folder import RUN_HELP, RunFolderError, add_run_flags, config_for_run, existing_run
+from tpu_pipeline.cli.run_folder import (
+    RUN_HELP,
+    RunFolderError,
+    add_run_flags,
+    config_for_run,
+    existing_run,
+)
 
 RUNS_COMMAND = "runs"
 DIFF = "diff"
@@ -76,7 +82,7 @@ def _run_dir(args: argparse.Namespace, folder: pathlib.Path | None) -> pathlib.P
     try:
         if folder is not None:  # no pydantic: `runs RUN` answers in well under a second
             return existing_run(folder, "RUN")
-        from common.config import ConfigError
+        from tpu_pipeline.common.config import ConfigError
 
         try:
             return config_for_run(args).run_dir
@@ -90,7 +96,7 @@ def run_runs_command(args: argparse.Namespace) -> int:
     """Prints the run list, or the diff of two runs; returns the exit code: 2, saying why in
     one line, when there is no run folder there, fewer than two runs to diff, or a run number
     or id that names none; 1 when the store is damaged or locked."""
-    from common.metadata_check import DamagedMetadataError, LockedMetadataError
+    from tpu_pipeline.common.metadata_check import DamagedMetadataError, LockedMetadataError
 
     try:
         return _runs(args)
@@ -116,8 +122,8 @@ def runs_main(argv: list[str]) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from pipeline.runs.history import RunFolderNotFoundError, read_history
-    from pipeline.runs.text import diff_lines, history_lines
+    from tpu_pipeline.pipeline.runs.history import RunFolderNotFoundError, read_history
+    from tpu_pipeline.pipeline.runs.text import diff_lines, history_lines
 
     folder, refs = _split_words(args.words)
     try:
@@ -127,7 +133,7 @@ def _runs(args: argparse.Namespace) -> int:
     if refs is None:
         print("\n".join(history_lines(history)))
         return 0
-    from pipeline.runs.compare import diff_runs
+    from tpu_pipeline.pipeline.runs.compare import diff_runs
 
     if len(history.runs) < 2:
         raise RunsUsageError(

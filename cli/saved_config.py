@@ -14,13 +14,12 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from common.config import PipelineConfig
-from common.owned_paths import write_owned
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.owned_paths import write_owned
 
 if TYPE_CHECKING:
-    from components.example_gen.recognize import RecognizedData
-    from pipeline.wiring.recipe import Recipe
+    from tpu_pipeline.components.example_gen.recognize import RecognizedData
+    from tpu_pipeline.pipeline.wiring.recipe import Recipe
 
 
 def recognized_lines(

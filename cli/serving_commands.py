@@ -14,10 +14,15 @@ import logging
 import pathlib
 import sys
 
-from cli.config_flags import add_config_flags, config_from_args
-from cli.run_folder import METADATA_FILE, add_run_argument, add_run_flags, config_for_run
-from common.config import ConfigError, PipelineConfig
-from common.run_lock import DEFAULT_WAIT_SECONDS
+from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
+from tpu_pipeline.cli.run_folder import (
+    METADATA_FILE,
+    add_run_argument,
+    add_run_flags,
+    config_for_run,
+)
+from tpu_pipeline.common.config import ConfigError, PipelineConfig
+from tpu_pipeline.common.run_lock import DEFAULT_WAIT_SECONDS
 
 SERVING_COMMAND = "serving"
 ACTIONS = ("list", "rollback", "pin", "unpin", "restore", "bless")
@@ -99,8 +104,8 @@ def add_serving_commands(commands: argparse._SubParsersAction) -> None:
 
 def run_serving_command(args: argparse.Namespace) -> int:
     """Runs one `serving` action; returns the exit code (1, with one line, if it cannot)."""
-    from components.serving.versions import ServingFolderError
-    from serving_ops.protocol import OperationError
+    from tpu_pipeline.components.serving.versions import ServingFolderError
+    from tpu_pipeline.serving_ops.protocol import OperationError
 
     try:
         return _run_action(args)
@@ -111,14 +116,14 @@ def run_serving_command(args: argparse.Namespace) -> int:
 
 def _run_action(args: argparse.Namespace) -> int:
     if args.vertex:  # the registry entry: no run folder needed here
-        from cli.registry_commands import run_registry_action
+        from tpu_pipeline.cli.registry_commands import run_registry_action
 
         flags = {"dataset": args.dataset, "output_dir": args.output_dir}
         return run_registry_action(config_from_args(args, flags), args)
     config = config_for_run(args, run=_run_of_model(args))
     _quiet_libraries()
     # Each action is one library call that keeps the order over the folder and ML Metadata.
-    from serving_ops.local import actions
+    from tpu_pipeline.serving_ops.local import actions
 
     action = args.serving_action
     if action == "list":
@@ -173,9 +178,9 @@ def _quiet_libraries() -> None:
 
 def _rewrite_report(config: PipelineConfig) -> str:
     """The newest run's report, written again so it shows the manual blessing; its line."""
-    from cli.report_commands import write_run_report
-    from pipeline.report.collect import summarize_stored_run
-    from pipeline.report.run_store import open_latest_run
+    from tpu_pipeline.cli.report_commands import write_run_report
+    from tpu_pipeline.pipeline.report.collect import summarize_stored_run
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
 
     try:
         stored = open_latest_run(config.run_dir)
@@ -187,9 +192,9 @@ def _rewrite_report(config: PipelineConfig) -> str:
 
 def _print_versions(config: PipelineConfig) -> None:
     """A line per version: served or why set aside, and what ML Metadata knows of it."""
-    from components.serving.versions import pinned
-    from serving_ops.local.folder import list_versions
-    from serving_ops.local.history import version_facts
+    from tpu_pipeline.components.serving.versions import pinned
+    from tpu_pipeline.serving_ops.local.folder import list_versions
+    from tpu_pipeline.serving_ops.local.history import version_facts
 
     base = str(config.serving_dir)
     found = list_versions(base)

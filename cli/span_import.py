@@ -15,10 +15,10 @@ import re
 import shutil
 from typing import TextIO
 
-from common.atomic_folder import new_folder
-from common.config import ConfigError, DatasetConfig
-from components.example_gen.errors import DataFormatError
-from pipeline.local.progress import LiveStatus, read_every_record
+from tpu_pipeline.common.atomic_folder import new_folder
+from tpu_pipeline.common.config import ConfigError, DatasetConfig
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.local.progress import LiveStatus, read_every_record
 
 SPAN_TOKEN = "{SPAN}"
 
@@ -53,8 +53,8 @@ def check_files(pattern: str, dataset: DatasetConfig, status: LiveStatus | None 
     Raises:
       DataFormatError: the first bad file or record, by name.
     """
-    from components.example_gen.examples import ExampleBuilder
-    from components.example_gen.formats import list_inputs, source_format
+    from tpu_pipeline.components.example_gen.examples import ExampleBuilder
+    from tpu_pipeline.components.example_gen.formats import list_inputs, source_format
 
     source = source_format(dataset)
     builder = ExampleBuilder(dataset)
@@ -88,7 +88,7 @@ def import_span(
     if dataset.data_dir is None:
         raise ConfigError(f"dataset {dataset.name!r}: set dataset.data_dir to import spans")
     data_root = pathlib.Path(dataset.data_dir)
-    from components.example_gen.formats import file_pattern
+    from tpu_pipeline.components.example_gen.formats import file_pattern
 
     folder_template, inner = span_layout(file_pattern(dataset))
     if source.is_dir():

@@ -3,7 +3,7 @@
 A bad configuration, a missing data folder, ImageNet weights out of reach offline or
 a held run lock stop `run` within seconds, before TensorFlow and TFX load; a script
 reading `--summary-json` still gets a file saying why. It has every field of
-`pipeline.results.run_summary.RunSummary` (which imports TFX, ~20 s, so it is not used here;
+`tpu_pipeline.pipeline.results.run_summary.RunSummary` (which imports TFX, ~20 s, so it is not used here;
 tests/cli/test_stop_summary.py keeps the two field lists the same).
 """
 
@@ -13,10 +13,10 @@ import json
 import pathlib
 from typing import Any
 
-from common.interrupts import RunInterrupted, received_signal
-from common.owned_paths import write_owned
-from components.example_gen.errors import DataFormatError
-from pipeline.results.summary_part import SCHEMA_VERSION
+from tpu_pipeline.common.interrupts import RunInterrupted, received_signal
+from tpu_pipeline.common.owned_paths import write_owned
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.results.summary_part import SCHEMA_VERSION
 
 
 def stop_summary(

@@ -14,9 +14,8 @@ import struct
 
 import numpy as np
 from PIL import Image
-
-from common.atomic_folder import new_folder
-from common.config import DatasetConfig
+from tpu_pipeline.common.atomic_folder import new_folder
+from tpu_pipeline.common.config import DatasetConfig
 
 SHAPES = {"mnist": (28, 28, 1), "cifar10": (32, 32, 3)}
 FORMATS = ("tfrecord", "tfrecord_png", "npz", "idx", "cifar10_binary", "image_folder", "csv")

@@ -17,8 +17,8 @@ import pathlib
 import sys
 from typing import Any
 
-from cli.config_flags import add_config_flags, config_from_args
-from common.config import ConfigError, PipelineConfig
+from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
+from tpu_pipeline.common.config import ConfigError, PipelineConfig
 
 VERTEX_COMMANDS = ("compile", "submit", "schedule")
 SCHEDULE_ACTIONS = ("create", "update", "pause", "resume", "list", "delete")
@@ -76,8 +76,8 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
 def run_vertex_command(args: argparse.Namespace) -> int:
     """Runs `compile`, `submit` or `schedule`; returns the exit code."""
     config = config_from_args(args)
-    from kubeflow.presubmit import check_for_vertex
-    from kubeflow.runner import require_webhook_secret
+    from tpu_pipeline.kubeflow.presubmit import check_for_vertex
+    from tpu_pipeline.kubeflow.runner import require_webhook_secret
 
     require_webhook_secret(config)  # no spec, job or schedule carries the webhook URL
     for warning in check_for_vertex(config, args.command, _schedule_cron(config, args)):
@@ -85,10 +85,10 @@ def run_vertex_command(args: argparse.Namespace) -> int:
     if args.command == "compile":
         return _compile(config, args.output)
     if args.dry_run:  # a file of the user's there is refused before the SDK's slow import
-        from common.owned_paths import check_replaceable
+        from tpu_pipeline.common.owned_paths import check_replaceable
 
         check_replaceable(requests_file(args), "--requests")
-    from common.vertex_api import VertexUnreachableError, connect
+    from tpu_pipeline.common.vertex_api import VertexUnreachableError, connect
 
     try:
         credentials = None if args.dry_run else connect(_region(config))
@@ -108,13 +108,13 @@ def _schedule_cron(config: PipelineConfig, args: argparse.Namespace) -> str | No
 
 
 def _region(config: PipelineConfig) -> str:
-    from kubeflow.runner import require_vertex
+    from tpu_pipeline.kubeflow.runner import require_vertex
 
     return require_vertex(config).region
 
 
 def _compile(config: PipelineConfig, output: pathlib.Path) -> int:
-    from kubeflow.runner import compile_pipeline
+    from tpu_pipeline.kubeflow.runner import compile_pipeline
 
     spec = compile_pipeline(config, output)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
@@ -143,8 +143,7 @@ def _refuse_spec_with_webhook_url(spec_file: pathlib.Path) -> None:
 
 def _job(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> Any:
     from google.auth.credentials import AnonymousCredentials
-
-    from kubeflow import vertex_requests
+    from tpu_pipeline.kubeflow import vertex_requests
 
     _refuse_spec_with_webhook_url(args.pipeline_json)
     values = vertex_requests.parameter_values(args.data_root, args.train_steps)
@@ -164,8 +163,8 @@ def requests_file(args: argparse.Namespace) -> pathlib.Path:
 
 def show_dry_run(args: argparse.Namespace, calls: dict[str, Any]) -> None:
     """What `--dry-run` shows: the values to check, and the file holding every request."""
-    from common.owned_paths import write_owned
-    from kubeflow.request_summary import requests_json, row, summary_lines
+    from tpu_pipeline.common.owned_paths import write_owned
+    from tpu_pipeline.kubeflow.request_summary import requests_json, row, summary_lines
 
     requests = {step: call.to_dict() for step, call in calls.items()}
     path = requests_file(args)
@@ -178,8 +177,8 @@ def show_dry_run(args: argparse.Namespace, calls: dict[str, Any]) -> None:
 
 
 def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> int:
-    from common.vertex_api import send
-    from kubeflow.vertex_requests import create_job_call
+    from tpu_pipeline.common.vertex_api import send
+    from tpu_pipeline.kubeflow.vertex_requests import create_job_call
 
     call = create_job_call(config, _job(config, args, credentials))
     if args.dry_run:
@@ -191,8 +190,8 @@ def _submit(config: PipelineConfig, args: argparse.Namespace, credentials: Any) 
 
 
 def _schedule(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> int:
-    from common.vertex_api import send
-    from kubeflow import vertex_requests as requests
+    from tpu_pipeline.common.vertex_api import send
+    from tpu_pipeline.kubeflow import vertex_requests as requests
 
     region = config.vertex.region
     if args.action == "list":
@@ -239,7 +238,7 @@ def _planned_calls(
     action: str, config: PipelineConfig, lookup: Any, schedule: Any
 ) -> dict[str, Any]:
     """What a real run sends for `action`, in order; the lookup decides create vs. update."""
-    from kubeflow import vertex_requests as requests
+    from tpu_pipeline.kubeflow import vertex_requests as requests
 
     found = requests.FOUND_SCHEDULE
     if action == "create":

@@ -48,7 +48,9 @@ def replaced_when_done(path: str | os.PathLike) -> Iterator[str]:
     folder, name = os.path.split(path)
     scratch = os.path.join(folder, f".{name}.partial-{uuid.uuid4().hex[:12]}")
     if is_remote(path):
-        from common.tfx_api import fileio  # TensorFlow's file systems, only when needed
+        from tpu_pipeline.common.tfx_api import (
+            fileio,  # TensorFlow's file systems, only when needed
+        )
 
         fileio.makedirs(scratch)
         try:

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 
-from common.atomic_file import fsync_path
+from tpu_pipeline.common.atomic_file import fsync_path
 
 
 @contextlib.contextmanager

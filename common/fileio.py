@@ -17,8 +17,7 @@ from typing import Any
 
 from tfx.dsl.io import filesystem
 from tfx.dsl.io.plugins.local import LocalFilesystem
-
-from common.atomic_file import is_remote
+from tpu_pipeline.common.atomic_file import is_remote
 
 NotFoundError = filesystem.NotFoundError
 PathType = str | os.PathLike

@@ -35,10 +35,9 @@ import posixpath
 from collections.abc import Callable, Iterator
 
 import portalocker
-
-from common import fileio
-from common.atomic_file import is_remote, replaced_when_done
-from common.config import ConfigError
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.atomic_file import is_remote, replaced_when_done
+from tpu_pipeline.common.config import ConfigError
 
 MARKER = ".tpu-pipeline"
 _CHUNK = 1 << 20

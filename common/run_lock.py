@@ -13,9 +13,9 @@ import contextlib
 import pathlib
 from collections.abc import Callable, Iterator
 
-from common.config import PipelineConfig
-from common.file_lock import LockBusyError, held_lock
-from common.owned_paths import claim_folder
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.file_lock import LockBusyError, held_lock
+from tpu_pipeline.common.owned_paths import claim_folder
 
 LOCK_FILE = ".run.lock"
 # How long a serving action waits for a run or another action to release the folder.

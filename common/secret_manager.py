@@ -13,7 +13,7 @@ GCE metadata server with no deadline, so the whole read runs under
 
 from __future__ import annotations
 
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 
 def read_secret_version(name: str, timeout_s: float) -> str:

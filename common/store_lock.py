@@ -29,9 +29,8 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from absl import logging
-
-from common import gcs_objects
-from common.file_lock import LockBusyError
+from tpu_pipeline.common import gcs_objects
+from tpu_pipeline.common.file_lock import LockBusyError
 
 # A holder renews its lease every third of it; one that stops for a whole lease is dead.
 LEASE_SECONDS = 300.0

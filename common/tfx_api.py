@@ -100,7 +100,9 @@ __all__ = sorted(_PATHS)
 
 def __getattr__(name: str) -> Any:
     if name not in _PATHS:
-        raise AttributeError(f"common.tfx_api has no {name!r}; add its TFX path to _PATHS")
+        raise AttributeError(
+            f"tpu_pipeline.common.tfx_api has no {name!r}; add its TFX path to _PATHS"
+        )
     module_name, _, attribute = _PATHS[name].partition(":")
     module = importlib.import_module(module_name)
     value = getattr(module, attribute) if attribute else module

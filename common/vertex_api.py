@@ -16,7 +16,7 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 CHECK_TIMEOUT_S = 5.0

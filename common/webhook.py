@@ -22,9 +22,9 @@ import urllib.parse
 import urllib.request
 from typing import Any
 
-from common.config import HIDDEN, NotifyConfig, url_host, webhook_url_problem
-from common.secret_manager import read_secret_version
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.config import HIDDEN, NotifyConfig, url_host, webhook_url_problem
+from tpu_pipeline.common.secret_manager import read_secret_version
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 # Slack shows at most 3,000 characters in a section block (Block Kit's limit).
 _SECTION_LIMIT = 3000

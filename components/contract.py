@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.config import (
+from tpu_pipeline.common.config import (
     DatasetConfig,
     EvaluatorConfig,
     ExplainConfig,

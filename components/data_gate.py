@@ -10,7 +10,7 @@ downstream runs and nothing is pushed.
 import json
 import os
 
-from common.tfx_api import (
+from tpu_pipeline.common.tfx_api import (
     ExampleAnomalies,
     ExampleStatistics,
     InputArtifact,
@@ -18,12 +18,12 @@ from common.tfx_api import (
     Schema,
     component,
 )
-from components.data_checks.anomalies import (
+from tpu_pipeline.components.data_checks.anomalies import (
     DataRejectedError,
     describe_anomalies,
     rejection_message,
 )
-from components.data_checks.label_drift import label_drift
+from tpu_pipeline.components.data_checks.label_drift import label_drift
 
 
 @component

@@ -19,10 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from absl import logging
-
-from common import fileio
-from common.config import EvaluatorConfig
-from common.tfx_api import (
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.common.tfx_api import (
     BaseBeamComponent,
     Channel,
     Evaluator,
@@ -36,16 +35,16 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_evaluator_executor,
 )
-from components.contract import OUTCOME_EXAMPLES_KEY, read_dataset, read_evaluator
-from components.evaluation.results import (
+from tpu_pipeline.components.contract import OUTCOME_EXAMPLES_KEY, read_dataset, read_evaluator
+from tpu_pipeline.components.evaluation.results import (
     overall_metrics,
     paired_counts,
     slice_metrics,
 )
-from components.evaluation.verdict import VERDICT_FILE, Verdict, judge
-from components.packager import split_files
-from components.serving.answers import PixelClassifier
-from components.serving.eval_outcomes import record_eval_outcomes
+from tpu_pipeline.components.evaluation.verdict import VERDICT_FILE, Verdict, judge
+from tpu_pipeline.components.packager import split_files
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.components.serving.eval_outcomes import record_eval_outcomes
 
 CUSTOM_CONFIG_KEY = standard_component_specs.CUSTOM_CONFIG_KEY
 

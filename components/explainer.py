@@ -13,18 +13,19 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 
 import json
 
-from common.tfx_api import (
+from tpu_pipeline.common.tfx_api import (
     InputArtifact,
     OutputArtifact,
     Parameter,
     component,
     path_utils,
 )
-from common.tfx_api import standard_artifacts as artifacts
-from components.contract import read_dataset, read_explain
-from components.explain.eval_split import explain_eval_split
-from components.packager import split_files
-from components.serving.answers import PixelClassifier
+from tpu_pipeline.common.tfx_api import standard_artifacts as artifacts
+from tpu_pipeline.components.contract import read_dataset, read_explain
+from tpu_pipeline.components.explain.eval_split import explain_eval_split
+from tpu_pipeline.components.packager import split_files
+from tpu_pipeline.components.serving.answers import PixelClassifier
+
 from tpu_pipeline import ModelExplanation
 
 

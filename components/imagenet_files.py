@@ -17,8 +17,8 @@ import os
 import socket
 from collections.abc import Callable
 
-from common.config import ConfigError
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 # Where every tf_keras application file is served from.
 IMAGENET_HOST = "storage.googleapis.com"

@@ -15,8 +15,7 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 import json
 
 import tensorflow_transform as tft
-
-from common.tfx_api import (
+from tpu_pipeline.common.tfx_api import (
     InputArtifact,
     OutputArtifact,
     Parameter,
@@ -25,9 +24,9 @@ from common.tfx_api import (
     io_utils,
     path_utils,
 )
-from common.tfx_api import standard_artifacts as artifacts
-from components.contract import read_dataset, read_serving
-from components.serving.model_folder import package_model
+from tpu_pipeline.common.tfx_api import standard_artifacts as artifacts
+from tpu_pipeline.components.contract import read_dataset, read_serving
+from tpu_pipeline.components.serving.model_folder import package_model
 
 
 @component

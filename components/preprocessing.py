@@ -16,10 +16,9 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
-
-from components.contract import IMAGE_KEY, LABEL_KEY, read_dataset
-from components.images.decode import decode_encoded_images, unit_range
-from components.images.examples import decode_8bit_pixels
+from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY, read_dataset
+from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range
+from tpu_pipeline.components.images.examples import decode_8bit_pixels
 
 
 def preprocessing_fn(

@@ -29,10 +29,9 @@ import os
 from typing import Any
 
 from absl import logging
-
-from common import fileio
-from common.interrupts import raise_if_interrupted
-from common.tfx_api import (
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.interrupts import raise_if_interrupted
+from tpu_pipeline.common.tfx_api import (
     BaseComponent,
     Channel,
     ChannelParameter,
@@ -47,15 +46,15 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_pusher_executor,
 )
-from components.contract import read_dataset, read_evaluator, read_serving
-from components.model_card import card, facts
-from components.model_card.write import write_model_card
-from components.packager import split_files
-from components.serving.publish import PushResult, push_model_version
-from components.serving.server_check import ServingCheckResult, check_model
-from components.serving.versions import push_refusal, serving_lock
-from components.serving.warmup import WARMUP_FILE, write_warmup_requests
-from components.span_shift_gate import push_hold
+from tpu_pipeline.components.contract import read_dataset, read_evaluator, read_serving
+from tpu_pipeline.components.model_card import card, facts
+from tpu_pipeline.components.model_card.write import write_model_card
+from tpu_pipeline.components.packager import split_files
+from tpu_pipeline.components.serving.publish import PushResult, push_model_version
+from tpu_pipeline.components.serving.server_check import ServingCheckResult, check_model
+from tpu_pipeline.components.serving.versions import push_refusal, serving_lock
+from tpu_pipeline.components.serving.warmup import WARMUP_FILE, write_warmup_requests
+from tpu_pipeline.components.span_shift_gate import push_hold
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 # Why a blessed model was not published (a pin, the model was rolled back, or the span
@@ -191,7 +190,7 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         Args:
           model_dir: the model to check (the candidate, or the copy about to be published).
           custom_config: the Pusher's, with the check's sections
-            (`components.contract.pusher_sections`).
+            (`tpu_pipeline.components.contract.pusher_sections`).
           pushed_model: the PushedModel artifact that records the check.
         """
         if self._serving_check is not None:

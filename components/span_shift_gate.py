@@ -21,10 +21,10 @@ reads the function's annotations as types (no `from __future__ import annotation
 import json
 from typing import Any
 
-from common import fileio
-from common.config import DriftConfig
-from common.tfx_api import InputArtifact, OutputArtifact, Parameter, component
-from common.tfx_api import standard_artifacts as artifacts
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.common.tfx_api import InputArtifact, OutputArtifact, Parameter, component
+from tpu_pipeline.common.tfx_api import standard_artifacts as artifacts
 
 # The gate's output, which the Pusher takes as its `span_shift` (`components/pusher.py`).
 VERDICT_KEY = "verdict"
@@ -45,7 +45,7 @@ def SpanShiftGate(  # noqa: N802 (TFX names components in CamelCase)
     `drift_config` is the `drift:` section as JSON. No baseline (the first span): null.
     """
     # TFDV, only when the gate runs: the Pusher and run summaries import this module.
-    from components.drift.span_shift import model_span_shift
+    from tpu_pipeline.components.drift.span_shift import model_span_shift
 
     drift = DriftConfig.model_validate_json(drift_config)
     judged = model_span_shift(model.uri, baseline_model.uri, drift) if baseline_model else None

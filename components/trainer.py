@@ -8,23 +8,27 @@ and switched apart: the ServingPackager (`components/packager.py`: TF Serving's 
 requests, temperature scaling, the drift reference, the TFLite variants), the Evaluator
 (`components/evaluator.py`: each eval example's outcome, beside TFMA's figures) and the
 Explainer (`components/explainer.py`: attributions). `training.task.fit` is the
-training itself, shared with the Tuner (`components.tuner`), whose trials train exactly
+training itself, shared with the Tuner (`tpu_pipeline.components.tuner`), whose trials train exactly
 as the Trainer will.
 """
 
 from __future__ import annotations
 
-from common.tfx_api import FnArgs
-from components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_trainer
-from components.device.multi_worker import wait_for_all_workers
-from components.models import serving_model
-from components.preflight import require_preflight
-from components.serving.export import export_serving_model
-from components.training.autograph import skip_autograph_for_tf_keras
-from components.training.hyperparameters import apply_hyperparameters, tuned_values
-from components.training.separate_process import TrainingRequest, train_in_child, trains_in_child
-from components.training.setup import backup_dir_for, training_setup
-from components.training.task import fit
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_trainer
+from tpu_pipeline.components.device.multi_worker import wait_for_all_workers
+from tpu_pipeline.components.models import serving_model
+from tpu_pipeline.components.preflight import require_preflight
+from tpu_pipeline.components.serving.export import export_serving_model
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.hyperparameters import apply_hyperparameters, tuned_values
+from tpu_pipeline.components.training.separate_process import (
+    TrainingRequest,
+    train_in_child,
+    trains_in_child,
+)
+from tpu_pipeline.components.training.setup import backup_dir_for, training_setup
+from tpu_pipeline.components.training.task import fit
 
 
 def run_fn(fn_args: FnArgs, process: str = "same") -> None:

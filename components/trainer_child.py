@@ -1,4 +1,4 @@
-"""The Trainer's training child: `python -m components.trainer_child WORK_DIR`.
+"""The Trainer's training child: `python -m tpu_pipeline.components.trainer_child WORK_DIR`.
 
 Started by `components/training/separate_process.py`, which explains why. It calls
 `run_fn` with the Trainer's arguments, which trains and exports here as it does
@@ -16,9 +16,12 @@ import sys
 import traceback
 
 from absl import logging as absl_logging
-
-from components.trainer import run_fn
-from components.training.separate_process import ERROR_FILE, LOG_LINE_PREFIX, TrainingRequest
+from tpu_pipeline.components.trainer import run_fn
+from tpu_pipeline.components.training.separate_process import (
+    ERROR_FILE,
+    LOG_LINE_PREFIX,
+    TrainingRequest,
+)
 
 
 class _ToParent(logging.Handler):

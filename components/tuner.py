@@ -1,6 +1,6 @@
 """The Tuner's `tuner_fn`: the Trainer's own training, run once per trial by KerasTuner.
 
-Every trial trains through `components.training.task.fit`, the function `run_fn` calls,
+Every trial trains through `tpu_pipeline.components.training.task.fit`, the function `run_fn` calls,
 so a trial measures the model, input pipeline, strategy and XLA/precision policy
 the Trainer really uses; only the TrainerConfig fields of `tuner.search_space`
 change, and a trial trains for the Tuner's step budget (its TrainArgs,
@@ -22,9 +22,8 @@ import tensorflow as tf
 from absl import logging
 from keras_tuner.engine import base_tuner
 from keras_tuner.engine import trial as trial_lib
-
-from common.config import TunerConfig
-from common.tfx_api import (
+from tpu_pipeline.common.config import TunerConfig
+from tpu_pipeline.common.tfx_api import (
     FnArgs,
     Tuner,
     TunerFnResult,
@@ -34,10 +33,10 @@ from common.tfx_api import (
     standard_component_specs,
     tfx_tuner_executor,
 )
-from components.contract import read_dataset, read_trainer, read_tuner
-from components.preflight import require_preflight
-from components.training.autograph import skip_autograph_for_tf_keras
-from components.training.hyperparameters import (
+from tpu_pipeline.components.contract import read_dataset, read_trainer, read_tuner
+from tpu_pipeline.components.preflight import require_preflight
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,
     apply_hyperparameters,
@@ -45,8 +44,8 @@ from components.training.hyperparameters import (
     trial_dir,
     tuned_values,
 )
-from components.training.setup import TrainingSetup, training_setup
-from components.training.task import fit
+from tpu_pipeline.components.training.setup import TrainingSetup, training_setup
+from tpu_pipeline.components.training.task import fit
 
 # The custom_config entry the Tuner's executor adds: the folder trials write into.
 TRIALS_DIR_KEY = "trials_dir"

@@ -41,9 +41,8 @@ from typing import Any, Literal, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
-
-from cli.main import _build_parser
-from common.config import (
+from tpu_pipeline.cli.main import _build_parser
+from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,
     REPO_ROOT,
     UNTUNABLE_TRAINER_FIELDS,
@@ -596,7 +595,7 @@ def _describe(owner: str, field: _Field, doc: Any = None) -> str:
 
 def _summary_types() -> tuple[type, tuple[type, ...]]:
     """RunSummary and its parts, imported (TFX and TensorFlow load: ~10-20 s)."""
-    from pipeline.results.run_summary import PARTS, RunSummary
+    from tpu_pipeline.pipeline.results.run_summary import PARTS, RunSummary
 
     return RunSummary, PARTS
 
@@ -628,7 +627,7 @@ def _nested_classes(summary: type) -> list[type]:
 
 def _key_docs(cls: type) -> dict[str, Any]:
     """What `summary_key` says of each field of `cls` that has one, by field name."""
-    from pipeline.results.summary_part import key_doc
+    from tpu_pipeline.pipeline.results.summary_part import key_doc
 
     return {field.name: key_doc(field) for field in dataclasses.fields(cls) if key_doc(field)}
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.config import PipelineConfig, TrainerConfig, VertexConfig
-from kubeflow.tpu_image import PJRT_ENV
+from tpu_pipeline.common.config import PipelineConfig, TrainerConfig, VertexConfig
+from tpu_pipeline.kubeflow.tpu_image import PJRT_ENV
 
 
 def worker_pool_specs(vertex: VertexConfig) -> list[dict[str, Any]]:
@@ -80,7 +80,7 @@ def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, An
     The Trainer and the Tuner both run `run_fn`'s training in the job; they name
     the job's arguments under their own key (`job_args_key`).
     """
-    from common.tfx_api import ai_platform_constants
+    from tpu_pipeline.common.tfx_api import ai_platform_constants
 
     vertex = config.vertex
     job_spec: dict[str, Any] = {"worker_pool_specs": worker_pool_specs(vertex)}
@@ -102,16 +102,16 @@ def custom_job_config(config: PipelineConfig, job_args_key: str) -> dict[str, An
 def trainer_component_class(vertex: VertexConfig) -> type:
     """TFX's Vertex Trainer, or for TPU jobs the one whose job keeps the image's ENTRYPOINT."""
     if vertex.trainer.device == "tpu":
-        from kubeflow.tpu_job import TpuVertexTrainer
+        from tpu_pipeline.kubeflow.tpu_job import TpuVertexTrainer
 
         return TpuVertexTrainer
-    from common.tfx_api import VertexTrainer
+    from tpu_pipeline.common.tfx_api import VertexTrainer
 
     return VertexTrainer
 
 
 def custom_job_trainer_config(config: PipelineConfig) -> dict[str, Any]:
     """Trainer custom_config entries that make TFX's Vertex Trainer start the custom job."""
-    from common.tfx_api import ai_platform_trainer_executor
+    from tpu_pipeline.common.tfx_api import ai_platform_trainer_executor
 
     return custom_job_config(config, ai_platform_trainer_executor.TRAINING_ARGS_KEY)

@@ -38,19 +38,28 @@ from typing import TYPE_CHECKING
 from absl import logging
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
-
-from common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineConfig
-from common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
-from common.timeouts import call_with_timeout
-from common.vertex_api import connect
-from common.vertex_api import send as vertex_api_send
-from common.webhook import post_notification, slack_message
-from kubeflow.job_summary import error_line, job_name_parts, job_summary, read_pipeline_job
-from kubeflow.runner import require_webhook_secret, vertex_pipeline_config
-from kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
-from pipeline.results.run_message import DATA_REJECTED, FAILED, INTERRUPTED, run_message
-from pipeline.results.run_summary import RunSummary
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineConfig
+from tpu_pipeline.common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
+from tpu_pipeline.common.timeouts import call_with_timeout
+from tpu_pipeline.common.vertex_api import connect
+from tpu_pipeline.common.vertex_api import send as vertex_api_send
+from tpu_pipeline.common.webhook import post_notification, slack_message
+from tpu_pipeline.kubeflow.job_summary import (
+    error_line,
+    job_name_parts,
+    job_summary,
+    read_pipeline_job,
+)
+from tpu_pipeline.kubeflow.runner import require_webhook_secret, vertex_pipeline_config
+from tpu_pipeline.kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
+from tpu_pipeline.pipeline.results.run_message import (
+    DATA_REJECTED,
+    FAILED,
+    INTERRUPTED,
+    run_message,
+)
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
     from google.cloud.aiplatform_v1 import types as gca

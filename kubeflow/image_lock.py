@@ -18,10 +18,10 @@ import pathlib
 import re
 from collections.abc import Callable
 
-from common.atomic_file import write_text
+from tpu_pipeline.common.atomic_file import write_text
 
 _HEADER = (
-    "# Written by `python -m kubeflow.tpu_image` on the first build that reached each source:\n"
+    "# Written by `python -m tpu_pipeline.kubeflow.tpu_image` on the first build that reached each source:\n"
     "# <source> sha256:<digest>. Commit it; every later build checks the sources still match.\n"
 )
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

@@ -21,19 +21,18 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kfp.pipeline_spec import pipeline_spec_pb2
-
-from common.config import DriftConfig, EvaluatorConfig
-from common.tfx_api import ExampleAnomalies
-from common.vertex_api import ApiCall, connect, send
-from components.data_checks.anomalies import (
+from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
+from tpu_pipeline.common.tfx_api import ExampleAnomalies
+from tpu_pipeline.common.vertex_api import ApiCall, connect, send
+from tpu_pipeline.components.data_checks.anomalies import (
     DataRejectedError,
     describe_anomalies,
     rejection_message,
 )
-from components.evaluation.results import class_metrics
-from components.span_shift_gate import SHIFTED_PROPERTY, VERDICT_KEY, read_gate_verdict
-from pipeline.results.run_summary import RunSummary
-from pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
+from tpu_pipeline.components.evaluation.results import class_metrics
+from tpu_pipeline.components.span_shift_gate import SHIFTED_PROPERTY, VERDICT_KEY, read_gate_verdict
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 
 if TYPE_CHECKING:  # imported where used: aiplatform_v1 takes ~3 s, which compiling need not pay
     from google.cloud.aiplatform_v1 import types as gca

@@ -14,7 +14,7 @@ import os
 import pathlib
 from typing import TYPE_CHECKING, Any
 
-from common.config import (
+from tpu_pipeline.common.config import (
     REPO_ROOT,
     ConfigError,
     NotifyConfig,
@@ -24,8 +24,8 @@ from common.config import (
 )
 
 if TYPE_CHECKING:  # TFX is imported inside the functions: `--help` stays fast
-    from common.tfx_api import tfx_pipeline
-    from pipeline.wiring.graph import ComponentOverrides
+    from tpu_pipeline.common.tfx_api import tfx_pipeline
+    from tpu_pipeline.pipeline.wiring.graph import ComponentOverrides
 
 # kubeflow/Dockerfile copies the repository here; user code and schemas are read from it.
 CONTAINER_SOURCE_DIR = "/pipeline"
@@ -116,8 +116,8 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
     The Tuner always runs its trials as a custom job (on `vertex.trainer`'s machine
     spec), so they can run in parallel, whichever way the Trainer runs.
     """
-    from common.tfx_api import data_types
-    from pipeline.wiring.graph import ComponentOverrides
+    from tpu_pipeline.common.tfx_api import data_types
+    from tpu_pipeline.pipeline.wiring.graph import ComponentOverrides
 
     vertex = config.vertex
     overrides: dict[str, Any] = {
@@ -126,18 +126,25 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
         "check_label_drift": False,
     }
     if vertex.trainer.runs_on == "custom_job":
-        from kubeflow.custom_job import custom_job_trainer_config, trainer_component_class
+        from tpu_pipeline.kubeflow.custom_job import (
+            custom_job_trainer_config,
+            trainer_component_class,
+        )
 
         overrides["trainer_class"] = trainer_component_class(vertex)
         overrides["trainer_custom_config"] = custom_job_trainer_config(config)
     if config.tuner.enabled:
-        from kubeflow.tuner_job import RecordingVertexTuner, tune_args, tuner_job_custom_config
+        from tpu_pipeline.kubeflow.tuner_job import (
+            RecordingVertexTuner,
+            tune_args,
+            tuner_job_custom_config,
+        )
 
         overrides["tuner_class"] = RecordingVertexTuner
         overrides["tuner_custom_config"] = tuner_job_custom_config(config)
         overrides["tune_args"] = tune_args(config)
     if vertex.model_registry:
-        from serving_ops.vertex.pusher import RegistryPusher, registry_custom_config
+        from tpu_pipeline.serving_ops.vertex.pusher import RegistryPusher, registry_custom_config
 
         overrides["pusher_class"] = RegistryPusher
         overrides["pusher_custom_config"] = registry_custom_config(vertex)
@@ -146,8 +153,8 @@ def vertex_overrides(config: PipelineConfig) -> ComponentOverrides:
 
 def build_vertex_pipeline(config: PipelineConfig) -> tfx_pipeline.Pipeline:
     """The TFX pipeline for Vertex AI, from the same `create_pipeline` as local runs."""
-    from common.tfx_api import data_types
-    from pipeline.wiring.graph import create_pipeline
+    from tpu_pipeline.common.tfx_api import data_types
+    from tpu_pipeline.pipeline.wiring.graph import create_pipeline
 
     config = vertex_pipeline_config(config)
     vertex = config.vertex
@@ -169,13 +176,13 @@ def compile_pipeline(config: PipelineConfig, output: pathlib.Path) -> dict[str, 
     Raises:
       UserPathError: `output` is a file of the user's (or a folder).
     """
-    from common.owned_paths import check_replaceable, owned_file
+    from tpu_pipeline.common.owned_paths import check_replaceable, owned_file
 
     vertex = require_vertex(config)
     require_webhook_secret(config)  # before the import of TFX: a config error takes a second
     check_replaceable(output, "--output")
-    from common.tfx_api import kubeflow_v2_dag_runner
-    from kubeflow.exit_handler import run_ended_handler
+    from tpu_pipeline.common.tfx_api import kubeflow_v2_dag_runner
+    from tpu_pipeline.kubeflow.exit_handler import run_ended_handler
 
     with owned_file(output, "--output") as partial:
         runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(

@@ -1,11 +1,11 @@
 # The TPU Trainer image: a Vertex AI custom job on TPU VMs (v2-8, v3-8, a v5e slice of one
 # or several hosts) runs the Trainer executor in it. Build from the repository root:
-#   ARGS=$(python -m kubeflow.tpu_image) && docker build $ARGS -f kubeflow/tpu.Dockerfile -t $REGION-docker.pkg.dev/$PROJECT/tpu-pipeline/trainer-tpu:0.1.0 .
+#   ARGS=$(python -m tpu_pipeline.kubeflow.tpu_image) && docker build $ARGS -f kubeflow/tpu.Dockerfile -t $REGION-docker.pkg.dev/$PROJECT/tpu-pipeline/trainer-tpu:0.1.0 .
 # Every value below comes from kubeflow/tpu_image.py (a test checks they agree, and that
 # TF_VERSION is the tensorflow of requirements.lock). The base image is pulled by digest and
 # every file downloaded is checked by sha256. The base image's digest and libtpu's hash are
 # recorded in kubeflow/tpu-image.lock on the first build that reaches the registries and
-# checked on every later one; `python -m kubeflow.tpu_image` prints them as the --build-arg
+# checked on every later one; `python -m tpu_pipeline.kubeflow.tpu_image` prints them as the --build-arg
 # flags. Without them the defaults (UNSET) fail the build (the digest as an invalid
 # reference, the hash in the first RUN).
 # Vertex AI's TPU pod base image sets up the slice and then runs the container's CMD/args;
@@ -24,7 +24,7 @@ ENV TF_USE_LEGACY_KERAS=1 \
     PIP_NO_CACHE_DIR=1
 
 RUN for pin in TF_TPU_WHEEL_SHA256=${TF_TPU_WHEEL_SHA256} LIBTPU_SHA256=${LIBTPU_SHA256}; do \
-      case "${pin}" in *=UNSET|*=) echo "kubeflow/tpu.Dockerfile: ${pin%%=*} is not set; pass the --build-arg flags python -m kubeflow.tpu_image prints" >&2; exit 1;; esac; \
+      case "${pin}" in *=UNSET|*=) echo "kubeflow/tpu.Dockerfile: ${pin%%=*} is not set; pass the --build-arg flags python -m tpu_pipeline.kubeflow.tpu_image prints" >&2; exit 1;; esac; \
     done
 
 WORKDIR /pipeline

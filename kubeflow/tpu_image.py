@@ -10,7 +10,7 @@ trains on v5e.
 Every file the build downloads is checked by sha256, and the base image is pulled
 by digest, so a rebuilt image holds the bytes the last one held. Two of them are
 published nowhere they could be read offline: the base image's digest and
-libtpu's hash. `python -m kubeflow.tpu_image` (the build command runs it first)
+libtpu's hash. `python -m tpu_pipeline.kubeflow.tpu_image` (the build command runs it first)
 resolves both on the first build that reaches the registries, records them in
 `kubeflow/tpu-image.lock` (commit it), checks them again on every later build
 (`kubeflow/image_lock.py`, as `go.sum`), and prints the `--build-arg` flags that
@@ -32,8 +32,14 @@ import sys
 import urllib.error
 import urllib.request
 
-from common.config import REPO_ROOT
-from kubeflow.image_lock import LockError, Pin, Resolved, UnresolvableError, resolve_pins
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.kubeflow.image_lock import (
+    LockError,
+    Pin,
+    Resolved,
+    UnresolvableError,
+    resolve_pins,
+)
 
 # The Dockerfile's default for a pin given as a build argument: docker refuses it as a
 # digest, sha256sum as a hash, so a build without the arguments stops.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.tfx_api import (
+from tpu_pipeline.common.tfx_api import (
     VertexTrainer,
     ai_platform_constants,
     ai_platform_runner,

@@ -12,10 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from common.config import PipelineConfig
-from common.tfx_api import VertexTuner, ai_platform_tuner_executor, executor_spec, tuner_pb2
-from components.tuner import TrialsDirMixin
-from kubeflow.custom_job import custom_job_config
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.tfx_api import (
+    VertexTuner,
+    ai_platform_tuner_executor,
+    executor_spec,
+    tuner_pb2,
+)
+from tpu_pipeline.components.tuner import TrialsDirMixin
+from tpu_pipeline.kubeflow.custom_job import custom_job_config
 
 
 class VertexTrialRecordingExecutor(TrialsDirMixin, ai_platform_tuner_executor.Executor):

@@ -24,16 +24,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
-
-from common import vertex_types as gca
-from common.config import PipelineConfig
-from kubeflow.vertex_requests import ApiCall
-from pipeline.results.run_outcome import run_outcome
-from pipeline.tracking.record import metrics_of, params_of
-from serving_ops.vertex.baseline import metadata_call, store_in
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.kubeflow.vertex_requests import ApiCall
+from tpu_pipeline.pipeline.results.run_outcome import run_outcome
+from tpu_pipeline.pipeline.tracking.record import metrics_of, params_of
+from tpu_pipeline.serving_ops.vertex.baseline import metadata_call, store_in
 
 if TYPE_CHECKING:
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 # The SDK's names (google/cloud/aiplatform/metadata/constants.py), checked against it by
 # tests/kubeflow/test_vertex_experiments.py: importing the SDK here costs seconds.
@@ -78,7 +77,7 @@ def experiment_params(config: PipelineConfig, summary: RunSummary | None) -> dic
     """The run's params: the resolved configuration, the defaults chosen from the data and how
     it trained (as the MLflow run's params), with how it ended."""
     if summary is None:
-        from pipeline.results.run_summary import RunSummary
+        from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
         summary = RunSummary.without_results(config.full_pipeline_name, [], None, None)
     params: dict[str, Any] = params_of(config, summary)

@@ -2,4 +2,4 @@
 runs it on this machine, `results/` says what a run did, `data_tools/` looks at data before
 a run; `report/`, `runs/`, `tracking/` and `batch_predict/` build on those."""
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

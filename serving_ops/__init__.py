@@ -26,4 +26,4 @@ The version folders' layout and the Pusher that publishes into them stay in `com
 module path, and a component imports nothing above it.
 """
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before any test imports TensorFlow)
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # XLA:CPU without LLVM's optimisations: the same HLO passes (every test passes), compiled
@@ -23,8 +23,9 @@ _XLA_CPU_UNOPTIMISED = "--xla_backend_optimization_level=0"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_CPU_UNOPTIMISED}".strip()
 
-from common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
-from common.file_lock import held_lock  # noqa: E402
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
+from tpu_pipeline.common.file_lock import held_lock  # noqa: E402
+
 from tests.gcs_emulator import gcs_bucket, gcs_server  # noqa: E402, F401 (fixtures)
 
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
@@ -92,7 +93,7 @@ def digits_run(tmp_path_factory):
     """
 
     def run(folder: pathlib.Path):
-        from pipeline.local.runner import run_local
+        from tpu_pipeline.pipeline.local.runner import run_local
 
         config = small_digits_config(folder)
         return config, run_local(config, io.StringIO())
@@ -105,7 +106,7 @@ def digits_run(tmp_path_factory):
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:
     """`tpu-pipeline ARGS` in a child process, as a user runs it; output captured."""
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "tpu_pipeline.cli.main", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -10,8 +10,7 @@ import ast
 import pathlib
 
 import pytest
-
-from common.config import REPO_ROOT
+from tpu_pipeline.common.config import REPO_ROOT
 
 # Top to bottom; see the README's "Architecture". `schemas` is data: it imports nothing.
 # `serving_ops` is the serving control plane: every operation on serving state, local and

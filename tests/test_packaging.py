@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 import pathlib
 
-from common.config import REPO_ROOT
+from tpu_pipeline.common.config import REPO_ROOT
+
 from tests.test_layers import LAYERS
 
 # Read from a checkout by the person deploying, never by the installed package at run time.
@@ -87,4 +88,6 @@ def test_the_check_sees_the_templates_and_the_built_in_data():
         assert path.exists(), relative
         assert _shipped(_owning_package(path), path, package_data), relative
     template = REPO_ROOT / "components/model_card/model_card.html.j2"
-    assert not _shipped(_owning_package(template), template, {"components.model_card": []})
+    assert not _shipped(
+        _owning_package(template), template, {"tpu_pipeline.components.model_card": []}
+    )

@@ -8,7 +8,7 @@ package: the name a step's container imports, and the one ML Metadata keeps, loc
 Types TFX defines itself are used where one fits; this package holds only the others.
 """
 
-from common.tfx_api import Artifact
+from tpu_pipeline.common.tfx_api import Artifact
 
 
 class ModelExplanation(Artifact):

@@ -24,11 +24,14 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
-
-from common.config import load_config
-from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
-from components.serving.publish import pushed_versions
-from components.serving.tflite_variants import read_split
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.serving.export import (
+    PIXELS_INPUT_KEY,
+    PIXELS_SIGNATURE,
+    SERVING_OUTPUT_KEY,
+)
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.tflite_variants import read_split
 
 HERE = pathlib.Path(__file__).resolve().parent
 TOLERANCE = 1e-4

@@ -11,8 +11,8 @@ Each section of the file has its own module, named as its key (`dataset.py` for
 from here, `from common.config import TrainerConfig`, not from the modules.
 """
 
-from common.config.base import REPO_ROOT, ConfigError
-from common.config.dataset import (
+from tpu_pipeline.common.config.base import REPO_ROOT, ConfigError
+from tpu_pipeline.common.config.dataset import (
     BUILTIN_DATA_DIR,
     BUILTIN_DATASETS,
     DEFAULT_DATASET,
@@ -20,19 +20,23 @@ from common.config.dataset import (
     SourceConfig,
     SplitPatterns,
 )
-from common.config.drift import DriftConfig
-from common.config.evaluator import (
+from tpu_pipeline.common.config.drift import DriftConfig
+from tpu_pipeline.common.config.evaluator import (
     PHOTO_SLICE_KINDS,
     BaselineTest,
     EvaluatorConfig,
     SliceKind,
 )
-from common.config.explain import ExplainBaseline, ExplainConfig, ExplainMethod
-from common.config.loading import explicit_fields, load_config, user_dataset
-from common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
-from common.config.pipeline import PHOTO_DEFAULT_IMAGE_SHAPE, PHOTO_DEFAULT_MODEL, PipelineConfig
-from common.config.pruning import PruningConfig
-from common.config.secrets import (
+from tpu_pipeline.common.config.explain import ExplainBaseline, ExplainConfig, ExplainMethod
+from tpu_pipeline.common.config.loading import explicit_fields, load_config, user_dataset
+from tpu_pipeline.common.config.notify import SECRET_VERSION_PATTERN, NotifyConfig
+from tpu_pipeline.common.config.pipeline import (
+    PHOTO_DEFAULT_IMAGE_SHAPE,
+    PHOTO_DEFAULT_MODEL,
+    PipelineConfig,
+)
+from tpu_pipeline.common.config.pruning import PruningConfig
+from tpu_pipeline.common.config.secrets import (
     HIDDEN,
     SECRET_ERROR,
     SecretUrl,
@@ -40,14 +44,14 @@ from common.config.secrets import (
     url_host,
     webhook_url_problem,
 )
-from common.config.serving import ServingConfig, TFLiteVariant
-from common.config.tracking import (
+from tpu_pipeline.common.config.serving import ServingConfig, TFLiteVariant
+from tpu_pipeline.common.config.tracking import (
     MLFLOW_EXPERIMENT_NAME_ENV,
     MLFLOW_TRACKING_URI_ENV,
     VERTEX_EXPERIMENT_PATTERN,
     TrackingConfig,
 )
-from common.config.trainer import (
+from tpu_pipeline.common.config.trainer import (
     Accelerator,
     LearningRateDecay,
     LearningRateScaling,
@@ -57,14 +61,14 @@ from common.config.trainer import (
     TrainerConfig,
     TrainingProcess,
 )
-from common.config.tuner import (
+from tpu_pipeline.common.config.tuner import (
     UNTUNABLE_TRAINER_FIELDS,
     SearchDimension,
     SearchValue,
     TunerConfig,
     TunerObjective,
 )
-from common.config.vertex import (
+from tpu_pipeline.common.config.vertex import (
     TPU_V5E_MACHINE_PREFIX,
     DataflowConfig,
     GcsUri,

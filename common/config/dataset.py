@@ -6,8 +6,7 @@ import pathlib
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
-
-from common.config.base import _Section
+from tpu_pipeline.common.config.base import _Section
 
 # Data the built-in datasets ship with (package data; see common/data/*/README.md).
 BUILTIN_DATA_DIR = pathlib.Path(__file__).resolve().parents[1] / "data"
@@ -239,7 +238,7 @@ class DatasetConfig(_Section):
     def resolved_schema_file(self) -> pathlib.Path:
         if self.schema_file:
             return pathlib.Path(self.schema_file)
-        from schemas import schema_path
+        from tpu_pipeline.schemas import schema_path
 
         return schema_path(self.name)
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
-
-from common.config.base import _Section
+from tpu_pipeline.common.config.base import _Section
 
 ExplainMethod = Literal["integrated_gradients", "xrai", "grad_cam"]
 ExplainBaseline = Literal["black", "white"]

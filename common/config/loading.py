@@ -10,10 +10,9 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
-
-from common.config.base import ConfigError
-from common.config.pipeline import PipelineConfig
-from common.config.secrets import SECRET_ERROR
+from tpu_pipeline.common.config.base import ConfigError
+from tpu_pipeline.common.config.pipeline import PipelineConfig
+from tpu_pipeline.common.config.secrets import SECRET_ERROR
 
 
 def _set_dotted(tree: dict[str, Any], dotted_key: str, value: Any) -> None:

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
-
-from common.config.base import _Section
-from common.config.secrets import SecretUrl
+from tpu_pipeline.common.config.base import _Section
+from tpu_pipeline.common.config.secrets import SecretUrl
 
 # Secret Manager's name of one version of a secret (`latest` is a version alias).
 SECRET_VERSION_PATTERN = r"^projects/[^/\s]+/secrets/[^/\s]+/versions/[^/\s]+$"

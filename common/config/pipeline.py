@@ -6,19 +6,18 @@ import pathlib
 from typing import Any
 
 from pydantic import Field, model_validator
-
-from common.config.base import _Section
-from common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
-from common.config.drift import DriftConfig
-from common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig
-from common.config.explain import ExplainConfig
-from common.config.notify import NotifyConfig
-from common.config.secrets import plain_credentials
-from common.config.serving import ServingConfig
-from common.config.tracking import TrackingConfig
-from common.config.trainer import TrainerConfig
-from common.config.tuner import TunerConfig
-from common.config.vertex import VertexConfig
+from tpu_pipeline.common.config.base import _Section
+from tpu_pipeline.common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
+from tpu_pipeline.common.config.drift import DriftConfig
+from tpu_pipeline.common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig
+from tpu_pipeline.common.config.explain import ExplainConfig
+from tpu_pipeline.common.config.notify import NotifyConfig
+from tpu_pipeline.common.config.secrets import plain_credentials
+from tpu_pipeline.common.config.serving import ServingConfig
+from tpu_pipeline.common.config.tracking import TrackingConfig
+from tpu_pipeline.common.config.trainer import TrainerConfig
+from tpu_pipeline.common.config.tuner import TunerConfig
+from tpu_pipeline.common.config.vertex import VertexConfig
 
 # What photos (stored encoded) train when `trainer.model` is not set: on 64x64 hand photos the
 # default cnn_bn diverged at the default rate (its wide Dense layer) where ResNet-20 learned.

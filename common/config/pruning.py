@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from pydantic import Field, model_validator
-
-from common.config.base import _Section
+from tpu_pipeline.common.config.base import _Section
 
 
 class PruningConfig(_Section):

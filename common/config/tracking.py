@@ -13,8 +13,7 @@ import os
 from collections.abc import Mapping
 
 from pydantic import Field
-
-from common.config.base import _Section
+from tpu_pipeline.common.config.base import _Section
 
 # MLflow's own environment variables (mlflow/environment_variables.py), honoured when the
 # section leaves the field unset, as every MLflow client does.

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
-
-from common.config.base import _Section
-from common.config.pruning import PruningConfig
+from tpu_pipeline.common.config.base import _Section
+from tpu_pipeline.common.config.pruning import PruningConfig
 
 Accelerator = Literal["auto", "tpu", "gpu", "cpu"]
 Optimizer = Literal["adam", "adamw", "sgd"]

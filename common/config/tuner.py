@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-
-from common.config.base import _Section
-from common.config.trainer import TrainerConfig
+from tpu_pipeline.common.config.base import _Section
+from tpu_pipeline.common.config.trainer import TrainerConfig
 
 # What the Trainer's fit logs for the eval split; accuracy is maximised, loss minimised.
 TunerObjective = Literal["val_accuracy", "val_loss"]

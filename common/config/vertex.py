@@ -7,12 +7,11 @@ import zoneinfo
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import AwareDatetime, Field, model_validator
-
-from common.config.base import ConfigError, _Section
-from common.config.trainer import PromisedDevices
+from tpu_pipeline.common.config.base import ConfigError, _Section
+from tpu_pipeline.common.config.trainer import PromisedDevices
 
 if TYPE_CHECKING:
-    from common.config.pipeline import PipelineConfig
+    from tpu_pipeline.common.config.pipeline import PipelineConfig
 
 GcsUri = Annotated[str, Field(pattern=r"^gs://[a-z0-9][a-z0-9._-]+(/.*)?$")]
 TPU_V5E_MACHINE_PREFIX = "ct5lp-hightpu-"  # TPU v5e VMs: the chips come with the machine type

@@ -71,7 +71,7 @@ def killed_unless_joined(cluster: dict, this_task: str, timeout_s: float) -> Ite
         [
             sys.executable,
             "-m",
-            "components.device.join_watchdog",
+            "tpu_pipeline.components.device.join_watchdog",
             str(os.getpid()),
             str(timeout_s),
             this_task,

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from common.config import TrainerConfig
-from components.device.strategy import Device
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.strategy import Device
 
 
 @dataclasses.dataclass(frozen=True)

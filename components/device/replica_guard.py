@@ -12,7 +12,7 @@ line naming both numbers and the likely cause.
 
 from __future__ import annotations
 
-from common.config import PromisedDevices
+from tpu_pipeline.common.config import PromisedDevices
 
 
 class ReplicaMismatchError(RuntimeError):

@@ -28,11 +28,10 @@ from typing import Literal
 
 import tensorflow as tf
 from absl import logging
-
-from common.config import TrainerConfig
-from common.timeouts import call_with_timeout, wait_for_grpc_endpoint
-from components.device.multi_worker import connect_workers, multi_worker_cluster
-from components.device.replica_guard import check_replicas
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.common.timeouts import call_with_timeout, wait_for_grpc_endpoint
+from tpu_pipeline.components.device.multi_worker import connect_workers, multi_worker_cluster
+from tpu_pipeline.components.device.replica_guard import check_replicas
 
 Device = Literal["tpu", "gpu", "cpu"]
 

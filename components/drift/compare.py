@@ -16,9 +16,8 @@ from typing import Any
 
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
-
-from common.config import DriftConfig
-from components.drift.signals import CONFIDENCE, UNSURE
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.components.drift.signals import CONFIDENCE, UNSURE
 
 JS_DIVERGENCE = "Jensen-Shannon divergence"
 L_INFINITY = "L-infinity distance"

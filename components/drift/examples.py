@@ -11,11 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
-from components.drift.signals import IMAGE_SIZE, pixel_signals, prediction_signals
-from components.images.examples import parse_images
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import (
+    IMAGE_FORMAT_FEATURE,
+    IMAGE_HEIGHT_FEATURE,
+    IMAGE_WIDTH_FEATURE,
+)
+from tpu_pipeline.components.drift.signals import IMAGE_SIZE, pixel_signals, prediction_signals
+from tpu_pipeline.components.images.examples import parse_images
 
 
 def _stored_image_facts(serialized: list[bytes]) -> dict[str, np.ndarray]:

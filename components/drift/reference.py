@@ -24,11 +24,10 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.drift.examples import image_signals
-from components.drift.signals import prediction_signals
-from components.images.batching import images_per_call
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.drift.examples import image_signals
+from tpu_pipeline.components.drift.signals import prediction_signals
+from tpu_pipeline.components.images.batching import images_per_call
 
 REFERENCE_PATH = os.path.join("assets.extra", "drift_reference.json")
 # Examples read and predicted at a time, for small images; fewer for large ones

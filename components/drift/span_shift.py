@@ -24,10 +24,13 @@ from typing import Any
 import pandas as pd
 import tensorflow_data_validation as tfdv
 from tfx.utils.path_constants import SERVING_MODEL_DIR
-
-from common.config import DriftConfig
-from components.drift.compare import DriftCheck, compare
-from components.drift.reference import DamagedReference, Reference, read_drift_reference
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.components.drift.compare import DriftCheck, compare
+from tpu_pipeline.components.drift.reference import (
+    DamagedReference,
+    Reference,
+    read_drift_reference,
+)
 
 # The subject of the check's one-line headline.
 SPAN_SHIFT = "span shift"

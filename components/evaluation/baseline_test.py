@@ -21,8 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from scipy import stats
-
-from common.config import BaselineTest
+from tpu_pipeline.common.config import BaselineTest
 
 MCNEMAR = "mcnemar"
 ACCURACY_DROP = "accuracy_drop"

@@ -4,16 +4,15 @@ the last blessed model on the same examples; the verdict is `verdict.py`'s."""
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
-
-from common.config import DatasetConfig, SliceKind
-from components.contract import (
+from tpu_pipeline.common.config import DatasetConfig, SliceKind
+from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,
     IMAGE_HEIGHT_FEATURE,
     IMAGE_WIDTH_FEATURE,
     SOURCE_FOLDER_FEATURE,
     SPAN_FEATURE,
 )
-from components.evaluation import paired_metric
+from tpu_pipeline.components.evaluation import paired_metric
 
 ACCURACY_METRIC = "sparse_categorical_accuracy"
 CONFUSION_MATRIX_PLOT = "MultiClassConfusionMatrixPlot"

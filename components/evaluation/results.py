@@ -17,13 +17,16 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
-
-from common import fileio
-from common.config import EvaluatorConfig, SliceKind
-from components.evaluation import paired_metric
-from components.evaluation.baseline_test import MCNEMAR
-from components.evaluation.eval_config import ACCURACY_METRIC, SIZE_BUCKETS, slice_kinds_by_key
-from components.evaluation.verdict import VERDICT_FILE, PairedCounts, Verdict
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import EvaluatorConfig, SliceKind
+from tpu_pipeline.components.evaluation import paired_metric
+from tpu_pipeline.components.evaluation.baseline_test import MCNEMAR
+from tpu_pipeline.components.evaluation.eval_config import (
+    ACCURACY_METRIC,
+    SIZE_BUCKETS,
+    slice_kinds_by_key,
+)
+from tpu_pipeline.components.evaluation.verdict import VERDICT_FILE, PairedCounts, Verdict
 
 PER_CLASS_METRICS = ("precision", "recall")
 # Metric classes as the report names them (the summary calls accuracy `accuracy` too).

@@ -16,8 +16,11 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from common.config import EvaluatorConfig
-from components.evaluation.baseline_test import BaselineComparison, compare_with_baseline
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.components.evaluation.baseline_test import (
+    BaselineComparison,
+    compare_with_baseline,
+)
 
 # Written into the evaluation's folder, beside TFMA's metrics, plots and validations.
 VERDICT_FILE = "blessing_verdict.json"

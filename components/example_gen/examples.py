@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
-from components.example_gen.errors import DataFormatError
-from components.example_gen.images import check_image
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import (
+    IMAGE_FORMAT_FEATURE,
+    IMAGE_HEIGHT_FEATURE,
+    IMAGE_WIDTH_FEATURE,
+)
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.images import check_image
 
 
 class ExampleBuilder:

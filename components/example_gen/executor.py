@@ -33,9 +33,8 @@ from typing import Any
 import apache_beam as beam
 import tensorflow as tf
 from google.protobuf import any_pb2, wrappers_pb2
-
-from common.config import DatasetConfig
-from common.tfx_api import (
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.common.tfx_api import (
     BaseExampleGenExecutor,
     artifact_utils,
     example_gen_pb2,
@@ -45,9 +44,9 @@ from common.tfx_api import (
     standard_component_specs,
     write_split,
 )
-from components.example_gen.errors import DataFormatError, data_format_error_in
-from components.example_gen.examples import ExampleBuilder
-from components.example_gen.formats import (
+from tpu_pipeline.components.example_gen.errors import DataFormatError, data_format_error_in
+from tpu_pipeline.components.example_gen.examples import ExampleBuilder
+from tpu_pipeline.components.example_gen.formats import (
     EVAL,
     TRAIN,
     SourceFormat,
@@ -60,17 +59,17 @@ from components.example_gen.formats import (
     split_inputs,
     train_carved_from_test,
 )
-from components.example_gen.notices import name_files, notify
-from components.example_gen.odd_images import (
+from tpu_pipeline.components.example_gen.notices import name_files, notify
+from tpu_pipeline.components.example_gen.odd_images import (
     ODD_IMAGES_FILE,
     ImageFact,
     find_odd_images,
     image_fact,
     read_odd_images,
 )
-from components.example_gen.provenance import InputFile, input_file, record_provenance
-from components.example_gen.shards import WriteShuffledSplit
-from components.example_gen.spans import span_pattern, spans_present, window_spans
+from tpu_pipeline.components.example_gen.provenance import InputFile, input_file, record_provenance
+from tpu_pipeline.components.example_gen.shards import WriteShuffledSplit
+from tpu_pipeline.components.example_gen.spans import span_pattern, spans_present, window_spans
 
 # The version of how ExampleGen lays out examples; bump it when a format is stored
 # differently (2: IDX and CIFAR-10 pixels as bytes). It is part of the custom config,

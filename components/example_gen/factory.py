@@ -13,14 +13,17 @@ splits behave the same for every format.
 
 from __future__ import annotations
 
-from common.config import DatasetConfig
-from common.tfx_api import (
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.common.tfx_api import (
     BaseComponent,
     FileBasedExampleGen,
     example_gen_pb2,
     executor_spec,
 )
-from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
+from tpu_pipeline.components.example_gen.executor import (
+    SourceExampleGenExecutor,
+    dataset_custom_config,
+)
 
 
 def build_example_gen(

@@ -22,14 +22,13 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
-
-from common.config import ConfigError, DatasetConfig, SourceConfig
-from components.example_gen.errors import (
+from tpu_pipeline.common.config import ConfigError, DatasetConfig, SourceConfig
+from tpu_pipeline.components.example_gen.errors import (
     DataFormatError,
     open_source,
 )
-from components.example_gen.examples import ExampleBuilder
-from components.example_gen.tfrecords import read_records
+from tpu_pipeline.components.example_gen.examples import ExampleBuilder
+from tpu_pipeline.components.example_gen.tfrecords import read_records
 
 Record = tuple["str | None", tf.train.Example]
 TRAIN, EVAL = "train", "eval"

@@ -24,9 +24,8 @@ import io
 
 import tensorflow as tf
 from PIL import Image
-
-from common.config import DatasetConfig
-from components.example_gen.errors import DataFormatError, op_error_reason
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.example_gen.errors import DataFormatError, op_error_reason
 
 # 8-bit modes that hold gray or colour values only (P is a palette of colours).
 _CONVERTIBLE_MODES = {"1": 1, "L": 1, "RGB": 3, "P": 3}

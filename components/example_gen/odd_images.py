@@ -33,10 +33,13 @@ import posixpath
 import statistics
 
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_FORMAT_FEATURE, IMAGE_HEIGHT_FEATURE, IMAGE_WIDTH_FEATURE
-from components.example_gen.notices import name_files
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import (
+    IMAGE_FORMAT_FEATURE,
+    IMAGE_HEIGHT_FEATURE,
+    IMAGE_WIDTH_FEATURE,
+)
+from tpu_pipeline.components.example_gen.notices import name_files
 
 TINY_SIDE = 16
 TINY_FRACTION = 4

@@ -15,10 +15,9 @@ import dataclasses
 import posixpath
 
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
-from components.example_gen.errors import DataFormatError
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
+from tpu_pipeline.components.example_gen.errors import DataFormatError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -46,9 +46,8 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 from PIL import Image, UnidentifiedImageError
-
-from components.example_gen.errors import DataFormatError
-from components.example_gen.example_proto import Example, read_serialized
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.example_proto import Example, read_serialized
 
 IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp"})
 # Eval folder names, in the order one is chosen when several are there.

@@ -20,8 +20,7 @@ import zlib
 from collections.abc import Iterator
 
 import tensorflow as tf
-
-from components.example_gen.errors import (
+from tpu_pipeline.components.example_gen.errors import (
     PICKLE_REFUSAL,
     DataFormatError,
     looks_like_pickle,

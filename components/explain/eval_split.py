@@ -13,12 +13,16 @@ import time
 
 import numpy as np
 from absl import logging
-
-from common.config import DatasetConfig, ExplainConfig
-from components.explain.choice import Chosen, choose_answers
-from components.explain.maps import attribution_map, baseline_images, model_function, pixel_range
-from components.explain.store import Attributions, display_pixels, write_attributions
-from components.serving.answers import PixelClassifier, eval_answers, eval_pixels
+from tpu_pipeline.common.config import DatasetConfig, ExplainConfig
+from tpu_pipeline.components.explain.choice import Chosen, choose_answers
+from tpu_pipeline.components.explain.maps import (
+    attribution_map,
+    baseline_images,
+    model_function,
+    pixel_range,
+)
+from tpu_pipeline.components.explain.store import Attributions, display_pixels, write_attributions
+from tpu_pipeline.components.serving.answers import PixelClassifier, eval_answers, eval_pixels
 
 
 def explain_images(

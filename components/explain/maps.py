@@ -22,17 +22,20 @@ from collections.abc import Callable
 import numpy as np
 import saliency.core as saliency
 import tensorflow as tf
-
-from common.config import (
+from tpu_pipeline.common.config import (
     ConfigError,
     DatasetConfig,
     ExplainBaseline,
     ExplainConfig,
     ExplainMethod,
 )
-from components.images.batching import images_per_call
-from components.models import build_model
-from components.serving.export import FEATURE_MAPS_KEY, GRADIENTS_KEY, feature_map_layer
+from tpu_pipeline.components.images.batching import images_per_call
+from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.serving.export import (
+    FEATURE_MAPS_KEY,
+    GRADIENTS_KEY,
+    feature_map_layer,
+)
 
 TARGET_CLASS = "class"
 # Integration steps sent to the model at once, for small images; fewer for large ones

@@ -15,9 +15,8 @@ import os
 from typing import Any
 
 import numpy as np
-
-from common import fileio
-from components.explain.choice import Chosen
+from tpu_pipeline.common import fileio
+from tpu_pipeline.components.explain.choice import Chosen
 
 _MAPS_FILE = "maps.npz"
 _INDEX_FILE = "attributions.json"

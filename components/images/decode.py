@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow as tf
-
-from common.config import DatasetConfig
+from tpu_pipeline.common.config import DatasetConfig
 
 # Integer luma weights: L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16 (Pillow's "L").
 _LUMA_WEIGHTS = (19595, 38470, 7471)

@@ -10,9 +10,8 @@ through this one function.
 from __future__ import annotations
 
 import tensorflow as tf
-
-from common.config import DatasetConfig
-from components.images.decode import decode_encoded_images
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.images.decode import decode_encoded_images
 
 
 def pixel_feature_spec(dataset: DatasetConfig) -> tf.io.FixedLenFeature:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.model_card.facts import CardFacts
-from components.serving.temperature import TEMPERATURE_INFO_KEY
+from tpu_pipeline.components.model_card.facts import CardFacts
+from tpu_pipeline.components.serving.temperature import TEMPERATURE_INFO_KEY
 
 SCHEMA_VERSION = "0.0.2"
 # The fields of the schema's top level; the schema allows no others.

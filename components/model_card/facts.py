@@ -16,13 +16,12 @@ import os
 from typing import Any
 
 import tensorflow_data_validation as tfdv
-
-from common import fileio
-from common.config import DatasetConfig, EvaluatorConfig
-from components.evaluation import results
-from components.evaluation.baseline_test import BaselineComparison
-from components.serving.export import TRAINING_INFO_PATH
-from components.serving.measurements import read_measurements
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import DatasetConfig, EvaluatorConfig
+from tpu_pipeline.components.evaluation import results
+from tpu_pipeline.components.evaluation.baseline_test import BaselineComparison
+from tpu_pipeline.components.serving.export import TRAINING_INFO_PATH
+from tpu_pipeline.components.serving.measurements import read_measurements
 
 STATISTICS_FILE = "FeatureStats.pb"
 

@@ -24,9 +24,8 @@ import posixpath
 from typing import Any
 
 import jinja2
-
-from common import fileio, gcs_objects
-from common.atomic_file import replaced_when_done
+from tpu_pipeline.common import fileio, gcs_objects
+from tpu_pipeline.common.atomic_file import replaced_when_done
 
 CARD_JSON = "model_card.json"
 CARD_HTML = "model_card.html"
@@ -35,7 +34,7 @@ CARD_HTML = "model_card.html"
 def render_html(card: dict[str, Any]) -> str:
     """The card as one readable HTML page, from the JSON data (the one source of both)."""
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("components.model_card", ""),
+        loader=jinja2.PackageLoader("tpu_pipeline.components.model_card", ""),
         autoescape=True,
         undefined=jinja2.Undefined,  # the schema's fields are optional
     )

@@ -24,12 +24,11 @@ from collections.abc import Callable
 
 import numpy as np
 import tf_keras
-
-from common.config import ConfigError, DatasetConfig, TrainerConfig
-from components.contract import IMAGE_KEY
-from components.models import _pretrained
-from components.models._backbone import Backbone, freeze_backbone
-from components.models._user_model import (
+from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
+from tpu_pipeline.components.contract import IMAGE_KEY
+from tpu_pipeline.components.models import _pretrained
+from tpu_pipeline.components.models._backbone import Backbone, freeze_backbone
+from tpu_pipeline.components.models._user_model import (
     is_user_model,
     load_user_model_fn,
     user_logits,
@@ -208,7 +207,7 @@ def compile_model(
 
     Args:
       model: from `build_model`.
-      optimizer: the recipe's optimizer (`components.training.learning_rate.make_optimizer`).
+      optimizer: the recipe's optimizer (`tpu_pipeline.components.training.learning_rate.make_optimizer`).
       jit_compile: compile the step with XLA.
       precision: the Keras precision policy the model was built with.
       steps_per_execution: training steps per `tf.function` call, so an

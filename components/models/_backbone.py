@@ -23,10 +23,9 @@ from collections.abc import Callable
 
 import numpy as np
 import tf_keras
-
-from common.config import ConfigError
-from components.imagenet_files import WeightsFile
-from components.models._precision import global_policy
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components.imagenet_files import WeightsFile
+from tpu_pipeline.components.models._precision import global_policy
 
 # Fixed layer names: the fine-tuning phases, preflight and TensorBoard find them by these.
 BACKBONE_LAYER = "backbone"

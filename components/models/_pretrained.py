@@ -25,10 +25,9 @@ import h5py
 import tensorflow as tf
 import tf_keras
 from tf_keras.src.utils import data_utils
-
-from common.config import ConfigError
-from components import imagenet_files
-from components.models._backbone import Backbone, backbone_of
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.components.models._backbone import Backbone, backbone_of
 
 NONE, IMAGENET = "none", "imagenet"
 

@@ -18,9 +18,8 @@ import re
 from collections.abc import Callable
 
 import tf_keras
-
-from common.config import ConfigError
-from components.models._precision import global_policy
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components.models._precision import global_policy
 
 # package.module:function, as in Python entry points.
 REFERENCE = re.compile(r"^(?P<module>[A-Za-z_]\w*(\.[A-Za-z_]\w*)*):(?P<function>[A-Za-z_]\w*)$")

@@ -10,9 +10,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 import tf_keras
-
-from components.imagenet_files import IMAGENET_FILES
-from components.models._backbone import Backbone, backbone_of, logits_for
+from tpu_pipeline.components.imagenet_files import IMAGENET_FILES
+from tpu_pipeline.components.models._backbone import Backbone, backbone_of, logits_for
 
 IMAGENET_STDDEV_RGB = (0.229, 0.224, 0.225)
 

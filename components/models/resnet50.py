@@ -10,9 +10,8 @@ scaling layer maps our RGB [0, 1] pixels to that.
 from __future__ import annotations
 
 import tf_keras
-
-from components.imagenet_files import IMAGENET_FILES
-from components.models._backbone import Backbone, logits_for
+from tpu_pipeline.components.imagenet_files import IMAGENET_FILES
+from tpu_pipeline.components.models._backbone import Backbone, logits_for
 
 # imagenet_utils.preprocess_input, mode "caffe": the ImageNet mean of B, G, R on 0-255.
 IMAGENET_MEAN_BGR = (103.939, 116.779, 123.68)

@@ -12,8 +12,8 @@ traced and compiled step), `graph_scan` (the step's ops), `memory` (the
 accelerator's memory); `run` runs them in named groups, `report` words the results.
 """
 
-from components.preflight.report import CheckResult, PreflightError, PreflightReport
-from components.preflight.run import ALL_CHECKS, require_preflight, run_preflight
+from tpu_pipeline.components.preflight.report import CheckResult, PreflightError, PreflightReport
+from tpu_pipeline.components.preflight.run import ALL_CHECKS, require_preflight, run_preflight
 
 __all__ = [
     "ALL_CHECKS",

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tensorflow_transform as tft
-
-from common.config import DatasetConfig, TrainerConfig
-from components.contract import IMAGE_KEY, LABEL_KEY
-from components.device.policy import TrainingPolicy, resolve_training_policy
-from components.preflight.report import CheckResult
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
+from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
+from tpu_pipeline.components.preflight.report import CheckResult
 
 # TPUs tile the batch dimension by 8; smaller multiples pad every step.
 TPU_BATCH_TILE = 8

@@ -12,8 +12,7 @@ import functools
 import tensorflow as tf
 import tf_keras
 from tensorflow.python.framework import kernels
-
-from components.preflight.report import CheckResult, named
+from tpu_pipeline.components.preflight.report import CheckResult, named
 
 # The checks this module runs, in order.
 GRAPH_CHECKS = ("static_shapes", "no_float64", "no_host_ops")

@@ -31,8 +31,7 @@ import math
 
 import tensorflow as tf
 import tf_keras
-
-from components.preflight.report import CheckResult
+from tpu_pipeline.components.preflight.report import CheckResult
 
 GIB = 2**30
 # Above this share of the accelerator's memory the estimate warns (it errs high, but not by much).

@@ -12,35 +12,34 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
-
-from common.config import ConfigError, DatasetConfig, TrainerConfig
-from components.contract import IMAGE_KEY, LABEL_KEY
-from components.models import build_model, compile_model
-from components.preflight.config_checks import (
+from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
+from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.preflight.config_checks import (
     check_batch_split,
     check_policy,
     check_static_input,
     input_specs,
 )
-from components.preflight.graph_scan import GRAPH_CHECKS, check_graph
-from components.preflight.memory import check_memory
-from components.preflight.report import (
+from tpu_pipeline.components.preflight.graph_scan import GRAPH_CHECKS, check_graph
+from tpu_pipeline.components.preflight.memory import check_memory
+from tpu_pipeline.components.preflight.report import (
     CheckResult,
     PreflightError,
     PreflightReport,
     error_line,
     skipped,
 )
-from components.preflight.step_checks import (
+from tpu_pipeline.components.preflight.step_checks import (
     check_float32_outputs,
     check_step_runs,
     check_steps_per_execution,
     check_xla_compile,
     trace_train_step,
 )
-from components.training.input_pipeline import global_batch_size
-from components.training.learning_rate import make_optimizer
-from components.training.pruning import prune_for_training
+from tpu_pipeline.components.training.input_pipeline import global_batch_size
+from tpu_pipeline.components.training.learning_rate import make_optimizer
+from tpu_pipeline.components.training.pruning import prune_for_training
 
 # Cores of one TPU v2-8 / v3-8 board: the smallest common TPU slice.
 DEFAULT_TPU_REPLICAS = 8

@@ -13,10 +13,9 @@ from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras
-
-from components.preflight.report import CheckResult, failed
-from components.training.autograph import skip_autograph_for_tf_keras
-from components.training.custom_loop import CustomLoop
+from tpu_pipeline.components.preflight.report import CheckResult, failed
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.custom_loop import CustomLoop
 
 
 def check_float32_outputs(model: tf_keras.Model) -> CheckResult:

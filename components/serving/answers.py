@@ -13,9 +13,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
-
-from common.config import ConfigError, DatasetConfig
-from components.serving.export import (
+from tpu_pipeline.common.config import ConfigError, DatasetConfig
+from tpu_pipeline.components.serving.export import (
     FEATURE_MAP_GRADIENTS,
     GRAD_CAM_LAYER_KEY,
     PIXELS_INPUT_KEY,
@@ -25,7 +24,7 @@ from components.serving.export import (
     SERVING_SIGNATURE,
     TRAINING_INFO_PATH,
 )
-from components.serving.tflite_variants import split_batches
+from tpu_pipeline.components.serving.tflite_variants import split_batches
 
 
 class PixelClassifier:

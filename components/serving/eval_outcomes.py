@@ -9,7 +9,7 @@ ones its accuracy is measured on. An example is named by a digest of its stored 
 and label, so two runs on the same data name it alike even when ExampleGen wrote it
 again.
 
-Reading needs no TensorFlow (`common.fileio` loads it only for an object-store path), so
+Reading needs no TensorFlow (`tpu_pipeline.common.fileio` loads it only for an object-store path), so
 `runs diff` answers in well under a second; writing imports it inside the function.
 """
 
@@ -23,12 +23,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from common import fileio
+from tpu_pipeline.common import fileio
 
 if TYPE_CHECKING:
     import tensorflow as tf
-
-    from common.config import DatasetConfig
+    from tpu_pipeline.common.config import DatasetConfig
 
 EVAL_OUTCOMES_FILE = "eval_outcomes.json"
 _BATCH = 32
@@ -99,9 +98,8 @@ def record_eval_outcomes(
     """
     import tensorflow as tf
     from absl import logging
-
-    from components.images.batching import images_per_call
-    from components.images.examples import parse_pixels
+    from tpu_pipeline.components.images.batching import images_per_call
+    from tpu_pipeline.components.images.examples import parse_pixels
 
     started = time.monotonic()
     files = sorted(path for pattern in eval_files for path in tf.io.gfile.glob(pattern))

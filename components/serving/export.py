@@ -38,10 +38,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_KEY
-from components.images.decode import decode_encoded_images, unit_range
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import IMAGE_KEY
+from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"

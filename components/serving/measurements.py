@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from common import fileio
+from tpu_pipeline.common import fileio
 
 TFLITE_DIR = "tflite"
 MEASUREMENTS_PATH = os.path.join(TFLITE_DIR, "measurements.json")

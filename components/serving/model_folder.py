@@ -14,26 +14,25 @@ from __future__ import annotations
 
 import tensorflow_transform as tft
 from absl import logging
-
-from common.config import DatasetConfig, ServingConfig
-from common.tfx_api import io_utils
-from components.drift.reference import write_drift_reference
-from components.models import serving_copy
-from components.serving.answers import PixelClassifier, eval_answers
-from components.serving.export import (
+from tpu_pipeline.common.config import DatasetConfig, ServingConfig
+from tpu_pipeline.common.tfx_api import io_utils
+from tpu_pipeline.components.drift.reference import write_drift_reference
+from tpu_pipeline.components.models import serving_copy
+from tpu_pipeline.components.serving.answers import PixelClassifier, eval_answers
+from tpu_pipeline.components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
     read_training_info,
     trained_weights,
     write_training_info,
 )
-from components.serving.temperature import (
+from tpu_pipeline.components.serving.temperature import (
     TEMPERATURE_INFO_KEY,
     fit_temperature,
     with_temperature,
 )
-from components.serving.tflite_variants import export_tflite_variants
-from components.serving.warmup import write_warmup_requests
+from tpu_pipeline.components.serving.tflite_variants import export_tflite_variants
+from tpu_pipeline.components.serving.warmup import write_warmup_requests
 
 
 def package_model(

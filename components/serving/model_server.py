@@ -1,6 +1,6 @@
 """A minimal model server speaking TF Serving's REST API, for the serving check.
 
-`python -m components.serving.model_server` takes `tensorflow_model_server`'s own
+`python -m tpu_pipeline.components.serving.model_server` takes `tensorflow_model_server`'s own
 flags (`--port`, `--rest_api_port`, `--model_name`, `--model_base_path`) and does what
 it does for one model: loads the highest version under the base path with
 `tf.saved_model.load`, replays the version's warmup requests (a file that does not
@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
-
-from components.serving.warmup import read_warmup_requests
+from tpu_pipeline.components.serving.warmup import read_warmup_requests
 
 # Printed on stdout, then the port, once the server listens.
 LISTENING = "model_server: listening on 127.0.0.1:"

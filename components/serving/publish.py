@@ -36,11 +36,10 @@ from typing import Any
 
 from absl import logging
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
-
-from common import fileio, gcs_objects, tfx_api
-from common.atomic_file import is_remote
-from common.atomic_folder import new_folder
-from components.serving.measurements import TFLITE_DIR
+from tpu_pipeline.common import fileio, gcs_objects, tfx_api
+from tpu_pipeline.common.atomic_file import is_remote
+from tpu_pipeline.common.atomic_folder import new_folder
+from tpu_pipeline.components.serving.measurements import TFLITE_DIR
 
 _SAVED_MODEL_FILE = "saved_model.pb"
 FINGERPRINT_FILE = "fingerprint.pb"

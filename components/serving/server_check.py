@@ -38,13 +38,13 @@ import numpy as np
 import portpicker
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
+from tpu_pipeline.common.child_process import start_child, stop_child
+from tpu_pipeline.common.tfx_api import io_utils
+from tpu_pipeline.components.serving.export import SERVING_OUTPUT_KEY
+from tpu_pipeline.components.serving.model_server import reported_port
+from tpu_pipeline.components.serving.warmup import read_warmup_requests, signature_defs
 
-import components
-from common.child_process import start_child, stop_child
-from common.tfx_api import io_utils
-from components.serving.export import SERVING_OUTPUT_KEY
-from components.serving.model_server import reported_port
-from components.serving.warmup import read_warmup_requests, signature_defs
+from tpu_pipeline import components
 
 MODEL_SERVER = "tensorflow_model_server"
 # Where tensorflow_model_server is not on PATH: components/serving/model_server.py.
@@ -100,7 +100,7 @@ def server_command(base_path: str) -> ServerCommand:
         grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
         ports = [f"--port={grpc_port}", f"--rest_api_port={rest_port}"]
         return ServerCommand(MODEL_SERVER, [binary, *ports, *model_flags], rest_port)
-    python_server = [sys.executable, "-m", "components.serving.model_server"]
+    python_server = [sys.executable, "-m", "tpu_pipeline.components.serving.model_server"]
     return ServerCommand(FALLBACK_SERVER, [*python_server, "--rest_api_port=0", *model_flags], None)
 
 

@@ -21,8 +21,7 @@ import dataclasses
 import numpy as np
 import tf_keras
 from scipy import optimize
-
-from components.models import PROBABILITIES_LAYER
+from tpu_pipeline.components.models import PROBABILITIES_LAYER
 
 # Where the fit is recorded in the model's training_info.json (the run summary's `trainer`).
 TEMPERATURE_INFO_KEY = "temperature_scaling"

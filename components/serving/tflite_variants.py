@@ -30,13 +30,16 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 from absl import logging
-
-from common.config import DatasetConfig, ServingConfig, TFLiteVariant
-from common.free_heap import return_free_heap
-from components.images.batching import images_per_call
-from components.images.examples import parse_pixels
-from components.serving.export import PIXELS_INPUT_KEY, PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
-from components.serving.measurements import MEASUREMENTS_PATH, SAVED_MODEL, TFLITE_DIR
+from tpu_pipeline.common.config import DatasetConfig, ServingConfig, TFLiteVariant
+from tpu_pipeline.common.free_heap import return_free_heap
+from tpu_pipeline.components.images.batching import images_per_call
+from tpu_pipeline.components.images.examples import parse_pixels
+from tpu_pipeline.components.serving.export import (
+    PIXELS_INPUT_KEY,
+    PIXELS_SIGNATURE,
+    SERVING_OUTPUT_KEY,
+)
+from tpu_pipeline.components.serving.measurements import MEASUREMENTS_PATH, SAVED_MODEL, TFLITE_DIR
 
 # Single-image latency is measured as an edge device runs it: one interpreter thread.
 INTERPRETER_THREADS = 1

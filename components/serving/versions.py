@@ -20,12 +20,12 @@ import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from common import fileio
-from common.atomic_file import is_remote
-from common.file_lock import LockBusyError, held_lock
-from common.gcs_objects import is_gcs
-from common.store_lock import held_store_lock
-from components.serving.publish import model_fingerprint, pushed_versions
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.atomic_file import is_remote
+from tpu_pipeline.common.file_lock import LockBusyError, held_lock
+from tpu_pipeline.common.gcs_objects import is_gcs
+from tpu_pipeline.common.store_lock import held_store_lock
+from tpu_pipeline.components.serving.publish import model_fingerprint, pushed_versions
 
 ROLLED_BACK_DIR = ".rolled_back"
 PIN_FILE = ".pinned.json"

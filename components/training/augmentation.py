@@ -15,8 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 import tensorflow as tf
-
-from common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 
 # Defaults by kind of data (`null` in the config): photos are framed anywhere and
 # mirror freely; digits keep their handedness and move a little.

@@ -27,14 +27,13 @@ from typing import Any
 
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
-from components.device.policy import TrainingPolicy
-from components.models import compile_model, freeze_backbone
-from components.training.input_pipeline import EvalInput
-from components.training.learning_rate import make_optimizer, peak_learning_rate
-from components.training.loop import train
-from components.training.training_logs import Phase
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.models import compile_model, freeze_backbone
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.learning_rate import make_optimizer, peak_learning_rate
+from tpu_pipeline.components.training.loop import train
+from tpu_pipeline.components.training.training_logs import Phase
 
 FROZEN_BACKBONE, FINE_TUNE = "frozen_backbone", "fine_tune"
 
@@ -100,7 +99,7 @@ def train_in_phases(
       training_info: how the model trains, so far; the schedule's part is added to it
         (`peak_learning_rate`, and each phase's with `fine_tuning`), and the first
         phase logs it and writes it to TensorBoard before training. None: neither.
-      Others: as `components.training.loop.train`.
+      Others: as `tpu_pipeline.components.training.loop.train`.
     """
     # No phase (None): the whole run at once, backing up into `backup_dir` itself.
     phases = [(phase, phase_config(config, phase)) for phase in fine_tuning_phases(config)]

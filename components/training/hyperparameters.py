@@ -13,7 +13,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from common.config import TrainerConfig
+from tpu_pipeline.common.config import TrainerConfig
 
 KERAS_TUNER_PREFIX = "tuner/"
 TRIALS_SUBDIR = "trials"  # of the Tuner's `tuner_results` artifact

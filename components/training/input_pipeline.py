@@ -19,11 +19,14 @@ import dataclasses
 import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
-
-from common.config import DatasetConfig
-from components.contract import IMAGE_KEY, LABEL_KEY
-from components.images.decode import decode_encoded_image, random_resized_crop, unit_range
-from components.training.augmentation import Augmentation
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
+from tpu_pipeline.components.images.decode import (
+    decode_encoded_image,
+    random_resized_crop,
+    unit_range,
+)
+from tpu_pipeline.components.training.augmentation import Augmentation
 
 # Training files up to this size (gzipped) are kept in memory, decompressed, after the
 # first pass: GZIP decompression was ~3/4 of the input's CPU per example, and caching

@@ -16,8 +16,7 @@ import math
 
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
+from tpu_pipeline.common.config import TrainerConfig
 
 # Step decay: the rate drops tenfold at each of these fractions of the decay phase.
 STEP_DECAY_BOUNDARIES = (0.5, 0.75)

@@ -11,12 +11,15 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 from absl import logging
-
-from common.config import TrainerConfig
-from components.device.policy import TrainingPolicy
-from components.training.custom_loop import train_custom_loop
-from components.training.input_pipeline import EvalInput
-from components.training.training_logs import Phase, training_callbacks, write_run_summaries
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.training.custom_loop import train_custom_loop
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.training_logs import (
+    Phase,
+    training_callbacks,
+    write_run_summaries,
+)
 
 
 def train(

@@ -7,7 +7,7 @@ the TFLite conversions, the Evaluator and the Pusher that came after it
 (docs/benchmarks.md, "Memory of a photo run"). Trained in a child, those bytes
 are the child's, returned when it exits.
 
-The child is `python -m components.trainer_child WORK_DIR`: it reads the request
+The child is `python -m tpu_pipeline.components.trainer_child WORK_DIR`: it reads the request
 written here and calls `run_fn` with it, which trains and exports there exactly as it
 does in-process. Its log records come back over its stdout
 and are logged again here (the progress line shows its epochs); TensorFlow's own
@@ -40,16 +40,16 @@ from typing import Any
 import portalocker
 import tensorflow as tf
 from absl import logging
+from tpu_pipeline.common.child_process import start_child, stop_child
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.common.file_lock import held_lock
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.device.multi_worker import multi_worker_cluster
+from tpu_pipeline.components.device.strategy import find_tpu_signals
 
-import components
-from common.child_process import start_child, stop_child
-from common.config import DatasetConfig, TrainerConfig
-from common.file_lock import held_lock
-from common.tfx_api import FnArgs
-from components.device.multi_worker import multi_worker_cluster
-from components.device.strategy import find_tpu_signals
+from tpu_pipeline import components
 
-CHILD_MODULE = "components.trainer_child"
+CHILD_MODULE = "tpu_pipeline.components.trainer_child"
 # The child's work folder, in the temporary folder: this prefix, the pipeline's pid (for
 # people only: another container's pid namespace gives the same pids), a dash, a random part.
 WORK_DIR_PREFIX = "tpu-pipeline-training-"

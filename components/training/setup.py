@@ -16,10 +16,9 @@ import os
 from typing import Any
 
 import tensorflow_transform as tft
-
-from common.config import DatasetConfig, TrainerConfig
-from common.tfx_api import FnArgs
-from components.device.strategy import StrategyChoice, resolve_strategy
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.device.strategy import StrategyChoice, resolve_strategy
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,16 +17,15 @@ from typing import Any
 
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
-from components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
-from components.device.policy import TrainingPolicy, resolve_training_policy
-from components.models import build_model as build_network
-from components.models import is_backbone, load_pretrained_weights
-from components.training.augmentation import Augmentation
-from components.training.class_weights import balanced_class_weights
-from components.training.fine_tune import train_in_phases
-from components.training.input_pipeline import (
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
+from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
+from tpu_pipeline.components.models import build_model as build_network
+from tpu_pipeline.components.models import is_backbone, load_pretrained_weights
+from tpu_pipeline.components.training.augmentation import Augmentation
+from tpu_pipeline.components.training.class_weights import balanced_class_weights
+from tpu_pipeline.components.training.fine_tune import train_in_phases
+from tpu_pipeline.components.training.input_pipeline import (
     EvalInput,
     count_labels,
     distributed_training_dataset,
@@ -34,9 +33,13 @@ from components.training.input_pipeline import (
     make_eval_dataset,
     steps_per_epoch,
 )
-from components.training.pruning import prune_for_training, pruning_callbacks, strip_pruned
-from components.training.setup import TrainingSetup
-from components.training.warm_start import warm_start
+from tpu_pipeline.components.training.pruning import (
+    prune_for_training,
+    pruning_callbacks,
+    strip_pruned,
+)
+from tpu_pipeline.components.training.setup import TrainingSetup
+from tpu_pipeline.components.training.warm_start import warm_start
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ RUN_SUMMARY_DIR = "run"
 
 @dataclasses.dataclass(frozen=True)
 class Phase:
-    """One phase of a fine-tuning schedule (`components.training.fine_tune`).
+    """One phase of a fine-tuning schedule (`tpu_pipeline.components.training.fine_tune`).
 
     Attributes:
       name: what the epoch lines, TensorBoard and training_info call it.

@@ -15,6 +15,6 @@ calls `run_batch_predictions`.
 - `job.py`: the Beam pipeline: read and check records, batch, predict, count, write.
 """
 
-from pipeline.batch_predict.job import BatchResult, run_batch_predictions
+from tpu_pipeline.pipeline.batch_predict.job import BatchResult, run_batch_predictions
 
 __all__ = ["BatchResult", "run_batch_predictions"]

@@ -4,7 +4,7 @@ The job computes the signals of every record it predicts (`components/drift/`) a
 TFDV's statistics of them with `tfdv.GenerateStatistics`, on whichever runner runs
 the job; the reference kept with the model gets its statistics in the same job, so
 both sides are computed alike. After the job, `check_drift` reads both and
-`components.drift.compare` measures each signal. A model exported before it kept a
+`tpu_pipeline.components.drift.compare` measures each signal. A model exported before it kept a
 reference is predicted as before, and the check says it was not made.
 """
 
@@ -15,18 +15,17 @@ import posixpath
 
 import apache_beam as beam
 import tensorflow_data_validation as tfdv
-
-from common.config import DatasetConfig, DriftConfig
-from components.drift.compare import DriftCheck, compare
-from components.drift.examples import example_signals, record_batch
-from components.drift.reference import (
+from tpu_pipeline.common.config import DatasetConfig, DriftConfig
+from tpu_pipeline.components.drift.compare import DriftCheck, compare
+from tpu_pipeline.components.drift.examples import example_signals, record_batch
+from tpu_pipeline.components.drift.reference import (
     REFERENCE_PATH,
     DamagedReference,
     Reference,
     read_drift_reference,
 )
-from components.drift.signals import with_unsure
-from pipeline.batch_predict.predictions import Predictions
+from tpu_pipeline.components.drift.signals import with_unsure
+from tpu_pipeline.pipeline.batch_predict.predictions import Predictions
 
 _JOB_STATISTICS = "signal_statistics.pb"
 _REFERENCE_STATISTICS = "reference_statistics.pb"

@@ -20,14 +20,13 @@ import posixpath
 
 import apache_beam as beam
 import numpy as np
-
-from common import fileio
-from common.config import DatasetConfig, ExplainConfig
-from common.owned_paths import check_claimable, claim_folder, write_owned
-from components.explain.choice import Chosen
-from components.explain.eval_split import explain_images
-from components.explain.store import Attributions, attribution_files
-from pipeline.batch_predict.predictions import Predictions
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import DatasetConfig, ExplainConfig
+from tpu_pipeline.common.owned_paths import check_claimable, claim_folder, write_owned
+from tpu_pipeline.components.explain.choice import Chosen
+from tpu_pipeline.components.explain.eval_split import explain_images
+from tpu_pipeline.components.explain.store import Attributions, attribution_files
+from tpu_pipeline.pipeline.batch_predict.predictions import Predictions
 
 _CANDIDATES_FILE = "least_confident.jsonl"
 PICTURE_FILE = "attributions.png"
@@ -86,9 +85,8 @@ def explain_least_confident(
 ) -> Attributions:
     """After the job: maps the records it kept and writes them into `destination`."""
     import tensorflow as tf
-
-    from components.images.examples import parse_images
-    from components.serving.answers import PixelClassifier
+    from tpu_pipeline.components.images.examples import parse_images
+    from tpu_pipeline.components.serving.answers import PixelClassifier
 
     records = _read_candidates(plan.candidates)
     chosen = []
@@ -117,7 +115,7 @@ def check_explain_dir(destination: str) -> None:
 
 def _write_folder(destination: str, attributions: Attributions, dataset: DatasetConfig) -> None:
     """The store's two files and the picture, each whole, into the claimed `destination`."""
-    from pipeline.report.plots import attribution_maps, png_bytes
+    from tpu_pipeline.pipeline.report.plots import attribution_maps, png_bytes
 
     claim_folder(destination, "--explain-dir")
     figure = attribution_maps(attributions, list(dataset.class_names))

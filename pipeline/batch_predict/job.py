@@ -26,26 +26,25 @@ import numpy as np
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
-
-from common import fileio
-from common.config import ConfigError, DatasetConfig, DriftConfig, ExplainConfig
-from common.owned_paths import check_replaceable, owned_file
-from components.drift.compare import DriftCheck
-from components.example_gen.errors import DataFormatError, data_format_error_in
-from components.example_gen.formats import list_inputs, source_format, split_inputs
-from components.explain.store import Attributions
-from pipeline.batch_predict.drift_check import DriftPlan, check_drift
-from pipeline.batch_predict.explain import (
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import ConfigError, DatasetConfig, DriftConfig, ExplainConfig
+from tpu_pipeline.common.owned_paths import check_replaceable, owned_file
+from tpu_pipeline.components.drift.compare import DriftCheck
+from tpu_pipeline.components.example_gen.errors import DataFormatError, data_format_error_in
+from tpu_pipeline.components.example_gen.formats import list_inputs, source_format, split_inputs
+from tpu_pipeline.components.explain.store import Attributions
+from tpu_pipeline.pipeline.batch_predict.drift_check import DriftPlan, check_drift
+from tpu_pipeline.pipeline.batch_predict.explain import (
     ExplainPlan,
     check_explain_dir,
     explain_least_confident,
 )
-from pipeline.batch_predict.model_handler import ServingDefaultHandler
-from pipeline.batch_predict.model_path import resolve_model_version, served_class_count
-from pipeline.batch_predict.outputs import output_extension, write_predictions
-from pipeline.batch_predict.predictions import Predictions, RowFormat
-from pipeline.batch_predict.records import READ_CHUNK, ReadRecords
-from pipeline.local.progress import LiveStatus
+from tpu_pipeline.pipeline.batch_predict.model_handler import ServingDefaultHandler
+from tpu_pipeline.pipeline.batch_predict.model_path import resolve_model_version, served_class_count
+from tpu_pipeline.pipeline.batch_predict.outputs import output_extension, write_predictions
+from tpu_pipeline.pipeline.batch_predict.predictions import Predictions, RowFormat
+from tpu_pipeline.pipeline.batch_predict.records import READ_CHUNK, ReadRecords
+from tpu_pipeline.pipeline.local.progress import LiveStatus
 
 _COUNTER_NAMESPACE = "tpu-pipeline-predict"
 

@@ -28,10 +28,13 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler
-
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
-from pipeline.batch_predict.predictions import Predictions
-from pipeline.batch_predict.records import Records
+from tpu_pipeline.components.serving.export import (
+    SERVING_INPUT_KEY,
+    SERVING_OUTPUT_KEY,
+    SERVING_SIGNATURE,
+)
+from tpu_pipeline.pipeline.batch_predict.predictions import Predictions
+from tpu_pipeline.pipeline.batch_predict.records import Records
 
 
 class LoadedModel:

@@ -12,11 +12,14 @@ from __future__ import annotations
 import os
 
 from tensorflow.core.protobuf import saved_model_pb2
-
-from common import fileio
-from common.config import ConfigError
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
-from components.serving.publish import pushed_versions
+from tpu_pipeline.common import fileio
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components.serving.export import (
+    SERVING_INPUT_KEY,
+    SERVING_OUTPUT_KEY,
+    SERVING_SIGNATURE,
+)
+from tpu_pipeline.components.serving.publish import pushed_versions
 
 SAVED_MODEL_FILE = "saved_model.pb"
 SERVING_MODEL_FOLDER = "serving_model"

@@ -1,7 +1,7 @@
 """The predictions file: its format follows its extension, and it appears whole or not at all.
 
 Beam writes one file (one shard) in a hidden folder beside the output, and only
-a finished job renames it onto `--output` (`common.owned_paths.owned_file`, which
+a finished job renames it onto `--output` (`tpu_pipeline.common.owned_paths.owned_file`, which
 replaces only a file an earlier job wrote, never one of the user's): on a local
 disk the rename replaces an existing file atomically, so a reader sees the old
 predictions or the new ones, never half of them; on an object store the file is
@@ -13,9 +13,8 @@ from __future__ import annotations
 import os
 
 import apache_beam as beam
-
-from common.config import ConfigError
-from pipeline.batch_predict.predictions import RowFormat
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.batch_predict.predictions import RowFormat
 
 OUTPUT_EXTENSIONS = (".csv", ".jsonl", ".tfrecord")
 

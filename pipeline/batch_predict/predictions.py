@@ -25,8 +25,11 @@ from json.encoder import encode_basestring_ascii
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
-
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
+from tpu_pipeline.components.serving.export import (
+    SERVING_INPUT_KEY,
+    SERVING_OUTPUT_KEY,
+    SERVING_SIGNATURE,
+)
 
 # More decimals than a reader compares; the PredictionLog's `probabilities` keep float32.
 PROBABILITY_DECIMALS = 6

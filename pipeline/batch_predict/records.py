@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
-
-from common.config import DatasetConfig
-from components.example_gen.examples import ExampleBuilder
-from components.example_gen.formats import imports_unchanged, read_tfrecord_batches, source_format
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.example_gen.examples import ExampleBuilder
+from tpu_pipeline.components.example_gen.formats import (
+    imports_unchanged,
+    read_tfrecord_batches,
+    source_format,
+)
 
 # Records read and checked at once, at least: a batch check of layout-ready TFRecords
 # costs 1.9 µs a record in 1,024s against 3.4 µs in 256s (digits); the model still

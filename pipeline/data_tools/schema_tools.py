@@ -18,22 +18,22 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
-
-import schemas
-from common.atomic_file import write_new_text, write_text
-from common.config import ConfigError, DatasetConfig
-from components.contract import (
+from tpu_pipeline.common.atomic_file import write_new_text, write_text
+from tpu_pipeline.common.config import ConfigError, DatasetConfig
+from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,
     IMAGE_HEIGHT_FEATURE,
     IMAGE_WIDTH_FEATURE,
     SOURCE_FOLDER_FEATURE,
     SPAN_FEATURE,
 )
-from components.example_gen.errors import DataFormatError
-from components.example_gen.images import MAX_IMAGE_SIDE, STORED_FORMATS
-from components.example_gen.provenance import recorded_features
-from components.example_gen.tfrecords import read_records
-from pipeline.local.progress import LiveStatus, read_every_record
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.images import MAX_IMAGE_SIDE, STORED_FORMATS
+from tpu_pipeline.components.example_gen.provenance import recorded_features
+from tpu_pipeline.components.example_gen.tfrecords import read_records
+from tpu_pipeline.pipeline.local.progress import LiveStatus, read_every_record
+
+from tpu_pipeline import schemas
 
 
 class SchemaExistsError(FileExistsError):

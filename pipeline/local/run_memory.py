@@ -13,9 +13,9 @@ import dataclasses
 import json
 import pathlib
 
-from common import atomic_file
-from common.memory_meter import MemoryPeak
-from pipeline.results.run_summary import ComponentResult
+from tpu_pipeline.common import atomic_file
+from tpu_pipeline.common.memory_meter import MemoryPeak
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult
 
 MEMORY_FILE = "memory.json"
 

@@ -21,33 +21,36 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from absl import logging as absl_logging
-
-from common.config import ConfigError, PipelineConfig
-from common.interrupts import RunInterrupted, received_signal
-from common.memory_meter import MemoryMeter, MemoryPeak, highest
-from common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
-from components.example_gen.notices import NOTICE_PREFIX
-from components.models import require_downloadable_weights
-from pipeline.data_tools.schema_tools import (
+from tpu_pipeline.common.config import ConfigError, PipelineConfig
+from tpu_pipeline.common.interrupts import RunInterrupted, received_signal
+from tpu_pipeline.common.memory_meter import MemoryMeter, MemoryPeak, highest
+from tpu_pipeline.common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
+from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
+from tpu_pipeline.components.models import require_downloadable_weights
+from tpu_pipeline.pipeline.data_tools.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
     check_provenance_features,
     describe_schema,
     schema_to_bootstrap,
 )
-from pipeline.local.progress import LiveStatus
-from pipeline.local.run_memory import write_run_memory
-from pipeline.results.parts.drift import DRIFT_RULES_PROPERTY
-from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
-from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
-from pipeline.results.run_summary import ComponentResult, RunSummary
-from pipeline.results.summary_reading import summarize_run
-from pipeline.runs.history import note_run
-from pipeline.wiring.data_sources import prepare_data_root
-from pipeline.wiring.graph import create_pipeline
-from pipeline.wiring.input_fingerprint import InputFingerprint, fingerprint_inputs, input_patterns
-from pipeline.wiring.node_ids import NodeIds
-from serving_ops.local.actions import finish_interrupted_action
+from tpu_pipeline.pipeline.local.progress import LiveStatus
+from tpu_pipeline.pipeline.local.run_memory import write_run_memory
+from tpu_pipeline.pipeline.results.parts.drift import DRIFT_RULES_PROPERTY
+from tpu_pipeline.pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
+from tpu_pipeline.pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY, RunRecord
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
+from tpu_pipeline.pipeline.results.summary_reading import summarize_run
+from tpu_pipeline.pipeline.runs.history import note_run
+from tpu_pipeline.pipeline.wiring.data_sources import prepare_data_root
+from tpu_pipeline.pipeline.wiring.graph import create_pipeline
+from tpu_pipeline.pipeline.wiring.input_fingerprint import (
+    InputFingerprint,
+    fingerprint_inputs,
+    input_patterns,
+)
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.serving_ops.local.actions import finish_interrupted_action
 
 _RUNNER_LINE = re.compile(r"^Component (?P<id>\S+) is (?P<event>running|finished)\.$")
 # components.training.training_logs.EpochLogger's compact line, shown while the Trainer runs.
@@ -180,7 +183,7 @@ def run_local(
 ) -> RunSummary:
     """Runs the whole pipeline locally and returns its summary; never raises for a failed run.
 
-    A run stopped by SIGINT or SIGTERM (under `common.interrupts.stop_on_signals`)
+    A run stopped by SIGINT or SIGTERM (under `tpu_pipeline.common.interrupts.stop_on_signals`)
     returns too: its summary says what was interrupted.
 
     Raises:
@@ -285,7 +288,7 @@ def run_local(
 def _keep_memory(
     config: PipelineConfig, record: RunRecord, node_id: str, results: list[ComponentResult]
 ) -> None:
-    """Rewrites the run folder's memory file (`pipeline.local.run_memory`) as a component ends."""
+    """Rewrites the run folder's memory file (`tpu_pipeline.pipeline.local.run_memory`) as a component ends."""
     run_id = record.run_id(node_id)
     if run_id is None:  # nothing reached ML Metadata, so no report can name this run
         return

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # importing them loads TensorFlow; the CLI's --help must stay instant
-    from common.config import PipelineConfig
-    from pipeline.report.collect import RunReport
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.common.config import PipelineConfig
+    from tpu_pipeline.pipeline.report.collect import RunReport
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 REPORT_DIR = "report"
 REPORT_FILE = "report.html"
@@ -70,8 +70,8 @@ def write_report(
       RunNotFoundError: no summary was given and the folder holds no run.
       UserPathError: `output_dir` holds files the product did not write.
     """
-    from common.owned_paths import check_claimable
-    from pipeline.report.collect import collect_report
+    from tpu_pipeline.common.owned_paths import check_claimable
+    from tpu_pipeline.pipeline.report.collect import collect_report
 
     if output_dir is not None:  # refused before the run is read
         check_claimable(output_dir, "--output")
@@ -91,14 +91,14 @@ def write_report_files(
 ) -> ReportFiles:
     """Draws the figures of a collected `RunReport` and writes them and the page to `output_dir`.
 
-    `output_dir` is claimed as `common.owned_paths.claim_folder` does (with `adopt`). With
+    `output_dir` is claimed as `tpu_pipeline.common.owned_paths.claim_folder` does (with `adopt`). With
     `keep_run_page` (the run folder's own report), the page is also kept as
     `output_dir/runs/<run id>.html` for the reports of later runs to link to.
     """
-    from common.owned_paths import claim_folder, write_owned
-    from pipeline.report import plots
-    from pipeline.report.history_facts import RUNS_DIR, page_name
-    from pipeline.report.html import render_html
+    from tpu_pipeline.common.owned_paths import claim_folder, write_owned
+    from tpu_pipeline.pipeline.report import plots
+    from tpu_pipeline.pipeline.report.history_facts import RUNS_DIR, page_name
+    from tpu_pipeline.pipeline.report.html import render_html
 
     claim_folder(output_dir, "--output", adopt)
     evaluation = report.evaluation

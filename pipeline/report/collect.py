@@ -1,6 +1,6 @@
 """Gathers everything the report shows about one run into a `RunReport`.
 
-The run summary (`pipeline.results.run_summary`) already answers what ran, the
+The run summary (`tpu_pipeline.pipeline.results.run_summary`) already answers what ran, the
 metrics, the blessing and the push; this adds what only a report shows: data
 statistics, training curves, per-class evaluation, the serving signature and
 sample predictions. Each part is read from the run's own artifacts, found
@@ -17,26 +17,25 @@ import platform
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
-
-from common.config import DatasetConfig, PipelineConfig
-from common.memory_meter import highest
-from components.contract import read_dataset
-from components.data_checks.anomalies import DataRejectedError
-from components.evaluation import results as evaluation_results
-from components.example_gen.odd_images import read_odd_images
-from components.explain.store import Attributions, read_attributions
-from components.serving.export import SERVING_SIGNATURE
-from pipeline.local.run_memory import read_run_memory
-from pipeline.report import data_facts, history_facts, serving_facts, tensorboard_logs
-from pipeline.report.run_store import StoredRun, open_latest_run
-from pipeline.results import tuning_results
-from pipeline.results.run_record import custom_property
-from pipeline.results.run_summary import ComponentResult, RunSummary
-from pipeline.results.summary_reading import served_model, summarize_run
-from pipeline.runs.history import SERVING_DIR
-from pipeline.wiring.node_ids import NodeIds
-from serving_ops.local.blessing import trainer_model_dir
-from serving_ops.local.folder import list_versions
+from tpu_pipeline.common.config import DatasetConfig, PipelineConfig
+from tpu_pipeline.common.memory_meter import highest
+from tpu_pipeline.components.contract import read_dataset
+from tpu_pipeline.components.data_checks.anomalies import DataRejectedError
+from tpu_pipeline.components.evaluation import results as evaluation_results
+from tpu_pipeline.components.example_gen.odd_images import read_odd_images
+from tpu_pipeline.components.explain.store import Attributions, read_attributions
+from tpu_pipeline.components.serving.export import SERVING_SIGNATURE
+from tpu_pipeline.pipeline.local.run_memory import read_run_memory
+from tpu_pipeline.pipeline.report import data_facts, history_facts, serving_facts, tensorboard_logs
+from tpu_pipeline.pipeline.report.run_store import StoredRun, open_latest_run
+from tpu_pipeline.pipeline.results import tuning_results
+from tpu_pipeline.pipeline.results.run_record import custom_property
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
+from tpu_pipeline.pipeline.results.summary_reading import served_model, summarize_run
+from tpu_pipeline.pipeline.runs.history import SERVING_DIR
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.serving_ops.local.blessing import trainer_model_dir
+from tpu_pipeline.serving_ops.local.folder import list_versions
 
 VERSIONED_PACKAGES = (
     "tfx",
@@ -138,7 +137,7 @@ def summarize_stored_run(stored: StoredRun, class_names: list[str]) -> RunSummar
 
     MLMD records that a component failed but not why; anomalies explain a
     rejected run, and the run's log file has any other error. Peak memory comes
-    from the run folder's memory file (`pipeline.local.run_memory`).
+    from the run folder's memory file (`tpu_pipeline.pipeline.local.run_memory`).
     """
     components = [
         ComponentResult(node, _stored_status(stored, node), round(stored.seconds(node), 2))

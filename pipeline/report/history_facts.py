@@ -11,7 +11,7 @@ import dataclasses
 import pathlib
 import re
 
-from pipeline.runs.history import RunEntry, RunFolderNotFoundError, read_history
+from tpu_pipeline.pipeline.runs.history import RunEntry, RunFolderNotFoundError, read_history
 
 # The folder of the run folder's report that keeps one page per run.
 RUNS_DIR = "runs"

@@ -17,14 +17,13 @@ from typing import Any
 
 import jinja2
 import markupsafe
-
-from components.evaluation.results import ClassMetrics, SliceMetrics
-from components.evaluation.verdict import NOT_JUDGED
-from components.explain.store import Attributions
-from components.training.hyperparameters import format_value
-from pipeline.report.collect import RunReport
-from pipeline.results.tuning_results import TuningResult
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.components.evaluation.results import ClassMetrics, SliceMetrics
+from tpu_pipeline.components.evaluation.verdict import NOT_JUDGED
+from tpu_pipeline.components.explain.store import Attributions
+from tpu_pipeline.components.training.hyperparameters import format_value
+from tpu_pipeline.pipeline.report.collect import RunReport
+from tpu_pipeline.pipeline.results.tuning_results import TuningResult
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 TEMPLATE = "report.html.j2"
 # Per-epoch table: column title, split, TensorBoard metric, format.
@@ -243,7 +242,7 @@ def render_html(
     left out.
     """
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("pipeline.report", ""),
+        loader=jinja2.PackageLoader("tpu_pipeline.pipeline.report", ""),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )

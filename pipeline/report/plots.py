@@ -12,13 +12,12 @@ import time
 
 import numpy as np
 from matplotlib.figure import Figure
-
-from components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
-from components.explain.store import Attributions
-from pipeline.report.data_facts import SplitStatistics
-from pipeline.report.serving_facts import Samples
-from pipeline.results.run_summary import ComponentResult
-from pipeline.runs.history import RunEntry
+from tpu_pipeline.components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
+from tpu_pipeline.components.explain.store import Attributions
+from tpu_pipeline.pipeline.report.data_facts import SplitStatistics
+from tpu_pipeline.pipeline.report.serving_facts import Samples
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult
+from tpu_pipeline.pipeline.runs.history import RunEntry
 
 STATUS_COLORS = {
     "executed": "tab:blue",

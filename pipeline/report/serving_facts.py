@@ -14,11 +14,10 @@ import os
 import numpy as np
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
-
-from common.config import DatasetConfig
-from common.tfx_api import artifact_utils, standard_artifacts
-from components.images.examples import parse_pixels
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.common.tfx_api import artifact_utils, standard_artifacts
+from tpu_pipeline.components.images.examples import parse_pixels
+from tpu_pipeline.components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 
 EVAL_SPLIT = "eval"
 # Examples the served model predicts at a time for the report's samples.

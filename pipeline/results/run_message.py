@@ -11,9 +11,9 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from common.config import PipelineConfig
-from common.webhook import post_notification, slack_message
-from pipeline.results.run_outcome import (
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.webhook import post_notification, slack_message
+from tpu_pipeline.pipeline.results.run_outcome import (
     BLESSED_AND_PUSHED,
     BLESSED_NOT_PUSHED,
     DATA_REJECTED,
@@ -22,7 +22,7 @@ from pipeline.results.run_outcome import (
     NOT_BLESSED,
     run_outcome,
 )
-from pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 __all__ = [
     "BLESSED_AND_PUSHED",

@@ -13,9 +13,9 @@ import importlib
 import json
 import pkgutil
 
-from pipeline.results import parts
-from pipeline.results.parts.outcome import ComponentResult, outcome_of
-from pipeline.results.summary_part import (
+from tpu_pipeline.pipeline.results import parts
+from tpu_pipeline.pipeline.results.parts.outcome import ComponentResult, outcome_of
+from tpu_pipeline.pipeline.results.summary_part import (
     SCHEMA_VERSION,
     STOP_STEP,
     TEXT_ORDER,

@@ -11,12 +11,11 @@ import functools
 from collections.abc import Sequence
 
 from ml_metadata.proto import metadata_store_pb2
-
-from common.config import DriftConfig, EvaluatorConfig
-from pipeline.results.run_record import RunRecord
-from pipeline.results.run_summary import PARTS, ComponentResult, RunSummary
-from pipeline.results.summary_part import READ_ORDER, marked_methods
-from pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
+from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
+from tpu_pipeline.pipeline.results.run_record import RunRecord
+from tpu_pipeline.pipeline.results.run_summary import PARTS, ComponentResult, RunSummary
+from tpu_pipeline.pipeline.results.summary_part import READ_ORDER, marked_methods
+from tpu_pipeline.pipeline.wiring.node_ids import SERVED_MODEL_OUTPUTS, NodeIds
 
 
 @dataclasses.dataclass

@@ -2,7 +2,7 @@
 
 TFX writes the chosen values (`best_hyperparameters`) and the finished trials,
 best first (`tuner_results`); each trial wrote its own record beside its
-TensorBoard run (`components.tuner`), which adds the time, failed trials and
+TensorBoard run (`tpu_pipeline.components.tuner`), which adds the time, failed trials and
 where its logs are.
 """
 
@@ -13,8 +13,7 @@ import json
 import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
-
-from components.training.hyperparameters import (
+from tpu_pipeline.components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,
     describe_values,

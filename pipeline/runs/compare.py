@@ -13,8 +13,8 @@ import dataclasses
 import json
 from typing import Any
 
-from components.serving.eval_outcomes import EvalOutcomes, read_eval_outcomes
-from pipeline.runs.history import RunEntry
+from tpu_pipeline.components.serving.eval_outcomes import EvalOutcomes, read_eval_outcomes
+from tpu_pipeline.pipeline.runs.history import RunEntry
 
 # Stands for a field one configuration has and the other has not.
 UNSET = "(unset)"

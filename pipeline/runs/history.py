@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING, Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-
-from common.metadata_check import checked_connection
-from pipeline.results.run_outcome import FAILED, run_outcome
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.common.metadata_check import checked_connection
+from tpu_pipeline.pipeline.results.run_outcome import FAILED, run_outcome
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from common.config import PipelineConfig
-    from pipeline.results.run_record import RunRecord
-    from pipeline.results.run_summary import RunSummary
-    from pipeline.wiring.input_fingerprint import InputFingerprint
+    from tpu_pipeline.common.config import PipelineConfig
+    from tpu_pipeline.pipeline.results.run_record import RunRecord
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.pipeline.wiring.input_fingerprint import InputFingerprint
 
 METADATA_FILE = "metadata.sqlite"
 SERVING_DIR = "serving_model"

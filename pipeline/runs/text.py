@@ -6,8 +6,8 @@ import datetime
 import json
 from typing import Any
 
-from pipeline.runs.compare import Change, Flip, RunDiff, config_changes
-from pipeline.runs.history import RunEntry, RunHistory, ServedVersion
+from tpu_pipeline.pipeline.runs.compare import Change, Flip, RunDiff, config_changes
+from tpu_pipeline.pipeline.runs.history import RunEntry, RunHistory, ServedVersion
 
 # Configuration changes shown per run in the list; `runs diff` shows them all.
 SHOWN_CHANGES = 4

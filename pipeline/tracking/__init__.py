@@ -17,12 +17,12 @@ import dataclasses
 import pathlib
 from typing import TYPE_CHECKING
 
-from common.config import url_host
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.config import url_host
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 if TYPE_CHECKING:
-    from common.config import PipelineConfig
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.common.config import PipelineConfig
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +47,13 @@ def track_run(
     uri = config.tracking.mlflow_uri()
     if uri is None:
         return Tracked([], None)
-    from common.webhook import without_secret
+    from tpu_pipeline.common.webhook import without_secret
 
     where = tracker_name(uri)
     budget = config.tracking.budget_seconds
     try:
-        from pipeline.tracking.mlflow_log import log_to_mlflow
-        from pipeline.tracking.record import tracked_run
+        from tpu_pipeline.pipeline.tracking.mlflow_log import log_to_mlflow
+        from tpu_pipeline.pipeline.tracking.record import tracked_run
 
         tracked = tracked_run(config, summary, report_dir)
         logged = call_with_timeout(

@@ -26,10 +26,10 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from pipeline.tracking.record import MODEL_ARTIFACT, TrackedRun
+from tpu_pipeline.pipeline.tracking.record import MODEL_ARTIFACT, TrackedRun
 
 if TYPE_CHECKING:
-    from common.config import TrackingConfig
+    from tpu_pipeline.common.config import TrackingConfig
 
 SUMMARY_ARTIFACT = "summary.json"
 SOURCE_NAME = "tpu-pipeline run"
@@ -85,7 +85,7 @@ def run_url(uri: str, experiment_id: str, run_id: str) -> str | None:
     """The run's page in the MLflow UI, for a tracking server (never with user info)."""
     if not uri.lower().startswith(("http://", "https://")):
         return None
-    from common.config import url_host
+    from tpu_pipeline.common.config import url_host
 
     scheme = uri.split(":", 1)[0].lower()
     path = uri.split("://", 1)[1].partition("/")[2].split("?")[0].rstrip("/")

@@ -20,12 +20,12 @@ import re
 import subprocess
 from typing import Any
 
-from common.config import REPO_ROOT, PipelineConfig
-from pipeline.report import REPORT_DIR, REPORT_FILE
-from pipeline.results.run_outcome import run_outcome
-from pipeline.results.run_summary import RunSummary
-from pipeline.runs.compare import flatten
-from pipeline.runs.history import RunEntry, RunFolderNotFoundError, read_history
+from tpu_pipeline.common.config import REPO_ROOT, PipelineConfig
+from tpu_pipeline.pipeline.report import REPORT_DIR, REPORT_FILE
+from tpu_pipeline.pipeline.results.run_outcome import run_outcome
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.runs.compare import flatten
+from tpu_pipeline.pipeline.runs.history import RunEntry, RunFolderNotFoundError, read_history
 
 # MLflow's limits (mlflow/utils/validation.py): longer values are cut, marked.
 MAX_PARAM_LENGTH = 6000
@@ -147,7 +147,7 @@ def histories_of(model_run_uri: str | None) -> dict[str, list[tuple[int, float]]
     Trainer's TensorBoard logs (none without them)."""
     if not model_run_uri:
         return {}
-    from pipeline.report.tensorboard_logs import epoch_scalars
+    from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
 
     scalars = epoch_scalars(pathlib.Path(model_run_uri))
     histories = {}

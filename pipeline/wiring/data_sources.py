@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pathlib
 
-from common.atomic_file import replaced_when_done
-from common.config import ConfigError, PipelineConfig
-from components.example_gen.errors import DataFormatError
-from components.example_gen.formats import file_pattern, source_format, split_inputs
+from tpu_pipeline.common.atomic_file import replaced_when_done
+from tpu_pipeline.common.config import ConfigError, PipelineConfig
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.formats import file_pattern, source_format, split_inputs
 
 DIGITS_FILE_NAME = "digits.tfrecord"
 

@@ -15,10 +15,8 @@ import pathlib
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
-
-import components
-from common.config import DatasetConfig, PipelineConfig
-from common.tfx_api import (
+from tpu_pipeline.common.config import DatasetConfig, PipelineConfig
+from tpu_pipeline.common.tfx_api import (
     BaseComponent,
     Channel,
     ExampleValidator,
@@ -37,7 +35,7 @@ from common.tfx_api import (
     trainer_pb2,
     tuner_pb2,
 )
-from components.contract import (
+from tpu_pipeline.components.contract import (
     component_sections,
     evaluator_sections,
     explainer_sections,
@@ -46,29 +44,31 @@ from components.contract import (
     trainer_sections,
     tuner_sections,
 )
-from components.data_checks.label_drift import PreviousSpanStatistics
-from components.data_gate import DataGate
-from components.evaluation.eval_config import build_eval_config
-from components.evaluator import JudgingEvaluator
-from components.example_gen.factory import build_example_gen
-from components.example_gen.formats import file_pattern, source_format
-from components.explain.maps import require_grad_cam_layer
-from components.explainer import Explainer
-from components.models import (
+from tpu_pipeline.components.data_checks.label_drift import PreviousSpanStatistics
+from tpu_pipeline.components.data_gate import DataGate
+from tpu_pipeline.components.evaluation.eval_config import build_eval_config
+from tpu_pipeline.components.evaluator import JudgingEvaluator
+from tpu_pipeline.components.example_gen.factory import build_example_gen
+from tpu_pipeline.components.example_gen.formats import file_pattern, source_format
+from tpu_pipeline.components.explain.maps import require_grad_cam_layer
+from tpu_pipeline.components.explainer import Explainer
+from tpu_pipeline.components.models import (
     check_backbone_settings,
     check_model,
     is_user_model,
     user_model_source,
     weights_fingerprint,
 )
-from components.packager import ServingPackager
-from components.pusher import AtomicPusher
-from components.span_shift_gate import VERDICT_KEY, SpanShiftGate
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.components.packager import ServingPackager
+from tpu_pipeline.components.pusher import AtomicPusher
+from tpu_pipeline.components.span_shift_gate import VERDICT_KEY, SpanShiftGate
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
-PREPROCESSING_FN = "components.preprocessing.preprocessing_fn"
-RUN_FN = "components.trainer.run_fn"
-TUNER_FN = "components.tuner.tuner_fn"
+from tpu_pipeline import components
+
+PREPROCESSING_FN = "tpu_pipeline.components.preprocessing.preprocessing_fn"
+RUN_FN = "tpu_pipeline.components.trainer.run_fn"
+TUNER_FN = "tpu_pipeline.components.tuner.tuner_fn"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +81,7 @@ class ComponentOverrides:
       pusher_class: the Pusher component; `pusher_custom_config` is merged over its
         custom_config (the serving check's sections).
       train_args: replaces TrainArgs from config, e.g. with a runtime parameter.
-      tuner_class: the Tuner component (None: the local one, `components.tuner`).
+      tuner_class: the Tuner component (None: the local one, `tpu_pipeline.components.tuner`).
       tuner_custom_config: entries merged over the Tuner's custom_config.
       tune_args: TuneArgs (parallel trials), for a Tuner that runs them.
       check_label_drift: False leaves out the label-drift check, whose resolver
@@ -182,7 +182,9 @@ def build_tuner(
     """
     tuner_class = overrides.tuner_class
     if tuner_class is None:
-        from components.tuner import RecordingTuner  # imports KerasTuner: only when tuning
+        from tpu_pipeline.components.tuner import (
+            RecordingTuner,  # imports KerasTuner: only when tuning
+        )
 
         tuner_class = RecordingTuner
     return tuner_class(

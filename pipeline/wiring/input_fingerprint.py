@@ -28,8 +28,8 @@ import os
 import pathlib
 import re
 
-from common.atomic_file import write_text
-from common.config import DatasetConfig, PipelineConfig
+from tpu_pipeline.common.atomic_file import write_text
+from tpu_pipeline.common.config import DatasetConfig, PipelineConfig
 
 LAST_SUCCESS_FILE = "last_successful_run.json"
 # ExampleGen's placeholders (tfx.components.example_gen.utils): any value matches.
@@ -83,7 +83,7 @@ def config_digest(config: PipelineConfig) -> str:
 
 def input_patterns(dataset: DatasetConfig) -> tuple[str, ...]:
     """The patterns ExampleGen reads, relative to the data folder (imports the format readers)."""
-    from components.example_gen.formats import file_pattern
+    from tpu_pipeline.components.example_gen.formats import file_pattern
 
     if dataset.split_patterns is not None:
         return tuple(dataset.split_patterns.model_dump().values())

@@ -19,9 +19,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from common.config import PHOTO_DEFAULT_MODEL, PipelineConfig
-from components.imagenet_files import IMAGENET_FILES, MOBILENET_V2_SIZES
-from pipeline.data_tools.data_survey import DataSurvey
+from tpu_pipeline.common.config import PHOTO_DEFAULT_MODEL, PipelineConfig
+from tpu_pipeline.components.imagenet_files import IMAGENET_FILES, MOBILENET_V2_SIZES
+from tpu_pipeline.pipeline.data_tools.data_survey import DataSurvey
 
 PHOTO_BACKBONE = "mobilenet_v2"
 # From scratch, larger photos only cost time on a CPU: 64x64 keeps an epoch of a few
@@ -139,10 +139,10 @@ def choose_recipe(
 
     Args:
       config: the configuration as loaded.
-      explicit: the dotted fields the user set (`common.config.explicit_fields`).
+      explicit: the dotted fields the user set (`tpu_pipeline.common.config.explicit_fields`).
       survey: the photo folder's survey, or None (not an image folder).
       imagenet_available: whether a backbone's ImageNet file for an image shape is
-        cached or downloadable now (`components.imagenet_files.is_available`); asked
+        cached or downloadable now (`tpu_pipeline.components.imagenet_files.is_available`); asked
         only for photos whose model is unset.
     """
     dataset, trainer = config.dataset, config.trainer

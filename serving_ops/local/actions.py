@@ -38,17 +38,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
-from common.config import PipelineConfig
-from common.run_lock import DEFAULT_WAIT_SECONDS, RunInProgressError, exclusive_run
-from components.serving import versions
-from components.serving.publish import PushResult, model_fingerprint, pushed_versions
-from components.serving.versions import ServingFolderError
-from serving_ops import protocol
-from serving_ops.local import blessing as manual_blessing
-from serving_ops.local import folder
-from serving_ops.local.baseline import follow_serving_folder
-from serving_ops.local.folder import LockWait
-from serving_ops.local.intent_file import (
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.run_lock import DEFAULT_WAIT_SECONDS, RunInProgressError, exclusive_run
+from tpu_pipeline.components.serving import versions
+from tpu_pipeline.components.serving.publish import PushResult, model_fingerprint, pushed_versions
+from tpu_pipeline.components.serving.versions import ServingFolderError
+from tpu_pipeline.serving_ops import protocol
+from tpu_pipeline.serving_ops.local import blessing as manual_blessing
+from tpu_pipeline.serving_ops.local import folder
+from tpu_pipeline.serving_ops.local.baseline import follow_serving_folder
+from tpu_pipeline.serving_ops.local.folder import LockWait
+from tpu_pipeline.serving_ops.local.intent_file import (
     INTENT_FILE,
     LEASE_SECONDS,
     Intent,
@@ -59,7 +59,14 @@ from serving_ops.local.intent_file import (
     read_intent,
     write_intent,
 )
-from serving_ops.protocol import Lease, Operation, OperationError, Owner, Patience, Refused
+from tpu_pipeline.serving_ops.protocol import (
+    Lease,
+    Operation,
+    OperationError,
+    Owner,
+    Patience,
+    Refused,
+)
 
 Tell = Callable[[str], None]
 Step = Callable[[], list[str]]
@@ -489,7 +496,7 @@ class _ServingCheck:
 
     def __call__(self, model_dir: str) -> None:
         # TensorFlow and the model server's client: only when a version is to be published.
-        from components.serving.server_check import ServingCheckError, check_model
+        from tpu_pipeline.components.serving.server_check import ServingCheckError, check_model
 
         try:
             result = check_model(model_dir, self._num_classes, self._timeout)

@@ -18,10 +18,9 @@ import os
 import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
-
-from components.serving.publish import model_fingerprint, pushed_versions
-from components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
-from serving_ops.local.blessing import (
+from tpu_pipeline.components.serving.publish import model_fingerprint, pushed_versions
+from tpu_pipeline.components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
+from tpu_pipeline.serving_ops.local.blessing import (
     artifacts_of_type,
     blessings_of,
     open_store,

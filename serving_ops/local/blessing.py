@@ -29,18 +29,17 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.utils import path_constants
-
-from common.config import PipelineConfig
-from common.metadata_check import checked_connection
-from components.serving.publish import (
+from tpu_pipeline.common.config import PipelineConfig
+from tpu_pipeline.common.metadata_check import checked_connection
+from tpu_pipeline.components.serving.publish import (
     FINGERPRINT_FILE,
     PushResult,
     model_fingerprint,
     push_model_version,
 )
-from components.serving.versions import ServingFolderError, push_refusal, serving_lock
-from serving_ops.local.folder import UNBOUNDED_WAIT, LockWait
-from serving_ops.protocol import operator_name
+from tpu_pipeline.components.serving.versions import ServingFolderError, push_refusal, serving_lock
+from tpu_pipeline.serving_ops.local.folder import UNBOUNDED_WAIT, LockWait
+from tpu_pipeline.serving_ops.protocol import operator_name
 
 EXECUTION_TYPE = "ManualBlessing"
 REASON_PROPERTY = "manual_blessing_reason"
@@ -299,8 +298,8 @@ def write_model_card(
     """Writes the model card of a version a person published, as the Pusher writes its
     own (`components/model_card/`), the blessing saying who gave it, why and what the
     Evaluator had said; None (no card) for a model no Pusher saw with its evaluation."""
-    from components.model_card import card, facts
-    from components.model_card.write import write_model_card as write
+    from tpu_pipeline.components.model_card import card, facts
+    from tpu_pipeline.components.model_card.write import write_model_card as write
 
     inputs = pusher_inputs(chosen.store, chosen.model.id)
     if inputs is None:

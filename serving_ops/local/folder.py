@@ -25,9 +25,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from common.atomic_file import is_remote, write_text
-from components.serving.publish import pushed_versions
-from components.serving.versions import (
+from tpu_pipeline.common.atomic_file import is_remote, write_text
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.versions import (
     PIN_FILE,
     ROLLED_BACK_DIR,
     ServingFolderError,
@@ -38,7 +38,7 @@ from components.serving.versions import (
     serving_lock,
     set_aside_versions,
 )
-from serving_ops.protocol import operator_name
+from tpu_pipeline.serving_ops.protocol import operator_name
 
 
 @dataclasses.dataclass(frozen=True)

@@ -16,15 +16,14 @@ import pathlib
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-
-from components.serving.measurements import saved_model_accuracy
-from serving_ops.local.blessing import (
+from tpu_pipeline.components.serving.measurements import saved_model_accuracy
+from tpu_pipeline.serving_ops.local.blessing import (
     BLESSED_BY_PROPERTY,
     REASON_PROPERTY,
     artifacts_of_type,
     open_store,
 )
-from serving_ops.local.folder import Version
+from tpu_pipeline.serving_ops.local.folder import Version
 
 _OUTPUT, _INPUT = metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.INPUT
 

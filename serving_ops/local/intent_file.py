@@ -27,8 +27,8 @@ import pathlib
 import socket
 import time
 
-from common.atomic_file import write_text
-from serving_ops.protocol import Lease, Owner, operator_name
+from tpu_pipeline.common.atomic_file import write_text
+from tpu_pipeline.serving_ops.protocol import Lease, Owner, operator_name
 
 INTENT_FILE = ".serving-intent.json"
 # A local action renews its lease between steps; the serving check is its longest step.

@@ -37,22 +37,22 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from common import vertex_types as gca
-from common.config import PipelineConfig, require_vertex
-from common.tfx_api import io_utils
-from common.vertex_api import UPLOAD_TIMEOUT_S, ApiCall
-from components.serving.server_check import ServingCheckError, check_model
-from serving_ops import protocol
-from serving_ops.protocol import Operation, Owner, Patience
-from serving_ops.vertex import aliases, baseline, blessing, endpoint, metadata_blessing
-from serving_ops.vertex.aliases import RegistryChange
-from serving_ops.vertex.entry import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import PipelineConfig, require_vertex
+from tpu_pipeline.common.tfx_api import io_utils
+from tpu_pipeline.common.vertex_api import UPLOAD_TIMEOUT_S, ApiCall
+from tpu_pipeline.components.serving.server_check import ServingCheckError, check_model
+from tpu_pipeline.serving_ops import protocol
+from tpu_pipeline.serving_ops.protocol import Operation, Owner, Patience
+from tpu_pipeline.serving_ops.vertex import aliases, baseline, blessing, endpoint, metadata_blessing
+from tpu_pipeline.serving_ops.vertex.aliases import RegistryChange
+from tpu_pipeline.serving_ops.vertex.entry import (
     PINNED_ALIAS,
     Registry,
     RegistryActionError,
     is_rolled_back,
 )
-from serving_ops.vertex.intents import (  # noqa: F401 (INTENT_LABEL: what tests look for)
+from tpu_pipeline.serving_ops.vertex.intents import (  # noqa: F401 (INTENT_LABEL: what tests look for)
     INTENT_LABEL,
     NEW,
     NONE,
@@ -61,7 +61,7 @@ from serving_ops.vertex.intents import (  # noqa: F401 (INTENT_LABEL: what tests
     RegistryStore,
     described,
 )
-from serving_ops.vertex.transport import Transport, conflict_errors
+from tpu_pipeline.serving_ops.vertex.transport import Transport, conflict_errors
 
 HALF_DONE = (
     "the action is half done: the next `tpu-pipeline serving ... --vertex` command "

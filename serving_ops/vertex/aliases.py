@@ -38,12 +38,11 @@ import datetime
 from collections.abc import Sequence
 
 from google.protobuf import field_mask_pb2
-
-from common import vertex_types as gca
-from common.config import ConfigError, PipelineConfig, require_vertex
-from common.vertex_api import ApiCall
-from serving_ops.protocol import operator_name
-from serving_ops.vertex.entry import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ConfigError, PipelineConfig, require_vertex
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.serving_ops.protocol import operator_name
+from tpu_pipeline.serving_ops.vertex.entry import (
     DEFAULT_ALIAS,
     PINNED_ALIAS,
     ROLLED_BACK_LABEL,

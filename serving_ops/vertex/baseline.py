@@ -41,12 +41,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf import field_mask_pb2
-
-from common import vertex_types as gca
-from common.config import PipelineConfig, require_vertex
-from common.vertex_api import ApiCall
-from serving_ops.vertex.entry import RegistryActionError, is_rolled_back
-from serving_ops.vertex.transport import conflict_errors
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import PipelineConfig, require_vertex
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.serving_ops.vertex.entry import RegistryActionError, is_rolled_back
+from tpu_pipeline.serving_ops.vertex.transport import conflict_errors
 
 PUSHED_MODEL = "tfx.PushedModel"
 MODEL_BLESSING = "tfx.ModelBlessing"

@@ -21,13 +21,12 @@ import os
 from collections.abc import Sequence
 
 from pydantic import TypeAdapter, ValidationError
-
-from common import vertex_types as gca
-from common.config import GcsUri, ModelRegistryConfig
-from common.tfx_api import fileio
-from common.vertex_api import ApiCall
-from serving_ops.vertex.aliases import Note, RegistryChange, refuse_while_pinned
-from serving_ops.vertex.entry import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import GcsUri, ModelRegistryConfig
+from tpu_pipeline.common.tfx_api import fileio
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.serving_ops.vertex.aliases import Note, RegistryChange, refuse_while_pinned
+from tpu_pipeline.serving_ops.vertex.entry import (
     DEFAULT_ALIAS,
     FINGERPRINT_LABEL,
     RegistryActionError,

@@ -18,10 +18,9 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import field_mask_pb2
-
-from common import vertex_types as gca
-from common.config import ModelRegistryConfig, PipelineConfig, require_vertex
-from common.vertex_api import ApiCall
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ModelRegistryConfig, PipelineConfig, require_vertex
+from tpu_pipeline.common.vertex_api import ApiCall
 
 # DeployModel's name for the model it is deploying, in `traffic_split`.
 BEING_DEPLOYED = "0"

@@ -28,13 +28,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf import field_mask_pb2
-
-from common import vertex_types as gca
-from common.config import ModelRegistryConfig, PipelineConfig
-from common.vertex_api import ApiCall
-from components.serving.publish import model_fingerprint
-from serving_ops.protocol import OperationError
-from serving_ops.vertex.transport import Transport, conflict_errors, transient_errors
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ModelRegistryConfig, PipelineConfig
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.components.serving.publish import model_fingerprint
+from tpu_pipeline.serving_ops.protocol import OperationError
+from tpu_pipeline.serving_ops.vertex.transport import Transport, conflict_errors, transient_errors
 
 # Label keys and values allow lowercase letters, digits, '_' and '-', up to 63 characters.
 FINGERPRINT_LABEL = "tpu_pipeline_fingerprint"

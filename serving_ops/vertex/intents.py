@@ -29,9 +29,9 @@ import math
 import re
 from collections.abc import Callable
 
-from common import vertex_types as gca
-from serving_ops.protocol import Conflict, Lease, LostLease, Owner
-from serving_ops.vertex.entry import LabelChange, Registry
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.serving_ops.protocol import Conflict, Lease, LostLease, Owner
+from tpu_pipeline.serving_ops.vertex.entry import LabelChange, Registry
 
 INTENT_LABEL = "tpu_pipeline_intent"
 OWNER_LABEL = "tpu_pipeline_intent_owner"

@@ -32,13 +32,16 @@ import posixpath
 from collections.abc import Iterator
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
-
-from common import vertex_types as gca
-from common.config import PipelineConfig, require_vertex
-from common.vertex_api import ApiCall
-from serving_ops.local.blessing import BLESSED_BY_PROPERTY, EXECUTION_TYPE, REASON_PROPERTY
-from serving_ops.vertex.aliases import Note, RegistryActionError
-from serving_ops.vertex.baseline import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import PipelineConfig, require_vertex
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.serving_ops.local.blessing import (
+    BLESSED_BY_PROPERTY,
+    EXECUTION_TYPE,
+    REASON_PROPERTY,
+)
+from tpu_pipeline.serving_ops.vertex.aliases import Note, RegistryActionError
+from tpu_pipeline.serving_ops.vertex.baseline import (
     MODEL_BLESSING,
     PUSHED_MODEL,
     Send,

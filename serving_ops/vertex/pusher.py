@@ -45,24 +45,23 @@ from collections.abc import Callable
 from typing import Any
 
 from absl import logging
-
-from common import vertex_types as gca
-from common.config import ModelRegistryConfig, VertexConfig
-from common.tfx_api import artifact_utils, executor_spec, standard_component_specs
-from common.vertex_api import ApiCall
-from components.model_card.card import short_description
-from components.model_card.write import CARD_HTML, read_model_card
-from components.pusher import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ModelRegistryConfig, VertexConfig
+from tpu_pipeline.common.tfx_api import artifact_utils, executor_spec, standard_component_specs
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.components.model_card.card import short_description
+from tpu_pipeline.components.model_card.write import CARD_HTML, read_model_card
+from tpu_pipeline.components.pusher import (
     MODEL_CARD_PROPERTY,
     AtomicPusher,
     AtomicPusherExecutor,
     PushRefused,
 )
-from components.serving.publish import PushResult
-from serving_ops import protocol
-from serving_ops.protocol import Operation, Owner
-from serving_ops.vertex import actions, aliases, endpoint
-from serving_ops.vertex.entry import (  # noqa: F401 (the labels and aliases it reads, by name)
+from tpu_pipeline.components.serving.publish import PushResult
+from tpu_pipeline.serving_ops import protocol
+from tpu_pipeline.serving_ops.protocol import Operation, Owner
+from tpu_pipeline.serving_ops.vertex import actions, aliases, endpoint
+from tpu_pipeline.serving_ops.vertex.entry import (  # noqa: F401 (the labels and aliases it reads, by name)
     DEFAULT_ALIAS,
     FINGERPRINT_LABEL,
     PINNED_ALIAS,
@@ -72,8 +71,8 @@ from serving_ops.vertex.entry import (  # noqa: F401 (the labels and aliases it 
     fingerprint_label,
     is_rolled_back,
 )
-from serving_ops.vertex.intents import NEW, NONE, Intent
-from serving_ops.vertex.transport import Transport
+from tpu_pipeline.serving_ops.vertex.intents import NEW, NONE, Intent
+from tpu_pipeline.serving_ops.vertex.transport import Transport
 
 REGISTRY_KEY = "vertex_model_registry"
 # The registry versions a push undeployed from the endpoint (comma-separated ids).
@@ -518,7 +517,7 @@ def _registry_settings(custom_config: dict[str, Any]) -> tuple[ModelRegistryConf
 
 def vertex_transport(region: str) -> Transport:
     """The transport to Vertex AI in `region`, once credentials and the network are there."""
-    from common import vertex_api
+    from tpu_pipeline.common import vertex_api
 
     credentials = vertex_api.connect(region)
     return Transport(lambda call: vertex_api.send(call, region, credentials))

@@ -34,8 +34,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from common import vertex_types as gca
-from common.vertex_api import ApiCall
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.vertex_api import ApiCall
 
 Send = Callable[[ApiCall], Any]
 READS = ("Get", "List", "Query")
@@ -80,7 +80,7 @@ class Transport:
     """Sends calls; a read that meets a transient error is sent again with backoff.
 
     Attributes:
-      send: makes one call (`common.vertex_api.send` bound to a region and credentials,
+      send: makes one call (`tpu_pipeline.common.vertex_api.send` bound to a region and credentials,
         a test's server, or a `Recorder`).
       clock: seconds since the epoch, for leases (tests give their own).
       sleep: how backoff waits (tests give their own).

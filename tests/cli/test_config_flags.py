@@ -3,14 +3,13 @@
 import argparse
 
 import pytest
-
-from cli.config_flags import (
+from tpu_pipeline.cli.config_flags import (
     config_from_args,
     explicit_from_args,
     parse_assignment,
     recognized_from_args,
 )
-from common.config import BUILTIN_DATA_DIR
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR
 
 
 @pytest.mark.parametrize(
@@ -49,7 +48,7 @@ def _args(config=None, *assignments):
 def test_a_folder_of_the_default_datasets_records_keeps_its_name_and_run_folder(tmp_path):
     """TFRecords laid out as the built-in digits (`pixels`, `label`, 8x8x1) were always read
     as digits with --data-dir alone: their run folder (and its history) stays."""
-    from pipeline.wiring.data_sources import write_digits_tfrecord
+    from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
     write_digits_tfrecord(tmp_path / "digits.tfrecord")
     flags = {"dataset.data_dir": str(tmp_path)}

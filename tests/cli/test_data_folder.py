@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from cli.main import EXIT_DATA_REJECTED, main
+from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
 
 
 def _run(tmp_path, data_dir, *extra: str) -> int:

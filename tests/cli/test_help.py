@@ -9,13 +9,16 @@ import re
 import subprocess
 import sys
 
-from cli.main import MODEL_HELP, _build_parser
-from components.models import MODEL_BUILDERS
+from tpu_pipeline.cli.main import MODEL_HELP, _build_parser
+from tpu_pipeline.components.models import MODEL_BUILDERS
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "cli.main", *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "tpu_pipeline.cli.main", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

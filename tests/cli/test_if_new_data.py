@@ -5,9 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from common.config import load_config
-from common.run_lock import claim_run_folder
-from pipeline.wiring.input_fingerprint import fingerprint_inputs, input_patterns, record_success
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.common.run_lock import claim_run_folder
+from tpu_pipeline.pipeline.wiring.input_fingerprint import (
+    fingerprint_inputs,
+    input_patterns,
+    record_success,
+)
 
 # The command as cron starts it, then a look at what it imported.
 PROBE = (

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cli.main import main
+from tpu_pipeline.cli.main import main
+
 from tests.common.webhook_server import webhook_server
 
 

@@ -11,11 +11,10 @@ import textwrap
 
 import pytest
 import yaml
-
-from cli.main import EXIT_BAD_CONFIG, main
-from components import imagenet_files
-from components.models import BACKBONES
-from pipeline.local import runner as local_runner
+from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, main
+from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.components.models import BACKBONES
+from tpu_pipeline.pipeline.local import runner as local_runner
 
 
 class _NoRunner:
@@ -77,9 +76,9 @@ def test_the_offline_stop_loads_no_tensorflow(photos_config, tmp_path):
     script = textwrap.dedent(
         f"""
         import sys
-        from components import imagenet_files
+        from tpu_pipeline.components import imagenet_files
         imagenet_files.can_reach = lambda *args, **kwargs: False
-        from cli.main import main
+        from tpu_pipeline.cli.main import main
         code = main(["run", "--config", {str(photos_config)!r},
                      "--summary-json", {str(summary_path)!r}])
         print(code, "tensorflow" in sys.modules)

@@ -13,11 +13,10 @@ import shutil
 
 import pytest
 import yaml
-
-from cli.main import EXIT_DATA_REJECTED, EXIT_OK, main
-from common.config import BUILTIN_DATA_DIR, load_config
-from components import imagenet_files
-from schemas import SCHEMAS_DIR
+from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, EXIT_OK, main
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, load_config
+from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.schemas import SCHEMAS_DIR
 
 pytestmark = pytest.mark.slow
 

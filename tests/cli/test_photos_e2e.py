@@ -17,15 +17,19 @@ import pathlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from tpu_pipeline.cli.main import EXIT_OK, main
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, load_config
+from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.components.contract import IMAGE_HEIGHT_FEATURE
+from tpu_pipeline.components.serving.answers import eval_pixels
+from tpu_pipeline.components.serving.export import (
+    IMAGES_SIGNATURE,
+    SERVING_OUTPUT_KEY,
+    SERVING_SIGNATURE,
+)
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.report.collect import collect_report
 
-from cli.main import EXIT_OK, main
-from common.config import BUILTIN_DATA_DIR, load_config
-from components import imagenet_files
-from components.contract import IMAGE_HEIGHT_FEATURE
-from components.serving.answers import eval_pixels
-from components.serving.export import IMAGES_SIGNATURE, SERVING_OUTPUT_KEY, SERVING_SIGNATURE
-from pipeline.report import write_report
-from pipeline.report.collect import collect_report
 from tests.pipeline.e2e_helpers import eval_answers, split_files
 
 pytestmark = pytest.mark.slow

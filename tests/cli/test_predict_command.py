@@ -7,9 +7,8 @@ from apache_beam.options.pipeline_options import (
     PipelineOptions,
     StandardOptions,
 )
-
-from cli.main import _build_parser
-from cli.predict_command import beam_args
+from tpu_pipeline.cli.main import _build_parser
+from tpu_pipeline.cli.predict_command import beam_args
 
 
 def test_beam_args_after_the_double_dash_and_from_beam_arg_reach_pipeline_options():

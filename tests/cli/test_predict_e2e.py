@@ -8,10 +8,9 @@ import json
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
-
-from cli.main import main
-from common.owned_paths import MARKER, write_owned
-from components.explain.store import read_attributions
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common.owned_paths import MARKER, write_owned
+from tpu_pipeline.components.explain.store import read_attributions
 
 pytestmark = pytest.mark.slow
 

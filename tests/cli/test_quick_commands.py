@@ -15,16 +15,16 @@ import subprocess
 import sys
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.serving_ops.local import actions as serving_actions
 
-from common.config import REPO_ROOT
-from serving_ops.local import actions as serving_actions
 from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
 
 HEAVY = ("tensorflow", "tensorflow_model_analysis", "apache_beam", "tfx.dsl.io.fileio")
 # Runs the command's main() in this child, then prints what it loaded on a last line.
 _PROBE = f"""
 import sys
-from cli.main import main
+from tpu_pipeline.cli.main import main
 code = main(sys.argv[1:])
 print("loaded:", *sorted(m for m in {HEAVY!r} if m in sys.modules), flush=True)
 sys.exit(code)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from cli.main import main
+from tpu_pipeline.cli.main import main
 
 
 @pytest.mark.parametrize(

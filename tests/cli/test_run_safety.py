@@ -15,9 +15,9 @@ import sys
 import time
 
 import pytest
+from tpu_pipeline.common.run_lock import exclusive_run
+from tpu_pipeline.pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE
 
-from common.run_lock import exclusive_run
-from pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE
 from tests.common.webhook_server import webhook_server
 
 RUN_DIR_NAME = "tpu-pipeline-digits"
@@ -35,7 +35,7 @@ def start_cli(*args: str, ignore_sigint: bool = False) -> subprocess.Popen:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     return subprocess.Popen(
-        [sys.executable, "-m", "cli.main", *args],
+        [sys.executable, "-m", "tpu_pipeline.cli.main", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

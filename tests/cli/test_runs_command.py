@@ -18,18 +18,18 @@ import subprocess
 import sys
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.components.serving.eval_outcomes import EVAL_OUTCOMES_FILE
+from tpu_pipeline.pipeline.local.runner import run_local
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.runs.history import read_history
 
-from common.config import REPO_ROOT
-from components.serving.eval_outcomes import EVAL_OUTCOMES_FILE
-from pipeline.local.runner import run_local
-from pipeline.report import write_report
-from pipeline.runs.history import read_history
 from tests.conftest import small_digits_config
 
 pytestmark = pytest.mark.slow
 
 # Runs `tpu-pipeline ARGS` as the console command does (cli/entry.py; `{module}` cli.main for
-# `python -m cli.main`), then says on stderr whether TensorFlow was imported.
+# `python -m tpu_pipeline.cli.main`), then says on stderr whether TensorFlow was imported.
 _CHILD = (
     "import sys\n"
     "from {module} import main\n"
@@ -42,7 +42,9 @@ _CHILD = (
 LATER = {"serving.tflite_variants": [], "evaluator.max_accuracy_drop": 0.05}
 
 
-def tpu_pipeline(*args: str, module: str = "cli.entry") -> tuple[int, list[str], list[str]]:
+def tpu_pipeline(
+    *args: str, module: str = "tpu_pipeline.cli.entry"
+) -> tuple[int, list[str], list[str]]:
     """(exit code, stdout lines, stderr lines) of `tpu-pipeline ARGS` in a child process."""
     done = subprocess.run(
         [sys.executable, "-c", _CHILD.format(module=module), *args],
@@ -175,11 +177,11 @@ def test_the_run_folder_comes_from_the_flags_as_for_report(three_runs):
     by_folder = tpu_pipeline("runs", str(run_dir))
     by_flags = tpu_pipeline("runs", "--dataset", "digits", "--output-dir", str(root))
     assert by_flags == by_folder
-    # `python -m cli.main runs`, every command's module loaded first, answers the same.
-    assert tpu_pipeline("runs", str(run_dir), module="cli.main") == by_folder
-    assert tpu_pipeline("runs", str(run_dir), "diff", module="cli.main") == tpu_pipeline(
-        "runs", str(run_dir), "diff"
-    )
+    # `python -m tpu_pipeline.cli.main runs`, every command's module loaded first, answers the same.
+    assert tpu_pipeline("runs", str(run_dir), module="tpu_pipeline.cli.main") == by_folder
+    assert tpu_pipeline(
+        "runs", str(run_dir), "diff", module="tpu_pipeline.cli.main"
+    ) == tpu_pipeline("runs", str(run_dir), "diff")
 
 
 def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_runs, tmp_path):

@@ -12,12 +12,16 @@ import json
 import pathlib
 
 import pytest
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common.config import REPO_ROOT, load_config
+from tpu_pipeline.components import contract
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.wiring.input_fingerprint import (
+    LAST_SUCCESS_FILE,
+    fingerprint_inputs,
+    record_success,
+)
 
-from cli.main import main
-from common.config import REPO_ROOT, load_config
-from components import contract
-from pipeline.results.run_summary import RunSummary
-from pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE, fingerprint_inputs, record_success
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import own_project_config
 
@@ -47,7 +51,7 @@ def secrets_in_files(folder: pathlib.Path) -> dict[str, list[str]]:
 
 
 def test_every_dump_of_a_configuration_shows_the_webhooks_host_only(tmp_path):
-    from pipeline.report import write_report
+    from tpu_pipeline.pipeline.report import write_report
 
     config = load_config(None, {"notify.webhook": secret_webhook(), "output_dir": str(tmp_path)})
     dumps = {

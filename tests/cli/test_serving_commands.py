@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.serving.publish import push_model_version
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
-from cli.main import main
-from common.config import load_config
-from components.serving.publish import push_model_version
-from pipeline.report.run_store import open_latest_run
-from pipeline.wiring.node_ids import NodeIds
 from tests.components.serving.test_publish import Clock, save_model
 
 
 def passing_check(monkeypatch) -> None:
     """The serving check passes at once (it has its own tests: test_server_check.py)."""
-    from components.serving import server_check
+    from tpu_pipeline.components.serving import server_check
 
     result = server_check.ServingCheckResult(("serving_default",), 0.1, 0.2, "stand-in")
     monkeypatch.setattr(server_check, "check_model", lambda *args: result)

@@ -8,13 +8,13 @@ import pytest
 from tfx.components import FileBasedExampleGen
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
+from tpu_pipeline.cli.span_import import import_span
+from tpu_pipeline.cli.synthetic_data import write_synthetic
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components.example_gen.executor import SourceExampleGenExecutor
+from tpu_pipeline.components.example_gen.factory import build_example_gen
+from tpu_pipeline.pipeline.local import progress
 
-from cli.span_import import import_span
-from cli.synthetic_data import write_synthetic
-from common.config import ConfigError
-from components.example_gen.executor import SourceExampleGenExecutor
-from components.example_gen.factory import build_example_gen
-from pipeline.local import progress
 from tests.components.example_gen.conftest import make_dataset
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
-from cli.stop_summary import stop_summary
-from common.config import ConfigError
-from pipeline.results.run_summary import RunSummary
+from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
+from tpu_pipeline.cli.stop_summary import stop_summary
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 
 def test_the_stop_summary_has_every_field_of_a_run_summary():

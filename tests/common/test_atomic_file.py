@@ -5,9 +5,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from common import atomic_file
-from common.atomic_file import replaced_when_done, write_text
+from tpu_pipeline.common import atomic_file
+from tpu_pipeline.common.atomic_file import replaced_when_done, write_text
 
 
 def record_disk_calls(monkeypatch) -> list[tuple[str, str]]:
@@ -36,7 +35,7 @@ def test_the_file_is_synced_before_the_rename_and_its_folder_after(tmp_path, mon
 
 
 def test_the_last_successful_run_record_is_synced_too(tmp_path, monkeypatch):
-    from pipeline.wiring.input_fingerprint import InputFingerprint, record_success
+    from tpu_pipeline.pipeline.wiring.input_fingerprint import InputFingerprint, record_success
 
     calls = record_disk_calls(monkeypatch)
     record_success(tmp_path, InputFingerprint("config", str(tmp_path), ("*",), {}))

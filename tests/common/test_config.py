@@ -3,8 +3,7 @@
 import pathlib
 
 import pytest
-
-from common.config import REPO_ROOT, ConfigError, load_config
+from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config
 
 
 def test_defaults_run_the_builtin_digits_with_the_batchnorm_cnn_and_augmentation_by_data():

@@ -1,8 +1,8 @@
-"""`common.config` is a package of one module per section, and reads as the one file it was.
+"""`tpu_pipeline.common.config` is a package of one module per section, and reads as the one file it was.
 
 The expected names and messages were captured from the single-file `common/config.py`
 before the split, so these tests fail if a name stops being importable from
-`common.config` or a user-facing error changes by one character.
+`tpu_pipeline.common.config` or a user-facing error changes by one character.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import importlib
 import pathlib
 
 import pytest
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, REPO_ROOT, ConfigError, load_config
 
 import common.config
-from common.config import BUILTIN_DATA_DIR, REPO_ROOT, ConfigError, load_config
 
 # Every public name of the single-file common/config.py, by the module it moved to.
 NAMES_BEFORE_THE_SPLIT = {
@@ -76,7 +76,7 @@ def _public_names_defined_in(path: pathlib.Path) -> set[str]:
     [(module, name) for module, names in NAMES_BEFORE_THE_SPLIT.items() for name in names],
 )
 def test_every_name_of_the_single_file_still_imports_from_common_config(module, name):
-    section = importlib.import_module(f"common.config.{module}")
+    section = importlib.import_module(f"tpu_pipeline.common.config.{module}")
 
     assert name in common.config.__all__
     assert getattr(common.config, name) is getattr(section, name)
@@ -87,7 +87,7 @@ def test_every_name_of_the_single_file_still_imports_from_common_config(module, 
 )
 def test_each_public_name_of_a_section_module_is_exported_by_the_package(module):
     defined = _public_names_defined_in(PACKAGE_DIR / f"{module}.py")
-    section = importlib.import_module(f"common.config.{module}")
+    section = importlib.import_module(f"tpu_pipeline.common.config.{module}")
 
     assert defined, f"common/config/{module}.py defines no public name"
     assert defined <= set(common.config.__all__)

@@ -8,9 +8,8 @@ import sys
 import time
 
 import pytest
-
-from common.config import REPO_ROOT
-from common.file_lock import LockBusyError, held_lock
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.common.file_lock import LockBusyError, held_lock
 
 
 def test_a_taken_lock_names_its_holder_and_a_bounded_wait_gives_up(tmp_path):

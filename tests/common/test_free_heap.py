@@ -19,7 +19,7 @@ MB = 1024 * 1024
 # after them: the heap's top cannot shrink, so freeing the rest leaves them resident.
 FRAGMENTED_HEAP = """
 import json, psutil
-from common.free_heap import return_free_heap
+from tpu_pipeline.common.free_heap import return_free_heap
 
 def resident():
     return psutil.Process().memory_info().rss

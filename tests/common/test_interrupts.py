@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import pytest
-
-from common.interrupts import (
+from tpu_pipeline.common.interrupts import (
     RunInterrupted,
     exit_code,
     raise_if_interrupted,

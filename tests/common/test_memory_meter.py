@@ -13,14 +13,13 @@ import sys
 import textwrap
 
 import pytest
-
-from common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak, highest
+from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak, highest
 
 MB = 1024 * 1024
 PRELUDE = """
 import dataclasses, json, subprocess, sys, time
 import psutil
-from common.memory_meter import MemoryMeter, tensorflow_peaks
+from tpu_pipeline.common.memory_meter import MemoryMeter, tensorflow_peaks
 
 def resident():
     return psutil.Process().memory_info().rss

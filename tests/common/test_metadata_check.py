@@ -3,8 +3,7 @@
 import sqlite3
 
 import pytest
-
-from common.metadata_check import DamagedMetadataError, check_metadata_store
+from tpu_pipeline.common.metadata_check import DamagedMetadataError, check_metadata_store
 
 
 def write_store(path) -> None:

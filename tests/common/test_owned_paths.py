@@ -7,8 +7,7 @@ import subprocess
 import sys
 
 import pytest
-
-from common.owned_paths import (
+from tpu_pipeline.common.owned_paths import (
     MARKER,
     UserPathError,
     check_claimable,
@@ -16,6 +15,7 @@ from common.owned_paths import (
     owned_file,
     write_owned,
 )
+
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
 
 

@@ -11,11 +11,10 @@ import threading
 import time
 
 import pytest
-
-from common import gcs_objects
-from common.file_lock import LockBusyError
-from common.store_lock import held_store_lock
-from components.serving.versions import LOCK_FILE
+from tpu_pipeline.common import gcs_objects
+from tpu_pipeline.common.file_lock import LockBusyError
+from tpu_pipeline.common.store_lock import held_store_lock
+from tpu_pipeline.components.serving.versions import LOCK_FILE
 
 
 def test_a_dead_holders_claim_is_taken_over_once_its_lease_ran_out(gcs_bucket):

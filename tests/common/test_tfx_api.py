@@ -6,8 +6,7 @@ import subprocess
 import sys
 
 import pytest
-
-from common import tfx_api
+from tpu_pipeline.common import tfx_api
 
 
 @pytest.mark.parametrize("name", tfx_api.__all__)

@@ -4,8 +4,7 @@ import threading
 import time
 
 import pytest
-
-from common.timeouts import call_with_timeout
+from tpu_pipeline.common.timeouts import call_with_timeout
 
 
 def test_returns_the_value_of_a_call_that_finishes_in_time():

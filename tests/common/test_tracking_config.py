@@ -4,9 +4,8 @@ environment variables, never holding a credential in plain text."""
 from __future__ import annotations
 
 import pytest
-
-from common.config import ConfigError, TrackingConfig, load_config
-from pipeline.wiring.input_fingerprint import config_digest
+from tpu_pipeline.common.config import ConfigError, TrackingConfig, load_config
+from tpu_pipeline.pipeline.wiring.input_fingerprint import config_digest
 
 
 def test_nothing_is_tracked_unless_the_section_or_mlflows_variable_names_a_server():

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from common.config import ConfigError, load_config
+from tpu_pipeline.common.config import ConfigError, load_config
 
 
 def test_tuning_is_off_by_default_with_a_search_space_ready_to_switch_on():

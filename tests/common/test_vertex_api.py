@@ -11,11 +11,10 @@ import sys
 import time
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.common.vertex_api import VertexUnreachableError, check_reachable, first_hop
 
-from common.config import REPO_ROOT
-from common.vertex_api import VertexUnreachableError, check_reachable, first_hop
-
-CLI = [sys.executable, "-m", "cli.main"]
+CLI = [sys.executable, "-m", "tpu_pipeline.cli.main"]
 
 
 def _offline_env(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:

@@ -10,9 +10,9 @@ import urllib.error
 import urllib.request
 
 import pytest
+from tpu_pipeline.common.config import webhook_url_problem
+from tpu_pipeline.common.webhook import post_message, slack_message
 
-from common.config import webhook_url_problem
-from common.webhook import post_message, slack_message
 from tests.common.webhook_server import webhook_server
 
 MESSAGE = slack_message("run *blessed and pushed*", ["accuracy=0.98"])

@@ -6,12 +6,11 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
-
-from cli.synthetic_data import synthetic_dataset
-from common.config import load_config
-from components.contract import IMAGE_KEY, LABEL_KEY
-from components.preprocessing import preprocessing_fn
-from components.serving.export import scale_8bit_pixels, scaled_8bit_values
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
+from tpu_pipeline.components.preprocessing import preprocessing_fn
+from tpu_pipeline.components.serving.export import scale_8bit_pixels, scaled_8bit_values
 
 
 @pytest.fixture(scope="module")

@@ -6,19 +6,23 @@ import json
 import pathlib
 
 import pytest
-
-from common.config import load_config
-from common.tfx_api import artifact_utils, proto_utils, pusher_pb2, standard_artifacts
-from components.contract import pusher_sections
-from components.pusher import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.common.tfx_api import artifact_utils, proto_utils, pusher_pb2, standard_artifacts
+from tpu_pipeline.components.contract import pusher_sections
+from tpu_pipeline.components.pusher import (
     ALREADY_PUSHED_PROPERTY,
     SERVING_CHECK_PROPERTY,
     SERVING_CHECK_SERVER_PROPERTY,
     AtomicPusherExecutor,
 )
-from components.serving.publish import pushed_versions
-from components.serving.server_check import ServingCheckError
-from components.serving.warmup import WARMUP_FILE, read_warmup_requests, write_warmup_requests
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.server_check import ServingCheckError
+from tpu_pipeline.components.serving.warmup import (
+    WARMUP_FILE,
+    read_warmup_requests,
+    write_warmup_requests,
+)
+
 from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
@@ -85,7 +89,7 @@ def test_a_candidate_that_passes_the_check_is_pushed_with_its_warmup_file(tmp_pa
 
 
 def test_a_span_the_span_shift_gate_stopped_is_not_pushed_and_says_why(tmp_path, monkeypatch):
-    from components.pusher import PUSH_REFUSED_PROPERTY
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
 
     monkeypatch.setenv("PATH", str(tmp_path))
     shifted = {"checked": True, "shifted": True, "headline": "span shift: 1 of 3 signals moved"}
@@ -108,7 +112,7 @@ def test_a_candidate_that_fails_the_check_is_not_pushed(tmp_path, monkeypatch):
 
 
 def test_a_card_that_cannot_be_written_leaves_the_push_standing_and_says_why(tmp_path, monkeypatch):
-    from components.pusher import MODEL_CARD_ERROR_PROPERTY, MODEL_CARD_PROPERTY
+    from tpu_pipeline.components.pusher import MODEL_CARD_ERROR_PROPERTY, MODEL_CARD_PROPERTY
 
     def no_room(*args):
         raise OSError("[Errno 28] No space left on device")
@@ -126,7 +130,7 @@ def test_a_card_that_cannot_be_written_leaves_the_push_standing_and_says_why(tmp
 
 
 def test_a_push_without_the_evaluation_writes_no_card(tmp_path, monkeypatch):
-    from components.pusher import MODEL_CARD_PROPERTY
+    from tpu_pipeline.components.pusher import MODEL_CARD_PROPERTY
 
     monkeypatch.setenv("PATH", str(tmp_path))
     pushed_model, serving_dir = _push(tmp_path)  # model and blessing only, as TFX's Pusher
@@ -141,8 +145,8 @@ def test_a_served_version_without_a_card_gets_one_when_the_pusher_sees_it_again(
     tmp_path, monkeypatch
 ):
     import numpy as np
+    from tpu_pipeline.components.pusher import MODEL_CARD_PROPERTY
 
-    from components.pusher import MODEL_CARD_PROPERTY
     from tests.pipeline.tfma_results import write_evaluation
 
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
-
-from common.config import DriftConfig
-from common.tfx_api import standard_artifacts
-from components.drift.reference import REFERENCE_PATH
-from components.drift.signals import pixel_signals
-from components.drift.span_shift import model_span_shift
-from components.span_shift_gate import (
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.common.tfx_api import standard_artifacts
+from tpu_pipeline.components.drift.reference import REFERENCE_PATH
+from tpu_pipeline.components.drift.signals import pixel_signals
+from tpu_pipeline.components.drift.span_shift import model_span_shift
+from tpu_pipeline.components.span_shift_gate import (
     SHIFTED_PROPERTY,
     SpanShiftGate,
     push_hold,

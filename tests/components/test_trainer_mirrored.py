@@ -12,22 +12,22 @@ import subprocess
 import sys
 
 import pytest
+from tpu_pipeline.common.config import ServingConfig
+from tpu_pipeline.components.contract import trainer_sections
+from tpu_pipeline.pipeline.wiring.graph import code_version
 
-from common.config import ServingConfig
-from components.contract import trainer_sections
-from pipeline.wiring.graph import code_version
 from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
 
 RUN_FN_ON_TWO_CPUS = """
 import json, sys
-import components  # Keras 2 before TensorFlow loads
+from tpu_pipeline import components  # Keras 2 before TensorFlow loads
 import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 from tfx.components.trainer.fn_args_utils import FnArgs
-from components.trainer import run_fn
+from tpu_pipeline.components.trainer import run_fn
 run_fn(FnArgs(**json.loads(sys.argv[1])))
 """
 

@@ -26,10 +26,10 @@ pytestmark = pytest.mark.slow
 
 WORKER = """
 import json, sys
-import components  # Keras 2 before TensorFlow loads
+from tpu_pipeline import components  # Keras 2 before TensorFlow loads
 from absl import logging
-from common.tfx_api import FnArgs
-from components.trainer import run_fn
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.trainer import run_fn
 logging.set_verbosity(logging.INFO)  # the epoch lines
 run_fn(FnArgs(**json.loads(sys.argv[1])))
 """
@@ -148,9 +148,9 @@ def test_multi_worker_training_survives_a_lost_worker_and_matches_one_worker(dig
 
 
 LONE_TASK = """
-import components  # Keras 2 before TensorFlow loads
-from common.config import TrainerConfig
-from components.device.strategy import resolve_strategy
+from tpu_pipeline import components  # Keras 2 before TensorFlow loads
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.strategy import resolve_strategy
 resolve_strategy(TrainerConfig(worker_join_timeout_s=3))
 """
 

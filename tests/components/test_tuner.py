@@ -7,18 +7,18 @@ import types
 
 import keras_tuner
 import pytest
-
-import components.tuner
-from common.config import load_config
-from common.tfx_api import FnArgs, json_utils, standard_artifacts
-from components.training.hyperparameters import TRIALS_SUBDIR
-from components.tuner import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.common.tfx_api import FnArgs, json_utils, standard_artifacts
+from tpu_pipeline.components.training.hyperparameters import TRIALS_SUBDIR
+from tpu_pipeline.components.tuner import (
     TRIALS_DIR_KEY,
     build_oracle,
     search_space,
     tuner_fn,
     with_trials_dir,
 )
+
+import components.tuner
 
 
 def _tuner_config(**overrides):

@@ -18,9 +18,9 @@ import re
 import sys
 
 import pytest
+from tpu_pipeline.cli.main import _build_parser
+from tpu_pipeline.common.config import REPO_ROOT, PipelineConfig
 
-from cli.main import _build_parser
-from common.config import REPO_ROOT, PipelineConfig
 from tests.test_layers import LAYERS
 
 REFERENCE = REPO_ROOT / "docs" / "reference"
@@ -148,7 +148,7 @@ def test_every_command_and_flag_of_the_cli_is_in_the_cli_reference():
 def _summary_keys() -> set[str]:
     """The fields `RunSummary.to_json` dumps: its own and every part's (importing the module
     loads TFX and TensorFlow)."""
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
     return {field.name for field in dataclasses.fields(RunSummary)}
 
@@ -164,7 +164,7 @@ def test_every_key_of_the_summary_json_is_in_its_reference():
 
 
 def test_the_summary_reference_names_the_dataclasses_the_summary_holds():
-    from pipeline.results.run_summary import RunSummary
+    from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
     page = (REFERENCE / "summary-json.md").read_text()
     annotations = " ".join(str(field.type) for field in dataclasses.fields(RunSummary))

@@ -12,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from common.config import REPO_ROOT
+from tpu_pipeline.common.config import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from common.config import REPO_ROOT, load_config
+from tpu_pipeline.common.config import REPO_ROOT, load_config
 
 DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost", "tpu-spot")
 DEPLOYMENT_CONFIGS = {
@@ -37,7 +36,7 @@ TPU_V3_8 = {
 @pytest.fixture(scope="session")
 def compile_spec(tmp_path_factory):
     """compile_spec(target, **overrides) -> (config, spec dict, spec path), cached per arguments."""
-    from kubeflow.runner import compile_pipeline
+    from tpu_pipeline.kubeflow.runner import compile_pipeline
 
     cache: dict[tuple, tuple] = {}
 

@@ -7,9 +7,9 @@ import re
 import subprocess
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.kubeflow import tpu_image
 
-from common.config import REPO_ROOT
-from kubeflow import tpu_image
 from tests.test_layers import LAYERS
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
@@ -106,7 +106,7 @@ def test_the_tpu_image_build_stops_on_an_unset_hash_naming_it(unset):
     assert run.returncode == 1
     assert run.stderr.strip() == (
         f"kubeflow/tpu.Dockerfile: {unset} is not set; "
-        "pass the --build-arg flags python -m kubeflow.tpu_image prints"
+        "pass the --build-arg flags python -m tpu_pipeline.kubeflow.tpu_image prints"
     )
     pins[unset] = "c" * 64
     assert subprocess.run(["sh", "-c", _pin_guard()], env=pins).returncode == 0

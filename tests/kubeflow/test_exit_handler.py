@@ -15,13 +15,13 @@ import pytest
 import tensorflow_data_validation as tfdv
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
+from tpu_pipeline.kubeflow.exit_handler import RunEnded, vertex_run_message
+from tpu_pipeline.kubeflow.job_summary import job_summary
 
 import common.webhook
 import kubeflow.exit_handler
-from common import vertex_types as gca
-from common.config import DriftConfig, EvaluatorConfig
-from kubeflow.exit_handler import RunEnded, vertex_run_message
-from kubeflow.job_summary import job_summary
 from tests.common.webhook_server import webhook_server
 from tests.kubeflow.conftest import task_parameter
 from tests.pipeline.tfma_results import NAMES, write_evaluation
@@ -227,7 +227,7 @@ def test_the_compiled_spec_runs_the_exit_handler_after_the_whole_dag_however_it_
     assert EvaluatorConfig.model_validate(evaluator) == config.evaluator
     executor = pipeline["deploymentSpec"]["executors"]["RunEnded_executor"]["container"]
     assert executor["image"] == config.vertex.pipeline_image
-    assert "kubeflow.exit_handler.RunEnded_Executor" in json.dumps(executor)
+    assert "tpu_pipeline.kubeflow.exit_handler.RunEnded_Executor" in json.dumps(executor)
 
 
 def test_a_notify_section_with_only_a_webhook_compiles_with_the_default_timeout(compile_spec):
@@ -520,8 +520,9 @@ def test_an_exception_building_the_message_is_one_warning_and_a_succeeding_step(
 
 
 def test_a_plain_webhook_is_a_config_error_for_vertex_naming_the_secret_field():
-    from common.config import ConfigError, load_config
-    from kubeflow.runner import compile_pipeline
+    from tpu_pipeline.common.config import ConfigError, load_config
+    from tpu_pipeline.kubeflow.runner import compile_pipeline
+
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     url = "https://hookuser:hookpass@hooks.example.com/services/TPATHTOKEN42?token=QTOKEN99"
@@ -550,8 +551,8 @@ def add_succeeded_task(found: gca.PipelineJob, name: str, outs: dict) -> None:
 
 def _model_with_reference(folder, images: np.ndarray) -> str:
     """A Trainer Model artifact's folder whose SavedModel keeps the drift reference of `images`."""
-    from components.drift.reference import REFERENCE_PATH
-    from components.drift.signals import pixel_signals
+    from tpu_pipeline.components.drift.reference import REFERENCE_PATH
+    from tpu_pipeline.components.drift.signals import pixel_signals
 
     signals = {name: values.tolist() for name, values in pixel_signals(images[..., None]).items()}
     path = folder / "Format-Serving" / REFERENCE_PATH

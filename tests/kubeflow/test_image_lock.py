@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from kubeflow import image_lock, tpu_image
-from kubeflow.image_lock import UnresolvableError
+from tpu_pipeline.kubeflow import image_lock, tpu_image
+from tpu_pipeline.kubeflow.image_lock import UnresolvableError
 
 BASE, LIBTPU = "a" * 64, "b" * 64
 

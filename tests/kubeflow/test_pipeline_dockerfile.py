@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from common.config import REPO_ROOT
+from tpu_pipeline.common.config import REPO_ROOT
 
 DOCKERFILE = REPO_ROOT / "kubeflow" / "Dockerfile"
 TF_SERVING_APT = "https://storage.googleapis.com/tensorflow-serving-apt"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from common.config import REPO_ROOT, ConfigError, load_config
-from kubeflow.runner import (
+from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config
+from tpu_pipeline.kubeflow.runner import (
     CONTAINER_SOURCE_DIR,
     container_schema_file,
     require_vertex,
     runtime_parameter_defaults,
 )
+
 from tests.kubeflow.conftest import (
     DEPLOYMENT_TARGETS,
     TPU_V3_8,
@@ -89,7 +89,9 @@ def test_with_block_push_the_span_shift_gate_is_a_step_before_the_pusher(compile
     output = components[gate["componentRef"]["name"]]["outputDefinitions"]["artifacts"]
     assert "title: tfx.JsonValue\n" in output["verdict"]["artifactType"]["instanceSchema"]
     args = executor(spec, "SpanShiftGate")["args"]
-    assert args[args.index("--executor_class_path") + 1].startswith("components.span_shift_gate.")
+    assert args[args.index("--executor_class_path") + 1].startswith(
+        "tpu_pipeline.components.span_shift_gate."
+    )
 
 
 def artifact_types(spec: dict):
@@ -112,9 +114,8 @@ def test_every_artifact_type_loads_in_tfxs_vertex_entrypoint(compile_spec, targe
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
-
-    from common.tfx_api import Artifact
-    from components.explainer import Explainer
+    from tpu_pipeline.common.tfx_api import Artifact
+    from tpu_pipeline.components.explainer import Explainer
 
     _, spec, _ = compile_spec(target, **overrides)
     loaded = {}
@@ -141,14 +142,19 @@ def test_steps_run_our_image_and_reference_user_code_by_dotted_path(compile_spec
     executors = spec["pipelineSpec"]["deploymentSpec"]["executors"]
     images = {e["container"]["image"] for e in executors.values() if "container" in e}
     assert images == {config.vertex.pipeline_image}
-    assert task_parameter(spec, "Trainer", "run_fn") == "components.trainer.run_fn"
+    assert task_parameter(spec, "Trainer", "run_fn") == "tpu_pipeline.components.trainer.run_fn"
     assert task_parameter(spec, "Transform", "preprocessing_fn") == (
-        "components.preprocessing.preprocessing_fn"
+        "tpu_pipeline.components.preprocessing.preprocessing_fn"
     )
-    assert "components.data_gate.DataGate_Executor" in executor(spec, "DataGate")["args"]
+    assert (
+        "tpu_pipeline.components.data_gate.DataGate_Executor" in executor(spec, "DataGate")["args"]
+    )
     packager = executor(spec, "ServingPackager")["args"]
-    assert "components.packager.ServingPackager_Executor" in packager
-    assert "components.explainer.Explainer_Executor" in executor(spec, "Explainer")["args"]
+    assert "tpu_pipeline.components.packager.ServingPackager_Executor" in packager
+    assert (
+        "tpu_pipeline.components.explainer.Explainer_Executor"
+        in executor(spec, "Explainer")["args"]
+    )
     schema_file = task_parameter(spec, "ImportSchemaGen", "schema_file")
     assert schema_file == f"{CONTAINER_SOURCE_DIR}/schemas/digits/schema.pbtxt"
     assert (REPO_ROOT / schema_file.removeprefix(CONTAINER_SOURCE_DIR + "/")).is_file()
@@ -220,7 +226,10 @@ def test_tpu_v5e_custom_job_asks_for_the_tpu_vm_and_tpu_image(compile_spec):
     assert custom_config["trainer"]["accelerator"] == "tpu"
     assert custom_config["trainer"]["tpu_name"] == "local"
     # TFX's Vertex Trainer executor, subclassed so the image's ENTRYPOINT runs (tpu_job.py).
-    assert "kubeflow.tpu_job.PodEntrypointTrainerExecutor" in executor(spec, "Trainer")["args"]
+    assert (
+        "tpu_pipeline.kubeflow.tpu_job.PodEntrypointTrainerExecutor"
+        in executor(spec, "Trainer")["args"]
+    )
 
 
 def test_tpu_v3_8_custom_job_uses_cloud_tpu_with_eight_tpu_v3_cores(compile_spec):
@@ -274,7 +283,7 @@ def test_multi_worker_gpu_job_has_a_chief_pool_and_a_pool_of_identical_workers(c
     assert chief["container_spec"]["image_uri"] == config.vertex.pipeline_image
     # Every replica runs the same run_fn; TF_CONFIG (set by Vertex AI) makes them one cluster.
     assert task_parameter(spec, "Trainer", "custom_config")["trainer"]["accelerator"] == "gpu"
-    assert task_parameter(spec, "Trainer", "run_fn") == "components.trainer.run_fn"
+    assert task_parameter(spec, "Trainer", "run_fn") == "tpu_pipeline.components.trainer.run_fn"
 
 
 def test_multi_host_tpu_slice_is_one_replica_with_a_topology_over_several_hosts(compile_spec):
@@ -308,7 +317,10 @@ def test_beam_components_run_in_their_step_without_dataflow(compile_spec):
 
 def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spec):
     config, spec, _ = compile_spec("tpu")
-    assert "serving_ops.vertex.pusher.RegistryPusherExecutor" in executor(spec, "Pusher")["args"]
+    assert (
+        "tpu_pipeline.serving_ops.vertex.pusher.RegistryPusherExecutor"
+        in executor(spec, "Pusher")["args"]
+    )
     registry = task_parameter(spec, "Pusher", "custom_config")["vertex_model_registry"]
     assert registry["model_display_name"] == config.vertex.model_registry.model_display_name
     assert registry["endpoint_display_name"] == "tpu-pipeline-digits"
@@ -316,7 +328,10 @@ def test_pusher_registers_versions_of_one_model_only_when_configured(compile_spe
     assert push_destination["filesystem"]["base_directory"] == config.vertex.serving_dir
 
     _, without_registry, _ = compile_spec("cpu")
-    assert "components.pusher.AtomicPusherExecutor" in executor(without_registry, "Pusher")["args"]
+    assert (
+        "tpu_pipeline.components.pusher.AtomicPusherExecutor"
+        in executor(without_registry, "Pusher")["args"]
+    )
     assert "vertex_model_registry" not in json.dumps(without_registry)
 
 
@@ -390,8 +405,8 @@ def test_pruning_and_the_pruned_variant_reach_the_vertex_trainer(compile_spec):
 
 
 def test_compiling_again_replaces_its_own_spec_and_never_a_users_file(compile_spec, tmp_path):
-    from common.owned_paths import UserPathError
-    from kubeflow.runner import compile_pipeline
+    from tpu_pipeline.common.owned_paths import UserPathError
+    from tpu_pipeline.kubeflow.runner import compile_pipeline
 
     config, spec, path = compile_spec("cpu")
     compile_pipeline(config, path)  # the spec it wrote is its own to replace

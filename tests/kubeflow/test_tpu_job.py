@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.kubeflow.tpu_image import PJRT_ENV
+from tpu_pipeline.kubeflow.vertex_requests import parameter_values
 
-from common import vertex_types as gca
-from common.config import load_config
-from kubeflow.tpu_image import PJRT_ENV
-from kubeflow.vertex_requests import parameter_values
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TFX_EXECUTOR_COMMAND = ["python", "-m", "tfx.scripts.run_executor"]
@@ -22,8 +22,8 @@ TFX_EXECUTOR_COMMAND = ["python", "-m", "tfx.scripts.run_executor"]
 
 def submitted_job(spec: dict) -> gca.CustomJob:
     # Imported here: TFX's Vertex extension imports the Vertex SDK, which collecting need not.
-    from common.tfx_api import ai_platform_training_clients
-    from kubeflow.tpu_job import tpu_custom_job
+    from tpu_pipeline.common.tfx_api import ai_platform_training_clients
+    from tpu_pipeline.kubeflow.tpu_job import tpu_custom_job
 
     class OfflineVertexJobClient(ai_platform_training_clients.VertexJobClient):
         """TFX's Vertex client without its API connection: building the job needs none."""
@@ -80,7 +80,7 @@ def test_multi_host_trainer_is_promised_the_whole_slice_and_runs_our_executor(co
     }
     args = executor(spec, "Trainer")["args"]
     assert args[args.index("--executor_class_path") + 1] == (
-        "kubeflow.tpu_job.PodEntrypointTrainerExecutor"
+        "tpu_pipeline.kubeflow.tpu_job.PodEntrypointTrainerExecutor"
     )
 
 

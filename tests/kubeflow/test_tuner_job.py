@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from common.config import load_config
-from common.tfx_api import json_utils, standard_artifacts
-from components.training.hyperparameters import TRIALS_SUBDIR
-from components.tuner import TRIALS_DIR_KEY
-from kubeflow.custom_job import worker_pool_specs
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.common.tfx_api import json_utils, standard_artifacts
+from tpu_pipeline.components.training.hyperparameters import TRIALS_SUBDIR
+from tpu_pipeline.components.tuner import TRIALS_DIR_KEY
+from tpu_pipeline.kubeflow.custom_job import worker_pool_specs
+
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TUNING = {"tuner.enabled": True, "tuner.num_parallel_trials": 3}
@@ -16,14 +17,17 @@ TUNING = {"tuner.enabled": True, "tuner.num_parallel_trials": 3}
 
 def test_compiled_tuner_runs_trials_as_a_vertex_job_on_the_trainers_tpu(compile_spec):
     # Imports the Vertex SDK: not at collection.
-    from common.tfx_api import ai_platform_tuner_executor
+    from tpu_pipeline.common.tfx_api import ai_platform_tuner_executor
 
     config, spec, _ = compile_spec("tpu", **TUNING)
     tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
     assert "Tuner" in tasks["Trainer"]["dependentTasks"]
     best = tasks["Trainer"]["inputs"]["artifacts"]["hyperparameters"]["taskOutputArtifact"]
     assert best == {"producerTask": "Tuner", "outputArtifactKey": "best_hyperparameters"}
-    assert "kubeflow.tuner_job.VertexTrialRecordingExecutor" in executor(spec, "Tuner")["args"]
+    assert (
+        "tpu_pipeline.kubeflow.tuner_job.VertexTrialRecordingExecutor"
+        in executor(spec, "Tuner")["args"]
+    )
     assert task_parameter(spec, "Tuner", "tune_args") == {"num_parallel_trials": 3}
     custom_config = task_parameter(spec, "Tuner", "custom_config")
     job = custom_config[ai_platform_tuner_executor.TUNING_ARGS_KEY]
@@ -50,8 +54,11 @@ def test_vertex_tuner_starts_one_worker_per_parallel_trial_writing_into_its_outp
 ):
     """What TFX's Vertex tuner executor would send, captured before any network call."""
     # Imported here: TFX's Vertex extension imports the Vertex SDK, which collecting need not.
-    from common.tfx_api import ai_platform_tuner_executor
-    from kubeflow.tuner_job import VertexTrialRecordingExecutor, tuner_job_custom_config
+    from tpu_pipeline.common.tfx_api import ai_platform_tuner_executor
+    from tpu_pipeline.kubeflow.tuner_job import (
+        VertexTrialRecordingExecutor,
+        tuner_job_custom_config,
+    )
 
     config = load_config(str(DEPLOYMENT_CONFIGS["tpu"]), TUNING)
     started = {}

@@ -7,9 +7,9 @@ import json
 import pathlib
 
 import pytest
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.kubeflow.vertex_requests import FOUND_SCHEDULE
 
-from cli.main import main
-from kubeflow.vertex_requests import FOUND_SCHEDULE
 from tests.kubeflow.conftest import own_project_config
 
 PROJECT = "acme-ml-prod"
@@ -19,8 +19,8 @@ SERVICE_ACCOUNT = f"tpu-pipeline@{PROJECT}.iam.gserviceaccount.com"
 @pytest.fixture(scope="module")
 def own_spec(tmp_path_factory):
     """own_spec("cpu") -> (config, spec, path): vertex-cpu.yaml as a user edits it, compiled."""
-    from common.config import load_config
-    from kubeflow.runner import compile_pipeline
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.kubeflow.runner import compile_pipeline
 
     folder = tmp_path_factory.mktemp("own-spec")
     config = load_config(str(own_project_config(folder)))

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from tpu_pipeline.common.config import ConfigError, load_config
 
-from common.config import ConfigError, load_config
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
 

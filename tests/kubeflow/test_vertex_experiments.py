@@ -14,12 +14,12 @@ import json
 import pytest
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.kubeflow import vertex_experiments
+from tpu_pipeline.kubeflow.exit_handler import RunEnded
 
 import kubeflow.exit_handler
-from common import vertex_types as gca
-from common.config import EvaluatorConfig
-from kubeflow import vertex_experiments
-from kubeflow.exit_handler import RunEnded
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, task_parameter
 from tests.kubeflow.test_exit_handler import (
     JOB,
@@ -82,7 +82,7 @@ def evaluation(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="module")
 def vertex_config():
-    from common.config import load_config
+    from tpu_pipeline.common.config import load_config
 
     return load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"tracking.vertex_experiment": EXPERIMENT})
 
@@ -247,7 +247,7 @@ def test_the_compiled_spec_carries_the_experiment_and_the_config_as_compiled(com
 
 
 def test_an_experiment_name_vertex_refuses_never_compiles():
-    from common.config import ConfigError, load_config
+    from tpu_pipeline.common.config import ConfigError, load_config
 
     with pytest.raises(ConfigError, match="tracking.vertex_experiment"):
         load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"tracking.vertex_experiment": "Digits Runs"})

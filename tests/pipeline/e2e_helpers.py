@@ -8,8 +8,7 @@ import numpy as np
 import tensorflow as tf
 from ml_metadata.metadata_store import metadata_store
 from tfx.orchestration import metadata
-
-from common.config import PipelineConfig
+from tpu_pipeline.common.config import PipelineConfig
 
 
 def split_files(config: PipelineConfig, split: str) -> list[str]:
@@ -24,9 +23,9 @@ def run_fn_args(config: PipelineConfig, run_dir: pathlib.Path) -> dict:
 
     The model goes to `run_dir/serving`, logs to `run_dir/model_run/1`.
     """
-    from common.config import ServingConfig
-    from components.contract import trainer_sections
-    from pipeline.wiring.graph import code_version
+    from tpu_pipeline.common.config import ServingConfig
+    from tpu_pipeline.components.contract import trainer_sections
+    from tpu_pipeline.pipeline.wiring.graph import code_version
 
     transform_dir = sorted((config.pipeline_root / "Transform" / "transform_graph").iterdir())[-1]
     return {

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tpu_pipeline.components.explain.maps import (
+    baseline_images,
+    integrated_gradients,
+    model_function,
+)
+from tpu_pipeline.components.serving.answers import PixelClassifier, eval_pixels
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.report.collect import collect_report
 
-from components.explain.maps import baseline_images, integrated_gradients, model_function
-from components.serving.answers import PixelClassifier, eval_pixels
-from pipeline.report import write_report
-from pipeline.report.collect import collect_report
 from tests.pipeline.e2e_helpers import eval_answers, executions_of, mlmd_store, split_files
 
 pytestmark = pytest.mark.slow
@@ -110,8 +114,8 @@ def test_the_summary_lists_what_was_explained_and_prints_one_line(digits_run, ex
 def test_grad_cam_weighs_the_served_models_last_feature_maps_and_points_where_it_matters(
     digits_run, explained
 ):
-    from common.config import ExplainConfig
-    from components.explain.eval_split import explain_images
+    from tpu_pipeline.common.config import ExplainConfig
+    from tpu_pipeline.components.explain.eval_split import explain_images
 
     config, summary = digits_run
     classify = PixelClassifier(summary.pushed_model)

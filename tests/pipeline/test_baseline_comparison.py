@@ -8,11 +8,11 @@ import json
 
 import numpy as np
 from scipy import stats
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.components.evaluation.results import read_verdict
+from tpu_pipeline.components.evaluator import judge_evaluation
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
-from common.config import EvaluatorConfig
-from components.evaluation.results import read_verdict
-from components.evaluator import judge_evaluation
-from pipeline.results.run_summary import RunSummary
 from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 EXAMPLES = 347  # the built-in digits' eval split
@@ -89,7 +89,7 @@ def test_a_retrain_three_points_worse_is_refused(tmp_path):
 
 
 def test_how_sure_says_better_worse_or_chance_at_the_confidence_asked():
-    from components.evaluation.baseline_test import compare_with_baseline
+    from tpu_pipeline.components.evaluation.baseline_test import compare_with_baseline
 
     def how_sure(candidate_only, baseline_only):
         return compare_with_baseline(

@@ -1,11 +1,10 @@
 """Finding the data folder a run reads: a wrong folder is a data rejection in one line."""
 
 import pytest
-
-from common.config import load_config
-from components.example_gen.errors import DataFormatError
-from pipeline.wiring.data_sources import DataSourceError, prepare_data_root
-from pipeline.wiring.graph import example_gen_splits
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.wiring.data_sources import DataSourceError, prepare_data_root
+from tpu_pipeline.pipeline.wiring.graph import example_gen_splits
 
 
 def _config(data_dir, **overrides):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from PIL import Image
-
-from common.config import load_config
-from pipeline.data_tools.data_survey import survey_image_folder
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.pipeline.data_tools.data_survey import survey_image_folder
 
 
 def _photo(path, size):
@@ -61,7 +60,7 @@ def test_other_formats_and_empty_folders_have_no_survey(tmp_path):
 
 
 def test_the_default_pattern_is_example_gens():
-    from components.example_gen.formats import source_format
-    from pipeline.data_tools.data_survey import IMAGE_FOLDER_PATTERN
+    from tpu_pipeline.components.example_gen.formats import source_format
+    from tpu_pipeline.pipeline.data_tools.data_survey import IMAGE_FOLDER_PATTERN
 
     assert source_format(_folder_config("/x")).default_pattern == IMAGE_FOLDER_PATTERN

@@ -6,9 +6,8 @@ import os
 import pathlib
 
 import pytest
-
-from common.config import load_config
-from pipeline.wiring.input_fingerprint import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.pipeline.wiring.input_fingerprint import (
     LAST_SUCCESS_FILE,
     fingerprint_inputs,
     new_inputs,
@@ -103,7 +102,7 @@ def test_a_run_folder_without_a_successful_run_always_runs(tmp_path):
 
 def test_every_change_tfx_examplegen_sees_in_the_latest_span_is_seen(tmp_path):
     """Ours is stricter than TFX's own input fingerprint, never blind where it sees a change."""
-    from common.tfx_api import example_gen_pb2, example_gen_utils, range_config_pb2
+    from tpu_pipeline.common.tfx_api import example_gen_pb2, example_gen_utils, range_config_pb2
 
     data_root, pattern = tmp_path / "data", "span-{SPAN}/*.tfrecord"
     config = spans_config(tmp_path)

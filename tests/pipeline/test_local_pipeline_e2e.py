@@ -9,11 +9,11 @@ import shutil
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
+from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.warmup import read_warmup_requests
+from tpu_pipeline.pipeline.local.runner import run_local
 
-from components.serving.eval_outcomes import read_eval_outcomes
-from components.serving.publish import pushed_versions
-from components.serving.warmup import read_warmup_requests
-from pipeline.local.runner import run_local
 from tests.conftest import small_digits_config
 from tests.pipeline.e2e_helpers import (
     executions_of,
@@ -167,7 +167,7 @@ def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
 def blessed_by_hand(tmp_path_factory):
     """A run the Evaluator refuses (every class must be perfect), blessed by hand through
     the CLI, then a second run."""
-    from cli.main import main
+    from tpu_pipeline.cli.main import main
 
     output_dir = tmp_path_factory.mktemp("manual-blessing")
     unreachable = {"evaluator.slice_accuracy_lower_bounds": {"class": 1.0}}
@@ -242,7 +242,7 @@ def test_the_next_run_takes_the_manually_blessed_model_as_its_baseline(blessed_b
 
 
 def test_serving_list_shows_the_accuracy_and_the_manual_blessing(blessed_by_hand, capsys):
-    from cli.main import main
+    from tpu_pipeline.cli.main import main
 
     config, _, _, _ = blessed_by_hand
     assert main(["serving", "list", "--output-dir", str(config.output_dir)]) == 0

@@ -7,9 +7,9 @@ covers the live line).
 import io
 import logging
 
-from common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
-from pipeline.local.runner import ComponentProgress
-from pipeline.results.run_record import NodeRecord
+from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
+from tpu_pipeline.pipeline.local.runner import ComponentProgress
+from tpu_pipeline.pipeline.results.run_record import NodeRecord
 
 MB = 1024 * 1024
 

@@ -3,11 +3,10 @@
 import json
 
 import pytest
-
-from common.config import ConfigError, load_config
-from components.contract import component_sections
-from components.example_gen.formats import file_pattern
-from pipeline.wiring.graph import (
+from tpu_pipeline.common.config import ConfigError, load_config
+from tpu_pipeline.components.contract import component_sections
+from tpu_pipeline.components.example_gen.formats import file_pattern
+from tpu_pipeline.pipeline.wiring.graph import (
     NodeIds,
     code_version,
     create_pipeline,
@@ -102,7 +101,7 @@ def test_with_tuning_the_trainer_trains_with_the_tuners_best_values(tmp_path):
     tuner, trainer = by_id[NodeIds.TUNER], by_id[NodeIds.TRAINER]
     assert trainer.inputs["hyperparameters"] is tuner.outputs["best_hyperparameters"]
     assert tuner.inputs["transform_graph"] is by_id[NodeIds.TRANSFORM].outputs["transform_graph"]
-    assert tuner.exec_properties["tuner_fn"] == "components.tuner.tuner_fn"
+    assert tuner.exec_properties["tuner_fn"] == "tpu_pipeline.components.tuner.tuner_fn"
     assert '"num_steps": 25' in tuner.exec_properties["train_args"]  # the per-trial budget
     # What a trial reads, and the code version: the same data, code and search space are cached.
     custom_config = json.loads(tuner.exec_properties["custom_config"])

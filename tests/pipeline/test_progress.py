@@ -3,8 +3,8 @@
 import io
 import time
 
-from pipeline.local import progress
-from pipeline.local.progress import LiveStatus
+from tpu_pipeline.pipeline.local import progress
+from tpu_pipeline.pipeline.local.progress import LiveStatus
 
 
 class Terminal(io.StringIO):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from common.config import load_config
-from pipeline.data_tools.data_survey import DataSurvey
-from pipeline.wiring.recipe import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.pipeline.data_tools.data_survey import DataSurvey
+from tpu_pipeline.pipeline.wiring.recipe import (
     MIN_STEPS_PER_EPOCH,
     PHOTO_BACKBONE,
     choose_batch,

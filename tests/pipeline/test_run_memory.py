@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
-from pipeline.local.run_memory import MEMORY_FILE, read_run_memory, write_run_memory
-from pipeline.results.run_summary import ComponentResult
+from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
+from tpu_pipeline.pipeline.local.run_memory import MEMORY_FILE, read_run_memory, write_run_memory
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult
 
 TRAINER = MemoryPeak(2_000_000_000, HIGH_WATER_MARK, None, {"CPU:0": 400_000_000})
 PUSHER = MemoryPeak(1_500_000_000, SAMPLED, 700_000_000, None)

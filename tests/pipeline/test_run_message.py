@@ -6,11 +6,10 @@ import os
 import signal
 
 import pytest
-
-from common.interrupts import RunInterrupted, stop_on_signals
-from components.data_checks.anomalies import DataRejectedError
-from pipeline.results.run_message import run_message, run_outcome
-from pipeline.results.run_summary import ComponentResult, RunSummary
+from tpu_pipeline.common.interrupts import RunInterrupted, stop_on_signals
+from tpu_pipeline.components.data_checks.anomalies import DataRejectedError
+from tpu_pipeline.pipeline.results.run_message import run_message, run_outcome
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 
 REPORT = "report: /runs/tpu-pipeline-digits/report/report.html"
 
@@ -111,8 +110,9 @@ def test_a_blessed_model_the_pusher_did_not_publish_is_told_apart_from_a_push():
 
 
 def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
-    from common.config import load_config
-    from pipeline.results.run_message import notify_run
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.pipeline.results.run_message import notify_run
+
     from tests.common.webhook_server import webhook_server
 
     assert notify_run(load_config(), blessed(), REPORT) is None  # no notify: section, no post
@@ -126,9 +126,10 @@ def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
 
 
 def test_a_local_run_with_webhook_secret_reads_the_url_from_secret_manager(monkeypatch):
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.pipeline.results.run_message import notify_run
+
     import common.webhook
-    from common.config import load_config
-    from pipeline.results.run_message import notify_run
     from tests.common.webhook_server import webhook_server
 
     name = "projects/my-project/secrets/tpu-pipeline-webhook/versions/latest"

@@ -4,8 +4,8 @@ leaves the execution's recorded times as they were."""
 from __future__ import annotations
 
 from ml_metadata.metadata_store import metadata_store
+from tpu_pipeline.pipeline.results.run_record import RunRecord
 
-from pipeline.results.run_record import RunRecord
 from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from common.memory_meter import HIGH_WATER_MARK, MemoryPeak
-from components.serving.server_check import ServingCheckError
-from pipeline.results.run_summary import ComponentResult, RunSummary
+from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, MemoryPeak
+from tpu_pipeline.components.serving.server_check import ServingCheckError
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 
 GIB = 2**30
 

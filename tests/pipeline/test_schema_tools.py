@@ -11,12 +11,10 @@ import sys
 import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
-
-import schemas
-from cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
-from cli.synthetic_data import synthetic_dataset
-from common.config import ConfigError, DatasetConfig
-from pipeline.data_tools.schema_tools import (
+from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.common.config import ConfigError, DatasetConfig
+from tpu_pipeline.pipeline.data_tools.schema_tools import (
     SchemaExistsError,
     check_pixel_feature_type,
     check_provenance_features,
@@ -25,8 +23,10 @@ from pipeline.data_tools.schema_tools import (
     schema_to_bootstrap,
     write_schema,
 )
-from pipeline.local import progress
-from pipeline.local.progress import LiveStatus
+from tpu_pipeline.pipeline.local import progress
+from tpu_pipeline.pipeline.local.progress import LiveStatus
+
+from tpu_pipeline import schemas
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,15 @@ def test_schema_infer_command_writes_the_schema_once(mnist_tfrecord, tmp_path):
 def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp_path):
     output = tmp_path / "schema.pbtxt"
     result = subprocess.run(
-        [sys.executable, "-m", "cli.main", "schema", "infer", "--data", str(mnist_tfrecord)]
+        [
+            sys.executable,
+            "-m",
+            "tpu_pipeline.cli.main",
+            "schema",
+            "infer",
+            "--data",
+            str(mnist_tfrecord),
+        ]
         + ["--name", "letters", "--output", str(output)],
         capture_output=True,
         text=True,
@@ -132,7 +140,7 @@ def test_schema_infer_on_a_terminal_keeps_one_live_line(mnist_tfrecord, tmp_path
     leader, follower = pty.openpty()
     command = ["schema", "infer", "--data", str(mnist_tfrecord), "--name", "letters"]
     process = subprocess.Popen(
-        [sys.executable, "-m", "cli.main", *command, "--output", str(output)],
+        [sys.executable, "-m", "tpu_pipeline.cli.main", *command, "--output", str(output)],
         stdout=subprocess.PIPE,
         stderr=follower,
     )
@@ -278,7 +286,7 @@ def _photo_facts(path, sizes):
 
 
 def test_photo_sizes_and_formats_are_bounded_by_what_examplegen_reads_not_by_the_sample(tmp_path):
-    from components.example_gen.images import MAX_IMAGE_SIDE
+    from tpu_pipeline.components.example_gen.images import MAX_IMAGE_SIDE
 
     path = _photo_facts(tmp_path / "photos.tfrecord", [(130, 200), (1984, 1500), (480, 640)])
     schema = infer_schema(str(path))

@@ -11,11 +11,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+from tpu_pipeline.common.config import ServingConfig
+from tpu_pipeline.components.serving import tflite_variants
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.components.serving.tflite_variants import (
+    export_tflite_variants,
+    measure_tflite,
+    split_batches,
+)
 
-from common.config import ServingConfig
-from components.serving import tflite_variants
-from components.serving.answers import PixelClassifier
-from components.serving.tflite_variants import export_tflite_variants, measure_tflite, split_batches
 from tests.components.images.reference import pillow_pixels
 from tests.pipeline.e2e_helpers import split_files
 

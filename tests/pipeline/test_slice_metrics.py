@@ -14,21 +14,21 @@ import json
 import numpy as np
 import pytest
 from ml_metadata.proto import metadata_store_pb2
-
-from common.config import ConfigError, EvaluatorConfig, load_config
-from components.evaluation.results import (
+from tpu_pipeline.common.config import ConfigError, EvaluatorConfig, load_config
+from tpu_pipeline.components.evaluation.results import (
     blessing_reason,
     read_verdict,
     slice_metrics,
     thresholds,
 )
-from pipeline.report import plots
-from pipeline.report.html import slice_rows
-from pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
-from pipeline.results.run_record import NodeRecord
-from pipeline.results.run_summary import RunSummary
-from pipeline.results.summary_reading import summarize_run
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.pipeline.report import plots
+from tpu_pipeline.pipeline.report.html import slice_rows
+from tpu_pipeline.pipeline.results.parts.evaluation import EVALUATOR_RULES_PROPERTY
+from tpu_pipeline.pipeline.results.run_record import NodeRecord
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.results.summary_reading import summarize_run
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
+
 from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 
 EXAMPLES = 200

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from cli.stop_summary import stop_summary
-from common.config import ConfigError
-from pipeline.results.run_summary import PARTS, RunSummary
-from pipeline.results.summary_part import (
+from tpu_pipeline.cli.stop_summary import stop_summary
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.results.run_summary import PARTS, RunSummary
+from tpu_pipeline.pipeline.results.summary_part import (
     READ_ORDER,
     SCHEMA_VERSION,
     TEXT_ORDER,

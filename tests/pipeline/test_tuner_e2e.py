@@ -8,9 +8,9 @@ import re
 
 import pytest
 import yaml
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.pipeline.report.collect import collect_report
 
-from cli.main import main
-from pipeline.report.collect import collect_report
 from tests.conftest import run_cli
 from tests.pipeline.report.page_claims import false_sentences, read_page
 

@@ -1,15 +1,14 @@
 """Real TFMA output for tests: TFMA evaluates given predictions under the eval config, and
-the Evaluator's executor judges it (`components.evaluator.judge_evaluation`)."""
+the Evaluator's executor judges it (`tpu_pipeline.components.evaluator.judge_evaluation`)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import tensorflow_model_analysis as tfma
-
-from common.config import DatasetConfig, EvaluatorConfig, SourceConfig
-from components.evaluation.eval_config import build_eval_config
-from components.evaluator import judge_evaluation
+from tpu_pipeline.common.config import DatasetConfig, EvaluatorConfig, SourceConfig
+from tpu_pipeline.components.evaluation.eval_config import build_eval_config
+from tpu_pipeline.components.evaluator import judge_evaluation
 
 NAMES = ("circle", "square", "star", "heart")
 DATASET = DatasetConfig(

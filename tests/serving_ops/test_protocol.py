@@ -9,9 +9,16 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from serving_ops import protocol
-from serving_ops.protocol import Busy, Conflict, Lease, Operation, Owner, Patience, Refused
+from tpu_pipeline.serving_ops import protocol
+from tpu_pipeline.serving_ops.protocol import (
+    Busy,
+    Conflict,
+    Lease,
+    Operation,
+    Owner,
+    Patience,
+    Refused,
+)
 
 
 @dataclasses.dataclass(frozen=True)

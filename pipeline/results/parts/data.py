@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY
-from pipeline.results.summary_part import read_step, summary_key, summary_part
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.pipeline.results.run_record import SCHEMA_BOOTSTRAPPED_PROPERTY
+from tpu_pipeline.pipeline.results.summary_part import read_step, summary_key, summary_part
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 
 @summary_part

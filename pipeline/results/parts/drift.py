@@ -5,14 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from common.config import DriftConfig
-from components.span_shift_gate import VERDICT_KEY, read_gate_verdict
-from pipeline.results.run_record import custom_property
-from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.components.span_shift_gate import VERDICT_KEY, read_gate_verdict
+from tpu_pipeline.pipeline.results.run_record import custom_property
+from tpu_pipeline.pipeline.results.summary_part import (
+    read_step,
+    summary_key,
+    summary_part,
+    text_lines,
+)
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 # Noted on a run of spans: the `drift:` section its span shift was judged by.
 DRIFT_RULES_PROPERTY = "drift_config"
@@ -58,8 +63,8 @@ class SpanShift:
         fail the run.
         """
         # TensorFlow and TFDV, only for a run that compares spans.
-        from components.drift.compare import DriftCheck
-        from components.drift.span_shift import kept, model_span_shift
+        from tpu_pipeline.components.drift.compare import DriftCheck
+        from tpu_pipeline.components.drift.span_shift import kept, model_span_shift
 
         try:
             self.span_shift = model_span_shift(new_model_uri, served_model_uri, drift)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from common.config import EvaluatorConfig
-from components.evaluation.baseline_test import BaselineComparison
-from components.evaluation.results import (
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.components.evaluation.baseline_test import BaselineComparison
+from tpu_pipeline.components.evaluation.results import (
     Calibration,
     ClassMetrics,
     SliceMetrics,
@@ -18,12 +18,17 @@ from components.evaluation.results import (
     read_verdict,
     slice_metrics,
 )
-from pipeline.results.run_record import custom_property
-from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.pipeline.results.run_record import custom_property
+from tpu_pipeline.pipeline.results.summary_part import (
+    read_step,
+    summary_key,
+    summary_part,
+    text_lines,
+)
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 # Noted on the run (`RunRecord.note`): the `evaluator:` section the run flagged slices
 # by, so a report rebuilt from the run folder flags them by the same margin.

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from components.explain.store import METHOD_NAMES, read_index
-from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.components.explain.store import METHOD_NAMES, read_index
+from tpu_pipeline.pipeline.results.summary_part import (
+    read_step,
+    summary_key,
+    summary_part,
+    text_lines,
+)
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 
 @summary_part

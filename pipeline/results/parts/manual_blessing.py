@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.results.summary_part import read_step, summary_key, summary_part
-from serving_ops.local.blessing import manual_blessing_of
+from tpu_pipeline.pipeline.results.summary_part import read_step, summary_key, summary_part
+from tpu_pipeline.serving_ops.local.blessing import manual_blessing_of
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 
 @summary_part

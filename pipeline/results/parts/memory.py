@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from common.memory_meter import SAMPLED, MemoryPeak
-from components.preflight.memory import describe as describe_bytes
-from pipeline.results.summary_part import summary_key, summary_part, text_lines
+from tpu_pipeline.common.memory_meter import SAMPLED, MemoryPeak
+from tpu_pipeline.components.preflight.memory import describe as describe_bytes
+from tpu_pipeline.pipeline.results.summary_part import summary_key, summary_part, text_lines
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -94,7 +94,7 @@ class RunMemory(MeasuredMemory):
     )
 
     def add_run_memory(self, peak: MemoryPeak | None, component: str | None) -> None:
-        """Takes the run's peaks (`common.memory_meter.highest` of every interval)."""
+        """Takes the run's peaks (`tpu_pipeline.common.memory_meter.highest` of every interval)."""
         if peak is not None:
             self.add_memory(peak)
             self.peak_rss_component = component

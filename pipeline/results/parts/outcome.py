@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from common.interrupts import received_signal
-from components.data_checks.anomalies import DataRejectedError
-from components.example_gen.errors import DataFormatError
-from pipeline.results.parts.memory import MeasuredMemory
-from pipeline.results.summary_part import summary_key, summary_part, text_lines
+from tpu_pipeline.common.interrupts import received_signal
+from tpu_pipeline.components.data_checks.anomalies import DataRejectedError
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.pipeline.results.parts.memory import MeasuredMemory
+from tpu_pipeline.pipeline.results.summary_part import summary_key, summary_part, text_lines
 
 
 @dataclasses.dataclass

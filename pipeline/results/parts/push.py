@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from components.pusher import (
+from tpu_pipeline.components.pusher import (
     ALREADY_PUSHED_PROPERTY,
     MODEL_CARD_ERROR_PROPERTY,
     MODEL_CARD_PROPERTY,
@@ -13,19 +13,19 @@ from components.pusher import (
     SERVING_CHECK_PROPERTY,
     SERVING_CHECK_SERVER_PROPERTY,
 )
-from components.serving.server_check import ServingCheckError
-from pipeline.results.run_record import custom_property
-from pipeline.results.summary_part import (
+from tpu_pipeline.components.serving.server_check import ServingCheckError
+from tpu_pipeline.pipeline.results.run_record import custom_property
+from tpu_pipeline.pipeline.results.summary_part import (
     read_step,
     stop_step,
     summary_key,
     summary_part,
     text_lines,
 )
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 
 @summary_part

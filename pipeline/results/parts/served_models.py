@@ -6,12 +6,17 @@ from __future__ import annotations
 import pathlib
 from typing import TYPE_CHECKING, Any
 
-from components.serving.measurements import read_measurements
-from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
-from serving_ops.local.blessing import trainer_model_dir
+from tpu_pipeline.components.serving.measurements import read_measurements
+from tpu_pipeline.pipeline.results.summary_part import (
+    read_step,
+    summary_key,
+    summary_part,
+    text_lines,
+)
+from tpu_pipeline.serving_ops.local.blessing import trainer_model_dir
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 
 @summary_part

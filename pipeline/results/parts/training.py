@@ -8,14 +8,18 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
-
-from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
-from pipeline.results.summary_part import read_step, summary_key, summary_part, text_lines
-from pipeline.results.tuning_results import TuningResult, read_tuning
-from pipeline.wiring.node_ids import NodeIds
+from tpu_pipeline.components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
+from tpu_pipeline.pipeline.results.summary_part import (
+    read_step,
+    summary_key,
+    summary_part,
+    text_lines,
+)
+from tpu_pipeline.pipeline.results.tuning_results import TuningResult, read_tuning
+from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
 
 if TYPE_CHECKING:
-    from pipeline.results.summary_reading import FinishedRun
+    from tpu_pipeline.pipeline.results.summary_reading import FinishedRun
 
 TRAINING_INFO_FILE = pathlib.Path(SERVING_MODEL_DIR) / "assets.extra" / "training_info.json"
 

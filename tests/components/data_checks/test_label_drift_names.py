@@ -1,6 +1,6 @@
 """The drift message names the class whose share moved most, not only its label value."""
 
-from components.data_checks.label_drift import name_the_class
+from tpu_pipeline.components.data_checks.label_drift import name_the_class
 
 TFDV_DESCRIPTION = (
     "The Linfty distance between current and previous is 0.15 (up to six significant "

@@ -11,9 +11,8 @@ import sys
 import pytest
 import tensorflow as tf
 from tensorflow.python.eager import context
-
-from components.device.join_watchdog import killed_unless_joined
-from components.device.multi_worker import (
+from tpu_pipeline.components.device.join_watchdog import killed_unless_joined
+from tpu_pipeline.components.device.multi_worker import (
     WorkerLostError,
     configure_coordination,
     lost_worker_is_an_error,
@@ -122,7 +121,7 @@ def test_the_join_watchdog_names_the_silent_task_and_kills_the_waiting_one():
             [
                 sys.executable,
                 "-m",
-                "components.device.join_watchdog",
+                "tpu_pipeline.components.device.join_watchdog",
                 str(waiting.pid),
                 "0.5",
                 "chief:0",

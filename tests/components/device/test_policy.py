@@ -1,9 +1,8 @@
 """XLA, precision and steps per call follow the device unless the configuration overrides them."""
 
 import pytest
-
-from common.config import TrainerConfig
-from components.device.policy import TrainingPolicy, resolve_training_policy
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
 
 
 @pytest.mark.parametrize(

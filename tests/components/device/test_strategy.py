@@ -5,10 +5,9 @@ import time
 
 import pytest
 import tensorflow as tf
-
-from common.config import TrainerConfig
-from components.device import strategy
-from components.device.strategy import (
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device import strategy
+from tpu_pipeline.components.device.strategy import (
     NoAcceleratorError,
     TPUUnavailableError,
     find_tpu_signals,

@@ -13,11 +13,14 @@ from types import SimpleNamespace
 
 import pytest
 import tensorflow as tf
-
-from common.config import PromisedDevices, TrainerConfig
-from components.device import strategy
-from components.device.replica_guard import ReplicaMismatchError, check_replicas
-from components.device.strategy import TPUUnavailableError, resolve_strategy, tpu_resolver_address
+from tpu_pipeline.common.config import PromisedDevices, TrainerConfig
+from tpu_pipeline.components.device import strategy
+from tpu_pipeline.components.device.replica_guard import ReplicaMismatchError, check_replicas
+from tpu_pipeline.components.device.strategy import (
+    TPUUnavailableError,
+    resolve_strategy,
+    tpu_resolver_address,
+)
 
 V5E_4X4 = PromisedDevices(replicas=16, hosts=4, machine="ct5lp-hightpu-4t x tpu_topology 4x4")
 V5E_2X2 = PromisedDevices(replicas=4, hosts=1, machine="ct5lp-hightpu-4t x tpu_topology 2x2")

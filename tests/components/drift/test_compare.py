@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
-
-from common.config import DriftConfig
-from components.drift.compare import JS_DIVERGENCE, L_INFINITY, compare
-from components.drift.examples import record_batch
-from components.drift.signals import with_unsure
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.components.drift.compare import JS_DIVERGENCE, L_INFINITY, compare
+from tpu_pipeline.components.drift.examples import record_batch
+from tpu_pipeline.components.drift.signals import with_unsure
 
 CLASSES = np.array([str(digit) for digit in range(10)], dtype=object)
 

@@ -10,16 +10,15 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 from sklearn.datasets import load_digits
-
-from common.config import BUILTIN_DATASETS, DatasetConfig
-from components.drift.reference import (
+from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
+from tpu_pipeline.components.drift.reference import (
     REFERENCE_PATH,
     DamagedReference,
     read_drift_reference,
     write_drift_reference,
 )
-from components.drift.signals import pixel_signals
-from components.example_gen.examples import ExampleBuilder
+from tpu_pipeline.components.drift.signals import pixel_signals
+from tpu_pipeline.components.example_gen.examples import ExampleBuilder
 
 
 def _write(path, examples) -> str:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from components.drift.signals import pixel_signals, prediction_signals, with_unsure
+from tpu_pipeline.components.drift.signals import pixel_signals, prediction_signals, with_unsure
 
 
 def test_a_flat_gray_image_has_its_value_as_brightness_and_no_contrast_or_edges():

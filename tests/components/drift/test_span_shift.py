@@ -7,11 +7,10 @@ import json
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
-
-from common.config import DriftConfig
-from components.drift.reference import REFERENCE_PATH, Reference
-from components.drift.signals import pixel_signals
-from components.drift.span_shift import compare_training_images, span_shift
+from tpu_pipeline.common.config import DriftConfig
+from tpu_pipeline.components.drift.reference import REFERENCE_PATH, Reference
+from tpu_pipeline.components.drift.signals import pixel_signals
+from tpu_pipeline.components.drift.span_shift import compare_training_images, span_shift
 
 
 def _reference(images: np.ndarray) -> Reference:

@@ -7,9 +7,8 @@ import typing
 
 import pytest
 from scipy import stats
-
-from common.config.evaluator import BaselineTest
-from components.evaluation.baseline_test import (
+from tpu_pipeline.common.config.evaluator import BaselineTest
+from tpu_pipeline.components.evaluation.baseline_test import (
     ACCURACY_DROP,
     MCNEMAR,
     compare_with_baseline,

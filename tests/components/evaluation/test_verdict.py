@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from common.config import EvaluatorConfig
-from components.evaluation.results import SliceMetrics
-from components.evaluation.verdict import (
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.components.evaluation.results import SliceMetrics
+from tpu_pipeline.components.evaluation.verdict import (
     BELOW,
     MET,
     NOT_JUDGED,

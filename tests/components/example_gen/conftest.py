@@ -11,12 +11,14 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
-
-from cli.synthetic_data import synthetic_dataset
-from common.config import BUILTIN_DATA_DIR, DatasetConfig
-from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
-from components.example_gen.formats import file_pattern
-from pipeline.wiring.graph import example_gen_splits
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, DatasetConfig
+from tpu_pipeline.components.example_gen.executor import (
+    SourceExampleGenExecutor,
+    dataset_custom_config,
+)
+from tpu_pipeline.components.example_gen.formats import file_pattern
+from tpu_pipeline.pipeline.wiring.graph import example_gen_splits
 
 # The real photos the repository ships (common/data/sign-language-digits/README.md).
 SIGN_DIGITS = BUILTIN_DATA_DIR / "sign-language-digits"

@@ -8,10 +8,10 @@ import logging
 
 import numpy as np
 import pytest
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.formats import FORMATS, list_inputs
+from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
 
-from components.example_gen.errors import DataFormatError
-from components.example_gen.formats import FORMATS, list_inputs
-from components.example_gen.notices import NOTICE_PREFIX
 from tests.components.example_gen.conftest import make_dataset, run_executor
 
 

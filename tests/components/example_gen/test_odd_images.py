@@ -10,11 +10,11 @@ import logging
 import numpy as np
 import pytest
 from PIL import Image
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.executor import read_odd_images
+from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
+from tpu_pipeline.components.example_gen.odd_images import ImageFact, find_odd_images
 
-from components.example_gen.errors import DataFormatError
-from components.example_gen.executor import read_odd_images
-from components.example_gen.notices import NOTICE_PREFIX
-from components.example_gen.odd_images import ImageFact, find_odd_images
 from tests.components.example_gen.conftest import make_dataset, run_executor
 
 

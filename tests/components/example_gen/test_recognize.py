@@ -16,10 +16,9 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
-
-from common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
-from components.example_gen.errors import DataFormatError
-from components.example_gen.recognize import recognize_folder
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.recognize import recognize_folder
 
 HANDS = BUILTIN_DATA_DIR / "sign-language-digits"
 TAKEN = frozenset(BUILTIN_DATASETS)

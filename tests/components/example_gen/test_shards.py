@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
-
-from common.config import DatasetConfig
-from components.example_gen.executor import expected_output_bytes
-from components.example_gen.shards import (
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.example_gen.executor import expected_output_bytes
+from tpu_pipeline.components.example_gen.shards import (
     TARGET_SHARD_BYTES,
     WriteShuffledSplit,
     key_range,
@@ -23,6 +22,7 @@ from components.example_gen.shards import (
     shard_name,
     spill_buckets,
 )
+
 from tests.components.example_gen.conftest import make_dataset, run_executor
 
 CLASSES = 10

@@ -14,14 +14,17 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
+from tpu_pipeline.common.config import DatasetConfig, load_config
+from tpu_pipeline.components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
+from tpu_pipeline.components.example_gen.errors import DataFormatError
+from tpu_pipeline.components.example_gen.executor import (
+    SourceExampleGenExecutor,
+    dataset_custom_config,
+)
+from tpu_pipeline.components.example_gen.provenance import source_folder
+from tpu_pipeline.components.example_gen.spans import span_pattern, spans_present, window_spans
+from tpu_pipeline.pipeline.wiring.graph import example_gen_splits
 
-from common.config import DatasetConfig, load_config
-from components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
-from components.example_gen.errors import DataFormatError
-from components.example_gen.executor import SourceExampleGenExecutor, dataset_custom_config
-from components.example_gen.provenance import source_folder
-from components.example_gen.spans import span_pattern, spans_present, window_spans
-from pipeline.wiring.graph import example_gen_splits
 from tests.components.example_gen.conftest import read_split, real_photos
 
 
@@ -152,7 +155,7 @@ def test_without_a_driver_and_without_spans_the_error_names_the_pattern(tmp_path
 
 
 def _input_files_of(dataset, data_root):
-    from components.example_gen.executor import _input_files
+    from tpu_pipeline.components.example_gen.executor import _input_files
 
     return _input_files({specs.INPUT_BASE_KEY: str(data_root)}, "unused", dataset)
 

@@ -1,8 +1,7 @@
 """Which answers are explained: confident mistakes first, then the surest right answer per class."""
 
 import numpy as np
-
-from components.explain.choice import Chosen, choose_answers
+from tpu_pipeline.components.explain.choice import Chosen, choose_answers
 
 
 def _answers(rows):

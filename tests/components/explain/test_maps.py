@@ -3,9 +3,8 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from common.config import ConfigError, ExplainConfig, load_config
-from components.explain.maps import (
+from tpu_pipeline.common.config import ConfigError, ExplainConfig, load_config
+from tpu_pipeline.components.explain.maps import (
     MAX_STEP_BATCH,
     NoGradientError,
     attribution_map,
@@ -15,7 +14,7 @@ from components.explain.maps import (
     pixel_range,
     require_grad_cam_layer,
 )
-from components.images.batching import images_per_call
+from tpu_pipeline.components.images.batching import images_per_call
 
 
 def _linear_softmax(weights: np.ndarray):
@@ -157,7 +156,7 @@ def test_grad_cam_lights_where_the_weighed_feature_map_is_and_nothing_for_negati
 
 
 def test_the_pipeline_refuses_before_training_a_grad_cam_it_could_not_draw(tmp_path):
-    from pipeline.wiring.graph import create_pipeline
+    from tpu_pipeline.pipeline.wiring.graph import create_pipeline
 
     dataset = load_config(None, {}).dataset  # the digits, cnn_bn's shape
     require_grad_cam_layer(ExplainConfig(method="grad_cam"), "cnn_bn", dataset)  # has one

@@ -1,9 +1,8 @@
 """Attributions kept as two files, the index last: read back whole, or None if unfinished."""
 
 import numpy as np
-
-from components.explain.choice import Chosen
-from components.explain.store import (
+from tpu_pipeline.components.explain.choice import Chosen
+from tpu_pipeline.components.explain.store import (
     Attributions,
     display_pixels,
     read_attributions,

@@ -10,9 +10,8 @@ import io
 
 import numpy as np
 from PIL import Image
-
-from common.config import DatasetConfig
-from components.images.decode import resize_pixels, scale_pixels
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.images.decode import resize_pixels, scale_pixels
 
 _MODE_FOR_CHANNELS = {1: "L", 3: "RGB"}
 

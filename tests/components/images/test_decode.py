@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.images.decode import decode_encoded_image, decode_encoded_images
 
-from common.config import DatasetConfig
-from components.images.decode import decode_encoded_image, decode_encoded_images
 from tests.components.images.reference import pillow_pixels
 
 

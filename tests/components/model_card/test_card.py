@@ -6,12 +6,11 @@ import dataclasses
 import json
 
 import pytest
-
-from common.config import load_config
-from components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
-from components.model_card import card
-from components.model_card.facts import Blessing, CardFacts, DataSplit, Source, Variant
-from components.model_card.write import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
+from tpu_pipeline.components.model_card import card
+from tpu_pipeline.components.model_card.facts import Blessing, CardFacts, DataSplit, Source, Variant
+from tpu_pipeline.components.model_card.write import (
     CARD_HTML,
     CARD_JSON,
     read_model_card,

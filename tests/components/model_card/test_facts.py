@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.common.tfx_api import standard_artifacts
+from tpu_pipeline.components.model_card import card, facts
 
-from common.config import EvaluatorConfig
-from common.tfx_api import standard_artifacts
-from components.model_card import card, facts
 from tests.pipeline.tfma_results import DATASET, write_evaluation
 
 pytestmark = pytest.mark.slow  # TFMA runs a Beam job (~15 s)

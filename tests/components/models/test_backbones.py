@@ -18,10 +18,9 @@ import pytest
 import tensorflow as tf
 import tf_keras
 from tf_keras.src.utils import data_utils
-
-from common.config import ConfigError, TrainerConfig
-from components import imagenet_files
-from components.models import (
+from tpu_pipeline.common.config import ConfigError, TrainerConfig
+from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.components.models import (
     BACKBONES,
     _pretrained,
     build_model,
@@ -29,8 +28,12 @@ from components.models import (
     load_pretrained_weights,
     require_downloadable_weights,
 )
-from components.models._backbone import BACKBONE_LAYER, INPUT_SCALING_LAYER, WeightsFile
-from components.models.efficientnet_b0 import IMAGENET_STDDEV_RGB
+from tpu_pipeline.components.models._backbone import (
+    BACKBONE_LAYER,
+    INPUT_SCALING_LAYER,
+    WeightsFile,
+)
+from tpu_pipeline.components.models.efficientnet_b0 import IMAGENET_STDDEV_RGB
 
 SHAPE = (32, 32, 3)
 NAMES = sorted(BACKBONES)

@@ -5,10 +5,9 @@ import pathlib
 import numpy as np
 import pytest
 import tf_keras
-
-from common.config import ConfigError
-from components import models
-from components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.components import models
+from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model
 
 
 # Backbones take 32x32 and up (test_backbones.py); the CNNs any size.

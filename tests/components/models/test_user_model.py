@@ -2,9 +2,8 @@
 
 import numpy as np
 import pytest
-
-from common.config import ConfigError, load_config
-from components.models import build_model, check_model, serving_copy, user_model_source
+from tpu_pipeline.common.config import ConfigError, load_config
+from tpu_pipeline.components.models import build_model, check_model, serving_copy, user_model_source
 
 USER = "tests.components.user_models"
 

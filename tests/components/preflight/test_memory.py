@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import tf_keras
-
-from common.config import TrainerConfig
-from components.models import build_model, compile_model
-from components.preflight.memory import GIB, estimate_memory
-from components.training.learning_rate import make_optimizer
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.preflight.memory import GIB, estimate_memory
+from tpu_pipeline.components.training.learning_rate import make_optimizer
 
 BATCH = 16
 

@@ -7,19 +7,23 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 from tfx.components.trainer.fn_args_utils import FnArgs
-
-from cli.main import EXIT_FAILED, EXIT_OK, main
-from common.config import BUILTIN_DATASETS, DatasetConfig, PruningConfig, TrainerConfig
-from components import trainer
-from components.contract import IMAGE_KEY, trainer_sections
-from components.device.strategy import StrategyChoice
-from components.models import BACKBONES, MODEL_BUILDERS
-from components.preflight import ALL_CHECKS, PreflightError, require_preflight, run_preflight
-from components.preflight import run as preflight_run
-from components.preflight.config_checks import check_batch_split, check_static_input
-from components.preflight.run import COMPILED_STEP_CHECKS, TRACED_STEP_CHECKS
-from components.training import setup
-from pipeline.wiring.graph import code_version
+from tpu_pipeline.cli.main import EXIT_FAILED, EXIT_OK, main
+from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig, PruningConfig, TrainerConfig
+from tpu_pipeline.components import trainer
+from tpu_pipeline.components.contract import IMAGE_KEY, trainer_sections
+from tpu_pipeline.components.device.strategy import StrategyChoice
+from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS
+from tpu_pipeline.components.preflight import (
+    ALL_CHECKS,
+    PreflightError,
+    require_preflight,
+    run_preflight,
+)
+from tpu_pipeline.components.preflight import run as preflight_run
+from tpu_pipeline.components.preflight.config_checks import check_batch_split, check_static_input
+from tpu_pipeline.components.preflight.run import COMPILED_STEP_CHECKS, TRACED_STEP_CHECKS
+from tpu_pipeline.components.training import setup
+from tpu_pipeline.pipeline.wiring.graph import code_version
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
 CIFAR_SHAPED = {**BUILTIN_DATASETS["digits"], "name": "cifar10", "image_shape": (32, 32, 3)}

@@ -3,11 +3,11 @@
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.serving.export import export_serving_model
+from tpu_pipeline.components.serving.tflite_variants import array_batches, convert, pixels_converter
 
-from cli.synthetic_data import synthetic_dataset
-from components.models import build_model
-from components.serving.export import export_serving_model
-from components.serving.tflite_variants import array_batches, convert, pixels_converter
 from tests.components.serving.byte_examples import serialized_byte_examples
 
 

@@ -6,13 +6,13 @@ import json
 
 import numpy as np
 import tensorflow as tf
-
-from components.serving.eval_outcomes import (
+from tpu_pipeline.components.serving.eval_outcomes import (
     EVAL_OUTCOMES_FILE,
     example_key,
     read_eval_outcomes,
     record_eval_outcomes,
 )
+
 from tests.components.serving.served_models import DIGITS, write_eval_split
 
 

@@ -9,17 +9,20 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
-
-from cli.synthetic_data import synthetic_dataset
-from common.config import ServingConfig
-from components.drift.reference import read_drift_reference
-from components.models import build_model
-from components.serving import model_folder
-from components.serving.export import GRAD_CAM_LAYER_KEY, export_serving_model
-from components.serving.measurements import read_measurements
-from components.serving.model_folder import package_model
-from components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit, rescale
-from components.serving.warmup import read_warmup_requests, write_warmup_requests
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.common.config import ServingConfig
+from tpu_pipeline.components.drift.reference import read_drift_reference
+from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.serving import model_folder
+from tpu_pipeline.components.serving.export import GRAD_CAM_LAYER_KEY, export_serving_model
+from tpu_pipeline.components.serving.measurements import read_measurements
+from tpu_pipeline.components.serving.model_folder import package_model
+from tpu_pipeline.components.serving.temperature import (
+    TEMPERATURE_INFO_KEY,
+    TemperatureFit,
+    rescale,
+)
+from tpu_pipeline.components.serving.warmup import read_warmup_requests, write_warmup_requests
 
 DATASET = synthetic_dataset("idx")  # 8-bit pixels: the Transform graph's table in the graph
 SERVING = ServingConfig(

@@ -4,9 +4,8 @@ import os
 
 import pytest
 import tensorflow as tf
-
-from components.serving import publish
-from components.serving.publish import push_model_version, pushed_versions
+from tpu_pipeline.components.serving import publish
+from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
 
 
 def save_model(path, value: float) -> str:

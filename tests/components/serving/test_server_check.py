@@ -16,21 +16,21 @@ import numpy as np
 import portpicker
 import pytest
 import tensorflow as tf
-
-from components.serving.model_server import LISTENING, reported_port
-from components.serving.server_check import (
+from tpu_pipeline.components.serving.model_server import LISTENING, reported_port
+from tpu_pipeline.components.serving.server_check import (
     MODEL_NAME,
     ServingCheckError,
     answer_problem,
     check_model,
     rest_body,
 )
-from components.serving.warmup import (
+from tpu_pipeline.components.serving.warmup import (
     WARMUP_FILE,
     build_requests,
     signature_defs,
     write_warmup_requests,
 )
+
 from tests.components.serving.served_models import (
     DIGITS,
     eval_examples,
@@ -38,7 +38,7 @@ from tests.components.serving.served_models import (
     write_eval_split,
 )
 
-MODEL_SERVER_MODULE = "components.serving.model_server"
+MODEL_SERVER_MODULE = "tpu_pipeline.components.serving.model_server"
 TIMEOUT = 120.0  # generous: the machine is shared; the timeout test sets its own
 
 
@@ -126,7 +126,7 @@ def test_tensorflow_model_server_on_path_serves_the_check(tmp_path, monkeypatch)
         f"""
         import json, sys
         json.dump(sys.argv[1:], open({str(calls)!r}, "w"))
-        from components.serving.model_server import main
+        from tpu_pipeline.components.serving.model_server import main
         main()
         """,
     )

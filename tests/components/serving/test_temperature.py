@@ -6,17 +6,17 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
-
-from cli.synthetic_data import synthetic_dataset
-from components.models import build_model
-from components.serving.export import export_serving_model
-from components.serving.temperature import (
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.serving.export import export_serving_model
+from tpu_pipeline.components.serving.temperature import (
     TemperatureFit,
     calibration_error,
     fit_temperature,
     rescale,
     with_temperature,
 )
+
 from tests.components.serving.byte_examples import serialized_byte_examples
 
 

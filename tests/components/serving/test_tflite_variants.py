@@ -7,16 +7,16 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
-
-from common.config import ConfigError, ServingConfig, load_config
-from components.serving import tflite_variants
-from components.serving.answers import PixelClassifier
-from components.serving.tflite_variants import (
+from tpu_pipeline.common.config import ConfigError, ServingConfig, load_config
+from tpu_pipeline.components.serving import tflite_variants
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.components.serving.tflite_variants import (
     MEASURE_BATCH,
     MEASUREMENTS_PATH,
     export_tflite_variants,
     held_back_reason,
 )
+
 from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
@@ -141,7 +141,7 @@ def test_the_measured_sample_is_configurable_and_checked():
 
 
 def test_read_split_holds_in_memory_exactly_the_records_split_batches_streams(mnist_tfrecord):
-    from common.config import BUILTIN_DATASETS, DatasetConfig
+    from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
 
     dataset = DatasetConfig(**BUILTIN_DATASETS["mnist"])
     pixels, labels = tflite_variants.read_split([str(mnist_tfrecord)], dataset, limit=70)

@@ -7,16 +7,16 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf.meta_graph_pb2 import SignatureDef
 from tensorflow_serving.apis import prediction_log_pb2
-
-from common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
-from components.images.decode import decode_encoded_images
-from components.serving.warmup import (
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
+from tpu_pipeline.components.images.decode import decode_encoded_images
+from tpu_pipeline.components.serving.warmup import (
     WARMUP_EXAMPLES,
     WARMUP_FILE,
     build_requests,
     signature_defs,
     write_warmup_requests,
 )
+
 from tests.components.serving.served_models import (
     DIGITS,
     eval_examples,

@@ -1,8 +1,7 @@
 """Balanced class weights: rare classes weigh more, the loss keeps its scale."""
 
 import pytest
-
-from components.training.class_weights import balanced_class_weights, imbalance
+from tpu_pipeline.components.training.class_weights import balanced_class_weights, imbalance
 
 
 def test_balanced_weights_make_every_class_weigh_the_same_in_total():

@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.trainer import run_fn
+from tpu_pipeline.components.training.custom_loop import train_custom_loop
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.loop import train
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
+from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
 
-from common.config import TrainerConfig
-from common.tfx_api import FnArgs
-from components.device.policy import TrainingPolicy
-from components.models import build_model, compile_model
-from components.trainer import run_fn
-from components.training.custom_loop import train_custom_loop
-from components.training.input_pipeline import EvalInput
-from components.training.loop import train
-from pipeline.report.run_store import open_latest_run
-from pipeline.report.tensorboard_logs import epoch_scalars
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
 

@@ -15,19 +15,18 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-
-from common.config import ConfigError, TrainerConfig, load_config
-from components.device.policy import TrainingPolicy
-from components.models._backbone import BACKBONE_LAYER
-from components.training.fine_tune import (
+from tpu_pipeline.common.config import ConfigError, TrainerConfig, load_config
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.models._backbone import BACKBONE_LAYER
+from tpu_pipeline.components.training.fine_tune import (
     FINE_TUNE,
     FROZEN_BACKBONE,
     describe_phases,
     fine_tuning_phases,
     train_in_phases,
 )
-from components.training.input_pipeline import EvalInput
-from components.training.learning_rate import peak_learning_rate
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.learning_rate import peak_learning_rate
 
 BATCH, STEPS = 8, 2
 IMAGES = np.random.default_rng(0).random((BATCH * STEPS, 8, 8, 1), dtype=np.float32)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pydantic
 import pytest
-
-from common.config import TrainerConfig
-from components.training.hyperparameters import apply_hyperparameters, describe_values, tuned_values
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.training.hyperparameters import (
+    apply_hyperparameters,
+    describe_values,
+    tuned_values,
+)
 
 
 def test_tuned_values_replace_their_fields_and_keep_the_rest():

@@ -7,14 +7,18 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.training.augmentation import Augmentation
+from tpu_pipeline.components.training.input_pipeline import (
+    global_batch_size,
+    make_dataset,
+    make_eval_dataset,
+)
+from tpu_pipeline.components.training.learning_rate import make_optimizer
+from tpu_pipeline.components.training.loop import train
 
-from common.config import TrainerConfig
-from components.device.policy import DEVICE_DEFAULTS
-from components.models import build_model, compile_model
-from components.training.augmentation import Augmentation
-from components.training.input_pipeline import global_batch_size, make_dataset, make_eval_dataset
-from components.training.learning_rate import make_optimizer
-from components.training.loop import train
 from tests.pipeline.e2e_helpers import split_files
 
 

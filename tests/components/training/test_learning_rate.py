@@ -3,9 +3,12 @@
 import numpy as np
 import pytest
 import tf_keras
-
-from common.config import ConfigError, TrainerConfig, load_config
-from components.training.learning_rate import WarmupThenDecay, make_optimizer, peak_learning_rate
+from tpu_pipeline.common.config import ConfigError, TrainerConfig, load_config
+from tpu_pipeline.components.training.learning_rate import (
+    WarmupThenDecay,
+    make_optimizer,
+    peak_learning_rate,
+)
 
 
 def _rates(schedule: WarmupThenDecay, steps: int) -> np.ndarray:

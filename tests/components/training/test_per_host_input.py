@@ -16,9 +16,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
-
-from cli.synthetic_data import synthetic_dataset
-from components.training.input_pipeline import host_share, make_dataset, steps_per_epoch
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
+from tpu_pipeline.components.training.input_pipeline import (
+    host_share,
+    make_dataset,
+    steps_per_epoch,
+)
 
 HOSTS = 4
 GLOBAL_BATCH = 8  # 2 examples per host and step: each host holds one replica

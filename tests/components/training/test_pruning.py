@@ -9,8 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
-
-from common.config import (
+from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,
     ConfigError,
     DatasetConfig,
@@ -18,23 +17,24 @@ from common.config import (
     TrainerConfig,
     load_config,
 )
-from common.tfx_api import FnArgs
-from components.contract import trainer_sections
-from components.device.policy import TrainingPolicy
-from components.models import build_model, compile_model, serving_copy
-from components.serving.measurements import read_measurements
-from components.serving.model_folder import package_model
-from components.trainer import run_fn
-from components.training.input_pipeline import EvalInput
-from components.training.loop import train
-from components.training.pruning import (
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.contract import trainer_sections
+from tpu_pipeline.components.device.policy import TrainingPolicy
+from tpu_pipeline.components.models import build_model, compile_model, serving_copy
+from tpu_pipeline.components.serving.measurements import read_measurements
+from tpu_pipeline.components.serving.model_folder import package_model
+from tpu_pipeline.components.trainer import run_fn
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.loop import train
+from tpu_pipeline.components.training.pruning import (
     is_pruned,
     prune_for_training,
     pruning_callbacks,
     pruning_schedule,
     strip_pruned,
 )
-from pipeline.wiring.graph import code_version
+from tpu_pipeline.pipeline.wiring.graph import code_version
+
 from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])

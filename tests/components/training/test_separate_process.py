@@ -15,11 +15,10 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
-
-from common.config import REPO_ROOT, DatasetConfig, TrainerConfig
-from common.tfx_api import FnArgs
-from components.training import separate_process
-from components.training.separate_process import (
+from tpu_pipeline.common.config import REPO_ROOT, DatasetConfig, TrainerConfig
+from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.components.training import separate_process
+from tpu_pipeline.components.training.separate_process import (
     LOG_LINE_PREFIX,
     OWNER_LOCK_FILE,
     WORK_DIR_PREFIX,
@@ -145,7 +144,7 @@ def test_a_child_killed_without_a_word_is_reported_by_signal(tmp_path):
 # pid namespace of another container sharing the temporary folder would.
 _OWNER = """
 import os, pathlib, sys, time
-from components.training.separate_process import owned_work_dir
+from tpu_pipeline.components.training.separate_process import owned_work_dir
 os.getpid = lambda: int(sys.argv[2])
 with owned_work_dir(pathlib.Path(sys.argv[1])) as work_dir:
     print(work_dir, flush=True)
@@ -298,9 +297,10 @@ def test_the_childs_error_is_raised_here_by_name_and_its_folder_removed(
 def test_a_child_trains_what_the_pipelines_process_trained(digits_run, tmp_path, caplog):
     """digits_run's Trainer trained in-process (auto, 8x8 digits); the same configuration in a
     child gives a model as accurate, the same TensorBoard curves, and the epoch lines."""
-    from components.trainer import run_fn
-    from pipeline.report.run_store import open_latest_run
-    from pipeline.report.tensorboard_logs import epoch_scalars
+    from tpu_pipeline.components.trainer import run_fn
+    from tpu_pipeline.pipeline.report.run_store import open_latest_run
+    from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
+
     from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
     config, summary = digits_run

@@ -4,15 +4,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
-
-from common.config import TrainerConfig
-from components.device.policy import DEVICE_DEFAULTS
-from components.models import build_model, compile_model
-from components.training import training_logs
-from components.training.input_pipeline import EvalInput
-from components.training.learning_rate import WarmupThenDecay, make_optimizer
-from components.training.loop import train
-from components.training.setup import backup_dir_for
+from tpu_pipeline.common.config import TrainerConfig
+from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.training import training_logs
+from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.learning_rate import WarmupThenDecay, make_optimizer
+from tpu_pipeline.components.training.loop import train
+from tpu_pipeline.components.training.setup import backup_dir_for
 
 
 def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):
@@ -78,12 +77,12 @@ def test_an_interrupted_training_resumes_at_its_last_finished_epoch(
 
     real_callbacks = training_logs.training_callbacks
     monkeypatch.setattr(
-        "components.training.loop.training_callbacks",
+        "tpu_pipeline.components.training.loop.training_callbacks",
         lambda *args: [*real_callbacks(*args), InterruptAfterEpoch(1)],
     )
     with pytest.raises(KeyboardInterrupt):
         train(fresh_model(), dataset.repeat(), eval_input, **arguments)
-    monkeypatch.setattr("components.training.loop.training_callbacks", real_callbacks)
+    monkeypatch.setattr("tpu_pipeline.components.training.loop.training_callbacks", real_callbacks)
     assert tf.io.gfile.listdir(backup_dir)  # the epoch-2 backup is where the restart looks
 
     history = train(fresh_model(), dataset.repeat(), eval_input, **arguments)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from common.config import ConfigError
-from pipeline.batch_predict.model_path import resolve_model_version
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.batch_predict.model_path import resolve_model_version
 
 
 def _version(base, name, whole=True):

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from common.atomic_file import replaced_when_done
-from common.config import ConfigError
-from pipeline.batch_predict.outputs import output_extension
+from tpu_pipeline.common.atomic_file import replaced_when_done
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.batch_predict.outputs import output_extension
 
 
 def test_the_extension_names_the_format_and_others_are_refused():

@@ -1,6 +1,6 @@
 """A split's label statistics as `data_facts` reads them from TFDV, for tests of what uses them."""
 
-from pipeline.report.data_facts import FeatureSummary, SplitStatistics
+from tpu_pipeline.pipeline.report.data_facts import FeatureSummary, SplitStatistics
 
 
 def label_split(name: str, counts: list[float]) -> SplitStatistics:

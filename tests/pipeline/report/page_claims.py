@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from html.parser import HTMLParser
 
-from pipeline.report.collect import RunReport
+from tpu_pipeline.pipeline.report.collect import RunReport
 
 TOP = "top"  # the run line and the outcome, above the first section
 

@@ -1,6 +1,7 @@
 """The report says when the training classes are unbalanced, from StatisticsGen's label counts."""
 
-from pipeline.report.data_facts import DataFacts, class_imbalance
+from tpu_pipeline.pipeline.report.data_facts import DataFacts, class_imbalance
+
 from tests.pipeline.report.label_statistics import label_split
 
 

@@ -9,12 +9,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from PIL import Image
-
-from common.tfx_api import standard_artifacts
-from pipeline.report.collect import RunReport
-from pipeline.report.data_facts import STATISTICS_FILE, DataFacts, read_statistics
-from pipeline.report.html import render_html
-from pipeline.results.run_summary import RunSummary
+from tpu_pipeline.common.tfx_api import standard_artifacts
+from tpu_pipeline.pipeline.report.collect import RunReport
+from tpu_pipeline.pipeline.report.data_facts import STATISTICS_FILE, DataFacts, read_statistics
+from tpu_pipeline.pipeline.report.html import render_html
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 
 def _jpeg(side: int) -> bytes:

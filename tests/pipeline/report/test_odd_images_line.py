@@ -1,10 +1,10 @@
 """The report's data section repeats ExampleGen's line about images odd among the rest."""
 
-from components.example_gen.odd_images import ImageFact, find_odd_images
-from pipeline.report.collect import RunReport
-from pipeline.report.data_facts import DataFacts, SplitStatistics
-from pipeline.report.html import render_html
-from pipeline.results.run_summary import RunSummary
+from tpu_pipeline.components.example_gen.odd_images import ImageFact, find_odd_images
+from tpu_pipeline.pipeline.report.collect import RunReport
+from tpu_pipeline.pipeline.report.data_facts import DataFacts, SplitStatistics
+from tpu_pipeline.pipeline.report.html import render_html
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
 
 
 def _report(data: DataFacts) -> RunReport:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from components.evaluation.results import ClassMetrics
-from pipeline.report.plots import feature_histograms, per_class_metrics
+from tpu_pipeline.components.evaluation.results import ClassMetrics
+from tpu_pipeline.pipeline.report.plots import feature_histograms, per_class_metrics
+
 from tests.pipeline.report.label_statistics import label_split
 
 

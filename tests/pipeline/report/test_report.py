@@ -9,12 +9,11 @@ from html import escape as html_escape
 
 import pytest
 import tensorflow_model_analysis as tfma
-
-from components.evaluation.eval_config import ACCURACY_METRIC
-from components.preflight.memory import describe as describe_bytes
-from pipeline.report import write_report
-from pipeline.report.collect import collect_report
-from pipeline.report.run_store import open_latest_run
+from tpu_pipeline.components.evaluation.eval_config import ACCURACY_METRIC
+from tpu_pipeline.components.preflight.memory import describe as describe_bytes
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.report.collect import collect_report
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 pytestmark = pytest.mark.slow  # every test reads the real digits pipeline run
@@ -217,8 +216,8 @@ def test_the_first_screen_answers_did_it_get_better_and_is_it_served(digits_run,
 
 
 def test_the_first_screen_gives_the_change_and_how_sure_it_is_against_a_baseline(digits_facts):
-    from components.evaluation.baseline_test import compare_with_baseline
-    from pipeline.report.html import render_html
+    from tpu_pipeline.components.evaluation.baseline_test import compare_with_baseline
+    from tpu_pipeline.pipeline.report.html import render_html
 
     comparison = compare_with_baseline(9, 1, 347, allowed_drop=0.0, confidence=0.95)
     summary = dataclasses.replace(

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from common.owned_paths import UserPathError
-from pipeline.report import write_report
-from pipeline.results.run_summary import RunSummary
-from pipeline.wiring.data_sources import DataSourceError
+from tpu_pipeline.common.owned_paths import UserPathError
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.results.run_summary import RunSummary
+from tpu_pipeline.pipeline.wiring.data_sources import DataSourceError
 
 
 def _summary() -> RunSummary:

@@ -13,10 +13,10 @@ import dataclasses
 import signal
 
 import pytest
+from tpu_pipeline.pipeline.report import write_report_files
+from tpu_pipeline.pipeline.report.collect import RunReport, collect_report, describe_outcome
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 
-from pipeline.report import write_report_files
-from pipeline.report.collect import RunReport, collect_report, describe_outcome
-from pipeline.results.run_summary import ComponentResult, RunSummary
 from tests.pipeline.report.page_claims import SECTIONS, false_sentences, published_cells, read_page
 
 pytestmark = pytest.mark.slow  # every outcome reads a real pipeline run
@@ -60,9 +60,10 @@ def _refused(digits_run) -> RunReport:
 
 def _explained_with_grad_cam(digits_run, facts: RunReport) -> RunReport:
     """The same answers explained with Grad-CAM on the served model, as explain.method asks."""
-    from common.config import ExplainConfig
-    from components.explain.eval_split import explain_images
-    from components.serving.answers import PixelClassifier, eval_pixels
+    from tpu_pipeline.common.config import ExplainConfig
+    from tpu_pipeline.components.explain.eval_split import explain_images
+    from tpu_pipeline.components.serving.answers import PixelClassifier, eval_pixels
+
     from tests.pipeline.e2e_helpers import split_files
 
     config, summary = digits_run
@@ -84,11 +85,10 @@ def _shifted_span(facts: RunReport) -> RunReport:
     the real comparison of half the digits, inverted, with the other half."""
     import numpy as np
     from sklearn.datasets import load_digits
-
-    from common.config import DriftConfig
-    from components.drift.reference import Reference
-    from components.drift.signals import pixel_signals
-    from components.drift.span_shift import compare_training_images
+    from tpu_pipeline.common.config import DriftConfig
+    from tpu_pipeline.components.drift.reference import Reference
+    from tpu_pipeline.components.drift.signals import pixel_signals
+    from tpu_pipeline.components.drift.span_shift import compare_training_images
 
     images = load_digits().images.astype(np.float32)[..., None]
 
@@ -146,7 +146,9 @@ def outcome_page(request, digits_run, digits_facts, tmp_path_factory):
         report = _stopped_in_trainer(digits_facts, error, "failed")
     else:
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr("pipeline.results.parts.outcome.received_signal", lambda: signal.SIGINT)
+            patch.setattr(
+                "tpu_pipeline.pipeline.results.parts.outcome.received_signal", lambda: signal.SIGINT
+            )
             report = _stopped_in_trainer(digits_facts, KeyboardInterrupt(), "interrupted")
     files = write_report_files(report, tmp_path_factory.mktemp("report"))
     return outcome, report, read_page(files.html.read_text(encoding="utf-8"))

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+from tpu_pipeline.components.images.examples import parse_pixels
+from tpu_pipeline.components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
+from tpu_pipeline.pipeline.report.serving_facts import (
+    PREDICT_BATCH,
+    load_signatures,
+    predict_samples,
+)
 
-from components.images.examples import parse_pixels
-from components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
-from pipeline.report.serving_facts import PREDICT_BATCH, load_signatures, predict_samples
 from tests.components.serving.served_models import DIGITS, eval_examples, save_model
 
 

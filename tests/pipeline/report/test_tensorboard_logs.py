@@ -8,12 +8,11 @@ import tensorflow as tf
 import tf_keras
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
-
-from cli.main import main
-from components.models import build_model, compile_model
-from components.training.training_logs import training_callbacks, write_run_summaries
-from pipeline.report.run_store import open_latest_run
-from pipeline.report.tensorboard_logs import epoch_scalars, summary_kinds
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.components.models import build_model, compile_model
+from tpu_pipeline.components.training.training_logs import training_callbacks, write_run_summaries
+from tpu_pipeline.pipeline.report.run_store import open_latest_run
+from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars, summary_kinds
 
 
 def _trainer_log_dir(config):

@@ -9,10 +9,17 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 
-from components.serving.eval_outcomes import EVAL_OUTCOMES_FILE, EvalOutcomes
-from pipeline.runs.compare import UNSET, Change, config_changes, diff_runs, flatten, flips
-from pipeline.runs.history import RunEntry
-from pipeline.runs.text import diff_lines
+from tpu_pipeline.components.serving.eval_outcomes import EVAL_OUTCOMES_FILE, EvalOutcomes
+from tpu_pipeline.pipeline.runs.compare import (
+    UNSET,
+    Change,
+    config_changes,
+    diff_runs,
+    flatten,
+    flips,
+)
+from tpu_pipeline.pipeline.runs.history import RunEntry
+from tpu_pipeline.pipeline.runs.text import diff_lines
 
 
 def entry(number: int, model_id: int, model_run: pathlib.Path | None, **summary) -> RunEntry:

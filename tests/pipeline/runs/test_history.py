@@ -12,14 +12,14 @@ import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
-
-from pipeline.runs.history import (
+from tpu_pipeline.pipeline.runs.history import (
     RUN_CONFIG_PROPERTY,
     RUN_INPUTS_PROPERTY,
     RUN_SUMMARY_PROPERTY,
     read_history,
 )
-from pipeline.runs.text import history_lines
+from tpu_pipeline.pipeline.runs.text import history_lines
+
 from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 COMPLETE = metadata_store_pb2.Execution.COMPLETE

@@ -16,9 +16,9 @@ import time
 
 import pytest
 from mlflow import MlflowClient
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.tracking import track_run
 
-from pipeline.report import write_report
-from pipeline.tracking import track_run
 from tests.pipeline.tracking.mlflow_server import mlflow_server
 
 pytestmark = pytest.mark.slow
@@ -190,7 +190,7 @@ def test_a_tracker_that_accepts_and_never_answers_costs_the_request_timeout(digi
 
 def test_the_whole_logging_is_bounded_by_the_budget(digits_run, tmp_path, monkeypatch):
     config, summary = digits_run
-    import pipeline.tracking.mlflow_log as mlflow_log
+    import tpu_pipeline.pipeline.tracking.mlflow_log as mlflow_log
 
     hang = threading.Event()
     monkeypatch.setattr(mlflow_log, "log_to_mlflow", lambda *args: hang.wait())
@@ -216,8 +216,9 @@ def test_the_run_command_with_the_tracker_down_succeeds_with_one_warning_line(
 ):
     """`tpu-pipeline run` as a user runs it, the pipeline itself replaced by the session's
     finished run (a second real run would cost a minute and test nothing more here)."""
+    from tpu_pipeline.cli.main import main
+
     import pipeline.local.runner
-    from cli.main import main
 
     _, summary = digits_run
     monkeypatch.setattr(pipeline.local.runner, "run_local", lambda *args, **kwargs: summary)

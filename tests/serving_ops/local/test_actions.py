@@ -10,14 +10,14 @@ import subprocess
 import sys
 
 import pytest
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common.config import REPO_ROOT, load_config
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.versions import set_aside_versions
+from tpu_pipeline.serving_ops.local import actions as serving_actions
+from tpu_pipeline.serving_ops.local.actions import ServingActionError
+from tpu_pipeline.serving_ops.local.intent_file import INTENT_FILE, read_intent
 
-from cli.main import main
-from common.config import REPO_ROOT, load_config
-from components.serving.publish import pushed_versions
-from components.serving.versions import set_aside_versions
-from serving_ops.local import actions as serving_actions
-from serving_ops.local.actions import ServingActionError
-from serving_ops.local.intent_file import INTENT_FILE, read_intent
 from tests.serving_ops.local.test_baseline import baseline, store_with_two_blessed_models
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
@@ -39,8 +39,8 @@ def cli(config, *args: str) -> int:
 # Rolls back, and is killed (SIGKILL) where ML Metadata would follow the folder.
 _KILLED_BETWEEN_THE_STEPS = """
 import os, signal, sys
-from common.config import load_config
-from serving_ops.local import actions as serving_actions
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.serving_ops.local import actions as serving_actions
 
 def killed(config):
     os.kill(os.getpid(), signal.SIGKILL)
@@ -95,7 +95,7 @@ def test_kill_9_between_the_folder_and_ml_metadata_is_finished_by_the_next_comma
 
 @pytest.mark.slow
 def test_a_run_finishes_a_left_over_action_before_it_resolves_its_baseline(tmp_path, monkeypatch):
-    from pipeline.local import runner as local_runner
+    from tpu_pipeline.pipeline.local import runner as local_runner
 
     config, older, _ = run_folder(tmp_path)
     killed_between_the_steps(_KILLED_BETWEEN_THE_STEPS, config)
@@ -286,7 +286,7 @@ def test_bless_prints_what_it_did_not_the_last_runs_summary(tmp_path, capsys, mo
 def test_a_card_that_cannot_be_written_leaves_the_blessing_standing_and_says_why(
     tmp_path, capsys, monkeypatch
 ):
-    from serving_ops.local import blessing as manual_blessing
+    from tpu_pipeline.serving_ops.local import blessing as manual_blessing
 
     config, _, _ = run_folder(tmp_path)
     refused = with_a_refused_model(tmp_path, config)
@@ -322,10 +322,10 @@ def test_bless_refuses_a_model_that_fails_the_serving_check(tmp_path, capsys):
 # Blesses with a stand-in serving check, and is killed where ML Metadata would record it.
 _BLESS_KILLED_BETWEEN_THE_STEPS = """
 import os, signal, sys
-from common.config import load_config
-from components.serving import server_check
-from serving_ops.local import actions as serving_actions
-from serving_ops.local import blessing as manual_blessing
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.serving import server_check
+from tpu_pipeline.serving_ops.local import actions as serving_actions
+from tpu_pipeline.serving_ops.local import blessing as manual_blessing
 
 def killed(*args):
     os.kill(os.getpid(), signal.SIGKILL)

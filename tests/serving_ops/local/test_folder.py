@@ -16,12 +16,16 @@ import sys
 import threading
 
 import pytest
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
+from tpu_pipeline.components.serving.versions import (
+    ServingFolderError,
+    push_refusal,
+    set_aside_versions,
+)
+from tpu_pipeline.serving_ops.local import folder
+from tpu_pipeline.serving_ops.local.folder import list_versions, pin, restore, rollback, unpin
 
-from common.config import REPO_ROOT
-from components.serving.publish import push_model_version, pushed_versions
-from components.serving.versions import ServingFolderError, push_refusal, set_aside_versions
-from serving_ops.local import folder
-from serving_ops.local.folder import list_versions, pin, restore, rollback, unpin
 from tests.components.serving.test_publish import Clock, save_model
 
 WHEN = datetime.datetime(2026, 12, 1, 14, 0, tzinfo=datetime.timezone.utc)
@@ -125,10 +129,10 @@ def test_a_rolled_back_model_is_refused_until_restored(tmp_path):
 
 
 def test_the_pusher_does_not_push_a_rolled_back_model_again(tmp_path):
-    from common.config import load_config
-    from common.tfx_api import standard_artifacts
-    from components.contract import pusher_sections
-    from components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusherExecutor
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.common.tfx_api import standard_artifacts
+    from tpu_pipeline.components.contract import pusher_sections
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY, AtomicPusherExecutor
 
     base, models = serving_folder(tmp_path, 2)
     rollback(base, "wrong labels")
@@ -199,7 +203,7 @@ def test_a_crash_between_the_note_and_the_move_leaves_the_version_served(tmp_pat
 # Rolls back and restores for ever, printing a line after each move, until killed.
 _MOVER = """
 import sys
-from serving_ops.local.folder import restore, rollback
+from tpu_pipeline.serving_ops.local.folder import restore, rollback
 base = sys.argv[1]
 while True:
     rolled_back, _ = rollback(base, "loop")

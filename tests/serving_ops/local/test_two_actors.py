@@ -13,15 +13,20 @@ from __future__ import annotations
 import time
 
 import pytest
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.versions import set_aside_versions
+from tpu_pipeline.serving_ops.local import actions as serving_actions
+from tpu_pipeline.serving_ops.local import blessing as manual_blessing
+from tpu_pipeline.serving_ops.local import folder
+from tpu_pipeline.serving_ops.local.actions import ServingActionError
+from tpu_pipeline.serving_ops.local.intent_file import (
+    INTENT_FILE,
+    Intent,
+    read_intent,
+    write_intent,
+)
+from tpu_pipeline.serving_ops.protocol import Owner
 
-from components.serving.publish import pushed_versions
-from components.serving.versions import set_aside_versions
-from serving_ops.local import actions as serving_actions
-from serving_ops.local import blessing as manual_blessing
-from serving_ops.local import folder
-from serving_ops.local.actions import ServingActionError
-from serving_ops.local.intent_file import INTENT_FILE, Intent, read_intent, write_intent
-from serving_ops.protocol import Owner
 from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
 from tests.serving_ops.local.test_baseline import baseline
 

@@ -27,10 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from google.api_core import exceptions
-
-from common import vertex_types as gca
-from common.vertex_api import ApiCall
-from serving_ops.vertex.transport import Transport
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.vertex_api import ApiCall
+from tpu_pipeline.serving_ops.vertex.transport import Transport
 
 MODEL = "projects/p/locations/us-central1/models/123"
 STORE = "projects/p/locations/us-central1/metadataStores/default"
@@ -461,9 +460,9 @@ def serving(
     monkeypatch, server: VertexServer, *argv: str, config: str = "kubeflow/vertex-tpu.yaml"
 ):
     """`tpu-pipeline serving ARGV --vertex --config CONFIG`, against `server` as actor "cli"."""
-    from cli.main import main
-    from common import vertex_api
-    from serving_ops.vertex import transport
+    from tpu_pipeline.cli.main import main
+    from tpu_pipeline.common import vertex_api
+    from tpu_pipeline.serving_ops.vertex import transport
 
     monkeypatch.setattr(vertex_api, "connect", lambda region: "credentials")
     monkeypatch.setattr(

@@ -1,7 +1,7 @@
 """Rollback, pin, unpin and restore on Vertex AI: registry aliases and labels, and the endpoint.
 
 Requests are decided offline from version lists (aiplatform_v1 types, as the API returns
-them); the CLI is driven through `cli.main` against `server.VertexServer`, which answers
+them); the CLI is driven through `tpu_pipeline.cli.main` against `server.VertexServer`, which answers
 as the API reference says (etags included) and records every call.
 """
 
@@ -11,12 +11,16 @@ import datetime
 import json
 
 import pytest
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.serving_ops.vertex.aliases import RegistryActionError, registry_change
+from tpu_pipeline.serving_ops.vertex.intents import INTENT_LABEL, LEASE_LABEL, OWNER_LABEL
+from tpu_pipeline.serving_ops.vertex.pusher import (
+    FINGERPRINT_LABEL,
+    PINNED_ALIAS,
+    ROLLED_BACK_LABEL,
+)
 
-from cli.main import main
-from common import vertex_types as gca
-from serving_ops.vertex.aliases import RegistryActionError, registry_change
-from serving_ops.vertex.intents import INTENT_LABEL, LEASE_LABEL, OWNER_LABEL
-from serving_ops.vertex.pusher import FINGERPRINT_LABEL, PINNED_ALIAS, ROLLED_BACK_LABEL
 from tests.serving_ops.vertex.server import MODEL, VertexServer, serving
 
 NOW = datetime.datetime(2026, 12, 1, 14, 0, tzinfo=datetime.timezone.utc)

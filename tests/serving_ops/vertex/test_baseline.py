@@ -4,25 +4,25 @@ The store is `server.VertexServer`'s MetadataService, which answers with aiplatf
 types as the API does: each registry version was pushed by a Pusher execution whose
 inputs are a Model and a ModelBlessing and whose output is a PushedModel. The registry
 side is stateful too (labels and aliases move), so one action can follow another
-through `cli.main`.
+through `tpu_pipeline.cli.main`.
 """
 
 from __future__ import annotations
 
 import pytest
 from google.api_core import exceptions
-
-from common import vertex_types as gca
-from serving_ops.vertex import baseline as registry_baseline
-from serving_ops.vertex.actions import HALF_DONE, INTENT_LABEL
-from serving_ops.vertex.baseline import (
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.serving_ops.vertex import baseline as registry_baseline
+from tpu_pipeline.serving_ops.vertex.actions import HALF_DONE, INTENT_LABEL
+from tpu_pipeline.serving_ops.vertex.baseline import (
     BLESSED_BEFORE_KEY,
     WITHDRAWN_BY_KEY,
     blessing_call,
     pushed_blessings,
 )
-from serving_ops.vertex.intents import LEASE_SECONDS
-from serving_ops.vertex.pusher import ROLLED_BACK_LABEL
+from tpu_pipeline.serving_ops.vertex.intents import LEASE_SECONDS
+from tpu_pipeline.serving_ops.vertex.pusher import ROLLED_BACK_LABEL
+
 from tests.serving_ops.vertex.server import MODEL, SERVING, STORE, VertexServer
 from tests.serving_ops.vertex.server import serving as serving_vertex
 

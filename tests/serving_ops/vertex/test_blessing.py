@@ -7,16 +7,20 @@ import shutil
 
 import pytest
 from google.api_core import exceptions
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ModelRegistryConfig
+from tpu_pipeline.serving_ops.vertex import actions as registry_actions
+from tpu_pipeline.serving_ops.vertex import blessing as registry_blessing
+from tpu_pipeline.serving_ops.vertex.aliases import RegistryActionError
+from tpu_pipeline.serving_ops.vertex.blessing import BLESSED_LABEL, bless_change
+from tpu_pipeline.serving_ops.vertex.intents import INTENT_LABEL
+from tpu_pipeline.serving_ops.vertex.pusher import (
+    FINGERPRINT_LABEL,
+    PINNED_ALIAS,
+    ROLLED_BACK_LABEL,
+)
 
-from cli.main import main
-from common import vertex_types as gca
-from common.config import ModelRegistryConfig
-from serving_ops.vertex import actions as registry_actions
-from serving_ops.vertex import blessing as registry_blessing
-from serving_ops.vertex.aliases import RegistryActionError
-from serving_ops.vertex.blessing import BLESSED_LABEL, bless_change
-from serving_ops.vertex.intents import INTENT_LABEL
-from serving_ops.vertex.pusher import FINGERPRINT_LABEL, PINNED_ALIAS, ROLLED_BACK_LABEL
 from tests.serving_ops.vertex.server import CONTEXT, MODEL, STORE, VertexServer, serving
 from tests.serving_ops.vertex.test_aliases import NOW, version
 
@@ -239,7 +243,8 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_runs_show_th
 def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads_nothing_refused(
     monkeypatch, capsys, tmp_path
 ):
-    from components.serving.warmup import write_warmup_requests
+    from tpu_pipeline.components.serving.warmup import write_warmup_requests
+
     from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
     refused = save_model(tmp_path / "model", {"images": "raises"})  # stands in for gs://

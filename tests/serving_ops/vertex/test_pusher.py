@@ -14,13 +14,13 @@ import types
 
 import pytest
 from tensorflow.core.protobuf import fingerprint_pb2
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import ModelRegistryConfig
+from tpu_pipeline.components import pusher
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.server_check import ServingCheckResult
+from tpu_pipeline.serving_ops.vertex.pusher import FINGERPRINT_LABEL, register_model_version
 
-from common import vertex_types as gca
-from common.config import ModelRegistryConfig
-from components import pusher
-from components.serving.publish import pushed_versions
-from components.serving.server_check import ServingCheckResult
-from serving_ops.vertex.pusher import FINGERPRINT_LABEL, register_model_version
 from tests.serving_ops.vertex.server import VertexServer
 
 PASSED = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
@@ -116,11 +116,15 @@ def test_a_version_is_deployed_once_to_the_named_endpoint_and_a_failed_deploy_is
 
 def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
     """Runs RegistryPusherExecutor after a filesystem push with the given outcome."""
-    from common.config import load_config
-    from common.tfx_api import standard_artifacts
-    from components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
-    from serving_ops.vertex import pusher as model_registry
-    from serving_ops.vertex.pusher import RegistryPusherExecutor, registry_custom_config
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.common.tfx_api import standard_artifacts
+    from tpu_pipeline.components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
+    from tpu_pipeline.serving_ops.vertex import pusher as model_registry
+    from tpu_pipeline.serving_ops.vertex.pusher import (
+        RegistryPusherExecutor,
+        registry_custom_config,
+    )
+
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     def filesystem_push(self, input_dict, output_dict, exec_properties):
@@ -173,11 +177,15 @@ def _push_through_the_registry_pusher(
     `span_shift` if given."""
     import shutil
 
-    from common.config import load_config
-    from common.tfx_api import standard_artifacts
-    from components.contract import pusher_sections
-    from serving_ops.vertex import pusher as model_registry
-    from serving_ops.vertex.pusher import RegistryPusherExecutor, registry_custom_config
+    from tpu_pipeline.common.config import load_config
+    from tpu_pipeline.common.tfx_api import standard_artifacts
+    from tpu_pipeline.components.contract import pusher_sections
+    from tpu_pipeline.serving_ops.vertex import pusher as model_registry
+    from tpu_pipeline.serving_ops.vertex.pusher import (
+        RegistryPusherExecutor,
+        registry_custom_config,
+    )
+
     from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     monkeypatch.setattr(
@@ -210,8 +218,8 @@ def _push_through_the_registry_pusher(
 def test_while_a_version_is_pinned_the_registry_pusher_pushes_uploads_and_deploys_nothing(
     tmp_path, monkeypatch
 ):
-    from components.pusher import PUSH_REFUSED_PROPERTY
-    from serving_ops.vertex.pusher import PINNED_ALIAS
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
+    from tpu_pipeline.serving_ops.vertex.pusher import PINNED_ALIAS
 
     server = VertexServer()
     register(saved_model_dir(tmp_path, 1), server, model_display_name="tpu-pipeline-digits")
@@ -231,9 +239,9 @@ def test_while_a_version_is_pinned_the_registry_pusher_pushes_uploads_and_deploy
 
 
 def test_a_span_the_gate_held_back_is_neither_pushed_nor_uploaded(tmp_path, monkeypatch):
-    from common.tfx_api import standard_artifacts
-    from components.pusher import PUSH_REFUSED_PROPERTY
-    from components.serving.publish import pushed_versions
+    from tpu_pipeline.common.tfx_api import standard_artifacts
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
+    from tpu_pipeline.components.serving.publish import pushed_versions
 
     verdict = standard_artifacts.JsonValue()
     verdict.uri = str(tmp_path / "verdict")
@@ -251,7 +259,11 @@ def test_a_span_the_gate_held_back_is_neither_pushed_nor_uploaded(tmp_path, monk
 
 
 def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tmp_path):
-    from serving_ops.vertex.pusher import ROLLED_BACK_LABEL, open_entry, registry_refusal
+    from tpu_pipeline.serving_ops.vertex.pusher import (
+        ROLLED_BACK_LABEL,
+        open_entry,
+        registry_refusal,
+    )
 
     server = VertexServer()
     models = [saved_model_dir(tmp_path, 1), saved_model_dir(tmp_path, 2)]
@@ -276,7 +288,8 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
 
 def _servable_candidate(tmp_path, broken: dict[str, str] | None = None) -> str:
     """A SavedModel with its warmup requests, as the ServingPackager makes it."""
-    from components.serving.warmup import write_warmup_requests
+    from tpu_pipeline.components.serving.warmup import write_warmup_requests
+
     from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
     model_dir = save_model(tmp_path / "candidate", broken)
@@ -289,8 +302,8 @@ def test_a_model_the_serving_folder_already_held_is_checked_before_its_upload(
 ):
     # Published to the serving folder without a check (by hand, or by a run before the check
     # existed): the registry Pusher recognises the push as done, but must not upload it unchecked.
-    from components.serving.publish import push_model_version
-    from components.serving.server_check import ServingCheckError
+    from tpu_pipeline.components.serving.publish import push_model_version
+    from tpu_pipeline.components.serving.server_check import ServingCheckError
 
     monkeypatch.setenv("PATH", str(tmp_path))  # the Python model server
     candidate = _servable_candidate(tmp_path, {"pixels": "wrong_shape"})
@@ -307,8 +320,8 @@ def test_a_model_the_serving_folder_already_held_is_checked_before_its_upload(
 def test_the_registry_pusher_checks_a_new_model_once_and_records_which_server(
     tmp_path, monkeypatch
 ):
-    from components import pusher
-    from components.pusher import SERVING_CHECK_PROPERTY, SERVING_CHECK_SERVER_PROPERTY
+    from tpu_pipeline.components import pusher
+    from tpu_pipeline.components.pusher import SERVING_CHECK_PROPERTY, SERVING_CHECK_SERVER_PROPERTY
 
     monkeypatch.setenv("PATH", str(tmp_path))
     checked: list[str] = []
@@ -338,8 +351,9 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
 ):
     # A writer that ignores the protocol (the console, an older tool) pins version 1 after
     # the Pusher checked for a pin: the aliases read again after the upload say so.
-    from components.pusher import PUSH_REFUSED_PROPERTY
-    from serving_ops.vertex.pusher import PINNED_ALIAS, ROLLED_BACK_LABEL
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
+    from tpu_pipeline.serving_ops.vertex.pusher import PINNED_ALIAS, ROLLED_BACK_LABEL
+
     from tests.serving_ops.vertex.server import MODEL
 
     server = VertexServer()
@@ -350,7 +364,7 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
             server.hooks.clear()
             server.handle("console", aliases_call(MODEL, "1", ["default", PINNED_ALIAS]))
 
-    from serving_ops.vertex.entry import aliases_call
+    from tpu_pipeline.serving_ops.vertex.entry import aliases_call
 
     server.hooks.append(pin_version_1)
     monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
@@ -372,7 +386,8 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
 def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older_ones(
     tmp_path, monkeypatch
 ):
-    from serving_ops.vertex.pusher import UNDEPLOYED_PROPERTY
+    from tpu_pipeline.serving_ops.vertex.pusher import UNDEPLOYED_PROPERTY
+
     from tests.serving_ops.vertex.server import MODEL
 
     server = VertexServer()
@@ -396,7 +411,7 @@ def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older
 
 
 def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_alone():
-    from serving_ops.vertex.endpoint import deployments_to_retire
+    from tpu_pipeline.serving_ops.vertex.endpoint import deployments_to_retire
 
     def deployed(deployed_id, model, version_id):
         return types.SimpleNamespace(id=deployed_id, model=model, model_version_id=version_id)
@@ -419,9 +434,10 @@ def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_
 def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes(
     tmp_path, monkeypatch, caplog
 ):
-    from serving_ops.vertex.actions import INTENT_LABEL
-    from serving_ops.vertex.baseline import WITHDRAWN_BY_KEY
-    from serving_ops.vertex.pusher import ROLLED_BACK_LABEL
+    from tpu_pipeline.serving_ops.vertex.actions import INTENT_LABEL
+    from tpu_pipeline.serving_ops.vertex.baseline import WITHDRAWN_BY_KEY
+    from tpu_pipeline.serving_ops.vertex.pusher import ROLLED_BACK_LABEL
+
     from tests.serving_ops.vertex.server import MODEL
 
     # `serving rollback --vertex` moved the registry, then stopped before the metadata
@@ -441,10 +457,11 @@ def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes
 
 
 def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, monkeypatch):
-    from components import pusher
-    from components.model_card import card
-    from components.model_card.write import read_model_card
-    from components.pusher import AtomicPusherExecutor
+    from tpu_pipeline.components import pusher
+    from tpu_pipeline.components.model_card import card
+    from tpu_pipeline.components.model_card.write import read_model_card
+    from tpu_pipeline.components.pusher import AtomicPusherExecutor
+
     from tests.components.model_card.test_card import make_facts
 
     def makes_a_card(self, input_dict, custom_config, version, version_dir):
@@ -467,7 +484,7 @@ def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, 
 
 
 def test_a_push_without_a_card_leaves_the_registry_description_empty(tmp_path, monkeypatch):
-    from components import pusher
+    from tpu_pipeline.components import pusher
 
     monkeypatch.setattr(pusher, "check_model", lambda *args: PASSED)  # a fingerprint only
     server = VertexServer()
@@ -488,8 +505,9 @@ def _gs_candidate(tmp_path) -> str:
 def _pin_once_checked(server: VertexServer, monkeypatch) -> None:
     """A writer that ignores the protocol pins version 1 once the Pusher's serving check ran
     (after the Pusher asked the registry, before its registration asks again)."""
-    from serving_ops.vertex.entry import aliases_call
-    from serving_ops.vertex.pusher import PINNED_ALIAS
+    from tpu_pipeline.serving_ops.vertex.entry import aliases_call
+    from tpu_pipeline.serving_ops.vertex.pusher import PINNED_ALIAS
+
     from tests.serving_ops.vertex.server import MODEL
 
     checked: list[str] = []
@@ -508,7 +526,7 @@ def _pin_once_checked(server: VertexServer, monkeypatch) -> None:
 def test_on_cloud_storage_a_registry_refusal_leaves_nothing_served(
     tmp_path, monkeypatch, gcs_bucket
 ):
-    from components.pusher import PUSH_REFUSED_PROPERTY
+    from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
 
     server = VertexServer()
     server.entry(("default",), metadata=False)

@@ -15,19 +15,19 @@ import functools
 
 import pytest
 from google.api_core import exceptions
-
-from common.config import load_config
-from serving_ops.protocol import OperationError, Owner, Patience
-from serving_ops.vertex import actions, blessing
-from serving_ops.vertex.entry import (
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.serving_ops.protocol import OperationError, Owner, Patience
+from tpu_pipeline.serving_ops.vertex import actions, blessing
+from tpu_pipeline.serving_ops.vertex.entry import (
     DEFAULT_ALIAS,
     FINGERPRINT_LABEL,
     PINNED_ALIAS,
     ROLLED_BACK_LABEL,
     Registry,
 )
-from serving_ops.vertex.intents import INTENT_LABELS
-from serving_ops.vertex.pusher import register_model_version
+from tpu_pipeline.serving_ops.vertex.intents import INTENT_LABELS
+from tpu_pipeline.serving_ops.vertex.pusher import register_model_version
+
 from tests.serving_ops.vertex.server import MODEL, STORE, VertexServer
 from tests.serving_ops.vertex.test_pusher import saved_model_dir
 
@@ -350,7 +350,7 @@ def test_a_command_waits_for_a_live_intent_within_its_bound_then_acts(tmp_path):
 
 
 def test_owner_labels_name_the_actor_and_fit_a_label_value():
-    from serving_ops.vertex.intents import owner_label
+    from tpu_pipeline.serving_ops.vertex.intents import owner_label
 
     long = Owner("Someone.With.A.Very.Long.Name@build-machine-" + "x" * 80, 123456, "abcdef")
     label = owner_label(long)
