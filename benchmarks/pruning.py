@@ -25,12 +25,8 @@ from tpu_pipeline.common.config import (
     PruningConfig,
     TrainerConfig,
 )
-from tpu_pipeline.components.models import build_model, compile_model
-from tpu_pipeline.components.serving.export import (
-    PIXELS_SIGNATURE,
-    SERVING_OUTPUT_KEY,
-    serving_copy,
-)
+from tpu_pipeline.components.models import build_model, compile_model, serving_copy
+from tpu_pipeline.components.serving.export import PIXELS_SIGNATURE, SERVING_OUTPUT_KEY
 from tpu_pipeline.components.serving.tflite_variants import (
     array_batches,
     convert,

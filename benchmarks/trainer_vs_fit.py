@@ -116,10 +116,11 @@ def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> Epoc
     """The last epoch of `tpu_pipeline.components.training.task.fit`, exactly as `run_fn` trains."""
     from tpu_pipeline.components.device.strategy import resolve_strategy
     from tpu_pipeline.components.training import task
+    from tpu_pipeline.components.training.setup import TrainingSetup
 
     config = trainer_config(case, **overrides)
     train_file, eval_file, transform_output = split
-    setup = task.TrainingSetup(
+    setup = TrainingSetup(
         dataset=case.dataset,
         choice=resolve_strategy(config),
         transform_output=transform_output,

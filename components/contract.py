@@ -50,7 +50,7 @@ CODE_VERSION_KEY = "code_version"
 # The Trainer's one setting of the `explain` section: the layer whose feature maps its
 # export keeps for Grad-CAM (`explain.grad_cam_layer`; null: the last with feature maps).
 GRAD_CAM_LAYER_KEY = "grad_cam_layer"
-# The Trainer's: how many eval examples its export answers one by one (`runs diff`).
+# The Evaluator's: how many eval examples the judged model answers one by one (`runs diff`).
 OUTCOME_EXAMPLES_KEY = "eval_outcome_examples"
 
 
@@ -64,8 +64,7 @@ def component_sections(config: PipelineConfig, code_version: str) -> dict[str, A
 
 
 def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any]:
-    """The Trainer's: the shared sections, the layer its export keeps for Grad-CAM, and how
-    many eval examples its export answers one by one.
+    """The Trainer's: the shared sections, and the layer its export keeps for Grad-CAM.
 
     The `serving` and `explain` sections are the steps' after it (`packager_sections`,
     `explainer_sections`): changing the TFLite variants or the attributions reruns
@@ -74,7 +73,6 @@ def trainer_sections(config: PipelineConfig, code_version: str) -> dict[str, Any
     return {
         **component_sections(config, code_version),
         GRAD_CAM_LAYER_KEY: config.explain.grad_cam_layer,
-        OUTCOME_EXAMPLES_KEY: config.serving.measured_examples,
     }
 
 
@@ -107,11 +105,12 @@ def pusher_sections(config: PipelineConfig) -> dict[str, Any]:
 
 
 def evaluator_sections(config: PipelineConfig) -> dict[str, Any]:
-    """The Evaluator's: the rules it judges TFMA's figures by, and the class names its
-    verdict names slices with."""
+    """The Evaluator's: the rules it judges TFMA's figures by, the class names its
+    verdict names slices with, and how many eval examples' outcomes it keeps."""
     return {
         DATASET_SECTION: config.dataset.model_dump(mode="json"),
         EVALUATOR_SECTION: config.evaluator.model_dump(mode="json"),
+        OUTCOME_EXAMPLES_KEY: config.serving.measured_examples,
     }
 
 

@@ -5,7 +5,9 @@ no thresholds of its own (`evaluation/eval_config.py`), so TFX's executor writes
 blessing. This executor then reads the figures, applies the `evaluator:` rules once
 (`evaluation/verdict.py`: the overall bound, the slice bounds on slices large enough to
 judge, and the paired test against the baseline), writes the verdict beside TFMA's output
-and the blessing from it: the one place a model is blessed or refused.
+and the blessing from it: the one place a model is blessed or refused. TFMA keeps
+aggregates; beside them the executor keeps the judged model's answer on each of the first
+eval examples (`serving/eval_outcomes.py`), which `runs diff` compares between runs.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
@@ -28,17 +30,21 @@ from tpu_pipeline.common.tfx_api import (
     evaluator_constants,
     executor_spec,
     json_utils,
+    path_utils,
     standard_artifacts,
     standard_component_specs,
     tfx_evaluator_executor,
 )
-from tpu_pipeline.components.contract import read_dataset, read_evaluator
+from tpu_pipeline.components.contract import OUTCOME_EXAMPLES_KEY, read_dataset, read_evaluator
 from tpu_pipeline.components.evaluation.results import (
     overall_metrics,
     paired_counts,
     slice_metrics,
 )
 from tpu_pipeline.components.evaluation.verdict import VERDICT_FILE, Verdict, judge
+from tpu_pipeline.components.packager import split_files
+from tpu_pipeline.components.serving.answers import PixelClassifier
+from tpu_pipeline.components.serving.eval_outcomes import record_eval_outcomes
 
 CUSTOM_CONFIG_KEY = standard_component_specs.CUSTOM_CONFIG_KEY
 
@@ -83,10 +89,26 @@ class EvaluatorExecutor(tfx_evaluator_executor.Executor):
     ) -> None:
         super().Do(input_dict, output_dict, exec_properties)  # TFMA measures, blesses nothing
         custom_config = json.loads(exec_properties[CUSTOM_CONFIG_KEY])
+        evaluation_uri = artifact_utils.get_single_uri(
+            output_dict[standard_component_specs.EVALUATION_KEY]
+        )
+        dataset = read_dataset(custom_config)
         verdict = judge_evaluation(
-            artifact_utils.get_single_uri(output_dict[standard_component_specs.EVALUATION_KEY]),
-            read_evaluator(custom_config),
-            read_dataset(custom_config).class_names,
+            evaluation_uri, read_evaluator(custom_config), dataset.class_names
+        )
+        # Each eval example's outcome, for `runs diff` (which examples flipped between runs).
+        model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
+        record_eval_outcomes(
+            evaluation_uri,
+            PixelClassifier(path_utils.serving_model_path(model.uri)),
+            split_files(
+                artifact_utils.get_single_instance(
+                    input_dict[standard_component_specs.EXAMPLES_KEY]
+                ),
+                "eval",
+            ),
+            dataset,
+            custom_config[OUTCOME_EXAMPLES_KEY],
         )
         _write_blessing(
             artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY]),

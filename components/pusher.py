@@ -16,15 +16,20 @@ pushed, and `push_refused` says why (`components/span_shift_gate.py`). A Pusher 
 publishes elsewhere too (serving_ops/vertex/pusher.py) runs the same check through
 `check_serving`, honours the same verdict, and is asked before a new version is copied
 (`_before_copy`), so its refusal leaves nothing served.
+The warmup requests are the ServingPackager's (`serving.package`); with that step left
+out the Pusher takes the Trainer's SavedModel and ExampleGen's examples, and checks and
+publishes a copy of the model with warmup requests made from the eval split.
 TFX names the executor by this module's path in compiled pipelines, so it stays here.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from absl import logging
+from tpu_pipeline.common import fileio
 from tpu_pipeline.common.interrupts import raise_if_interrupted
 from tpu_pipeline.common.tfx_api import (
     BaseComponent,
@@ -33,6 +38,7 @@ from tpu_pipeline.common.tfx_api import (
     Pusher,
     artifact_utils,
     executor_spec,
+    io_utils,
     json_utils,
     proto_utils,
     pusher_pb2,
@@ -43,9 +49,11 @@ from tpu_pipeline.common.tfx_api import (
 from tpu_pipeline.components.contract import read_dataset, read_evaluator, read_serving
 from tpu_pipeline.components.model_card import card, facts
 from tpu_pipeline.components.model_card.write import write_model_card
+from tpu_pipeline.components.packager import split_files
 from tpu_pipeline.components.serving.publish import PushResult, push_model_version
 from tpu_pipeline.components.serving.server_check import ServingCheckResult, check_model
 from tpu_pipeline.components.serving.versions import push_refusal, serving_lock
+from tpu_pipeline.components.serving.warmup import WARMUP_FILE, write_warmup_requests
 from tpu_pipeline.components.span_shift_gate import push_hold
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
@@ -63,8 +71,12 @@ MODEL_CARD_PROPERTY = "model_card"
 MODEL_CARD_ERROR_PROPERTY = "model_card_error"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
+EXAMPLES_KEY = standard_component_specs.EXAMPLES_KEY
 # The SpanShiftGate's verdict (`drift.block_push`), a JsonValue.
 SPAN_SHIFT_KEY = "span_shift"
+# In the PushedModel's folder: the Trainer's model with warmup requests, when no
+# ServingPackager made them (`serving.package: false`).
+SERVABLE_COPY_DIR = "servable_model"
 
 
 class PushRefused(Exception):
@@ -113,12 +125,13 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             self._before_copy(input_dict, custom_config, pushed_model, target)
 
         base_directory = destination.filesystem.base_directory
+        model_dir = self._servable_model(input_dict, custom_config, pushed_model)
         with serving_lock(base_directory):  # rollback and pin take turns with the push
             if self._refuse_push(input_dict, base_directory, pushed_model, custom_config):
                 return
             try:
                 result = push_model_version(
-                    self.GetModelPath(input_dict),
+                    model_dir,
                     base_directory,
                     before_publish=check_first,
                     before_copy=accept_first,
@@ -150,6 +163,23 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
             pushed_model.set_string_custom_property(
                 SERVING_CHECK_PROPERTY, "not run: the model is already served"
             )
+
+    def _servable_model(
+        self, input_dict: dict[str, list[Any]], custom_config: dict[str, Any], pushed_model: Any
+    ) -> str:
+        """The model to check and publish: the one given, or, given ExampleGen's examples
+        for a model without warmup requests (the Trainer's, with no ServingPackager), a
+        copy of it with warmup requests from the eval split, in the PushedModel's folder."""
+        model_dir = self.GetModelPath(input_dict)
+        examples = input_dict.get(EXAMPLES_KEY) or []
+        if not examples or fileio.exists(os.path.join(model_dir, WARMUP_FILE)):
+            return model_dir
+        servable = os.path.join(pushed_model.uri, SERVABLE_COPY_DIR)
+        io_utils.copy_dir(model_dir, servable)
+        write_warmup_requests(
+            servable, split_files(examples[0], "eval"), read_dataset(custom_config)
+        )
+        return servable
 
     def check_serving(
         self, model_dir: str, custom_config: dict[str, Any], pushed_model: Any
@@ -281,6 +311,7 @@ class AtomicPusherSpec(standard_component_specs.PusherSpec):
         EVALUATION_KEY: ChannelParameter(type=standard_artifacts.ModelEvaluation, optional=True),
         STATISTICS_KEY: ChannelParameter(type=standard_artifacts.ExampleStatistics, optional=True),
         SPAN_SHIFT_KEY: ChannelParameter(type=standard_artifacts.JsonValue, optional=True),
+        EXAMPLES_KEY: ChannelParameter(type=standard_artifacts.Examples, optional=True),
     }
 
 
@@ -301,10 +332,12 @@ class AtomicPusher(Pusher):
         evaluation: Any | None = None,
         statistics: Any | None = None,
         span_shift: Any | None = None,
+        examples: Any | None = None,
     ):
         """Like TFX's Pusher, plus the Evaluator's `evaluation` and StatisticsGen's
-        `statistics` channels for the model card (without `evaluation`, no card), and the
-        SpanShiftGate's `span_shift` verdict (none: no gate, nothing held back)."""
+        `statistics` channels for the model card (without `evaluation`, no card), the
+        SpanShiftGate's `span_shift` verdict (none: no gate, nothing held back), and
+        ExampleGen's `examples` for a model that comes without warmup requests."""
         spec = AtomicPusherSpec(
             model=model,
             model_blessing=model_blessing,
@@ -313,7 +346,8 @@ class AtomicPusher(Pusher):
             evaluation=evaluation,
             statistics=statistics,
             span_shift=span_shift,
+            examples=examples,
             pushed_model=Channel(type=standard_artifacts.PushedModel),
         )
-        # TFX's Pusher.__init__ builds its own spec, which has no room for the two inputs.
+        # TFX's Pusher.__init__ builds its own spec, which has no room for these inputs.
         BaseComponent.__init__(self, spec=spec)

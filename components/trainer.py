@@ -1,31 +1,25 @@
-"""The Trainer's `run_fn`: strategy -> datasets -> model -> train -> export, and nothing after.
+"""The Trainer's `run_fn`: setup -> the task (datasets, model, training) -> export; nothing after.
 
-Each step is a function of its own module (`training/task.py`, `device/`,
-`serving/export.py`), so a test can call any of them alone. The export is the
-SavedModel with its signatures and a warmup request for each (TF Serving's part of a
-SavedModel), so the model is servable and checkable as it stands. What is made from it
-is the work of the steps after the Trainer, each cached, timed and switched apart: the
-ServingPackager (`components/packager.py`: temperature scaling, the drift reference,
-the TFLite variants) and the Explainer (`components/explainer.py`: attributions).
-`training.task.fit` is the training itself, shared with the Tuner (`tpu_pipeline.components.tuner`),
-whose trials train exactly as the Trainer will.
+Each step is one call into a module of its own (`training/setup.py`: the device and the
+Transform graph; `training/task.py`: the training; `models` and `serving/export.py`: the
+SavedModel with its signatures), so a test can call any of them alone. What is made
+from the exported model is the work of the steps after the Trainer, each cached, timed
+and switched apart: the ServingPackager (`components/packager.py`: TF Serving's warmup
+requests, temperature scaling, the drift reference, the TFLite variants), the Evaluator
+(`components/evaluator.py`: each eval example's outcome, beside TFMA's figures) and the
+Explainer (`components/explainer.py`: attributions). `training.task.fit` is the
+training itself, shared with the Tuner (`tpu_pipeline.components.tuner`), whose trials train exactly
+as the Trainer will.
 """
 
 from __future__ import annotations
 
 from tpu_pipeline.common.tfx_api import FnArgs
-from tpu_pipeline.components.contract import (
-    GRAD_CAM_LAYER_KEY,
-    OUTCOME_EXAMPLES_KEY,
-    read_dataset,
-    read_trainer,
-)
+from tpu_pipeline.components.contract import GRAD_CAM_LAYER_KEY, read_dataset, read_trainer
 from tpu_pipeline.components.device.multi_worker import wait_for_all_workers
+from tpu_pipeline.components.models import serving_model
 from tpu_pipeline.components.preflight import require_preflight
-from tpu_pipeline.components.serving.answers import PixelClassifier
-from tpu_pipeline.components.serving.eval_outcomes import record_eval_outcomes
-from tpu_pipeline.components.serving.export import export_serving_model, serving_model
-from tpu_pipeline.components.serving.warmup import write_warmup_requests
+from tpu_pipeline.components.serving.export import export_serving_model
 from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
 from tpu_pipeline.components.training.hyperparameters import apply_hyperparameters, tuned_values
 from tpu_pipeline.components.training.separate_process import (
@@ -33,8 +27,8 @@ from tpu_pipeline.components.training.separate_process import (
     train_in_child,
     trains_in_child,
 )
-from tpu_pipeline.components.training.task import fit, training_setup
-from tpu_pipeline.components.training.training_logs import backup_dir_for
+from tpu_pipeline.components.training.setup import backup_dir_for, training_setup
+from tpu_pipeline.components.training.task import fit
 
 
 def run_fn(fn_args: FnArgs, process: str = "same") -> None:
@@ -52,23 +46,27 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
         train_in_child(TrainingRequest.from_fn_args(fn_args))
         return
     skip_autograph_for_tf_keras()
+    # Keyed by what the training reads, so a retried Trainer resumes from its last epoch.
+    backup_dir = backup_dir_for(
+        fn_args.model_run_dir,
+        {
+            "train_files": fn_args.train_files,
+            "transform": fn_args.transform_graph_path,
+            "custom_config": fn_args.custom_config,
+            "hyperparameters": tuned,
+            "train_steps": fn_args.train_steps,
+        },
+    )
     setup = training_setup(fn_args, dataset, config)  # the device, the Transform graph
     if setup.choice.device == "tpu" and config.tpu_preflight:
         # A step that cannot compile fails here in seconds, naming the layer, not on the TPU.
         require_preflight(dataset, config, setup.choice.num_replicas, setup.transform_output)
-    training_inputs = {
-        "train_files": fn_args.train_files,
-        "transform": fn_args.transform_graph_path,
-        "custom_config": fn_args.custom_config,
-        "hyperparameters": tuned,
-        "train_steps": fn_args.train_steps,
-    }
     model, _, training_info = fit(  # datasets -> model -> train
         setup,
         config,
         train_steps=fn_args.train_steps,
         log_dir=fn_args.model_run_dir,
-        backup_dir=backup_dir_for(fn_args.model_run_dir, training_inputs),
+        backup_dir=backup_dir,
         base_model=fn_args.base_model,
     )
     training_info["training_process"] = process
@@ -86,17 +84,6 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
             fn_args.serving_model_dir,
             training_info,
             grad_cam_layer=fn_args.custom_config.get(GRAD_CAM_LAYER_KEY),
-        )
-        # TF Serving replays them when it loads the model; the Pusher's check sends them.
-        write_warmup_requests(fn_args.serving_model_dir, setup.eval_files, dataset)
-        # Each eval example's outcome, for `runs diff` (which examples flipped between runs),
-        # kept with the run's logs; the ServingPackager's temperature keeps every answer.
-        record_eval_outcomes(
-            fn_args.model_run_dir,
-            PixelClassifier(fn_args.serving_model_dir),
-            setup.eval_files,
-            dataset,
-            fn_args.custom_config[OUTCOME_EXAMPLES_KEY],
         )
     if setup.choice.num_workers > 1:
         # TFX checks on every worker that the model exists: the others wait for the chief's.

@@ -44,7 +44,8 @@ from tpu_pipeline.components.training.hyperparameters import (
     trial_dir,
     tuned_values,
 )
-from tpu_pipeline.components.training.task import TrainingSetup, fit, training_setup
+from tpu_pipeline.components.training.setup import TrainingSetup, training_setup
+from tpu_pipeline.components.training.task import fit
 
 # The custom_config entry the Tuner's executor adds: the folder trials write into.
 TRIALS_DIR_KEY = "trials_dir"

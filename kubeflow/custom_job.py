@@ -10,7 +10,7 @@ With `vertex.trainer.spot` the job asks for Spot capacity (`Scheduling.strategy`
 SPOT) and for the whole job to restart when a worker does
 (`restart_job_on_worker_restart`): a preempted job starts over, and the Trainer
 resumes from the last epoch BackupAndRestore wrote under the pipeline root in
-Cloud Storage (`components/training/training_logs.py: backup_dir_for`).
+Cloud Storage (`components/training/setup.py: backup_dir_for`).
 """
 
 from __future__ import annotations

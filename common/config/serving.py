@@ -24,10 +24,11 @@ class ServingConfig(_Section):
 
     package: bool = Field(
         default=True,
-        description="run the ServingPackager after the Trainer: temperature scaling, the "
-        "drift reference predict compares with, and the TFLite variants with their "
-        "measurements; false leaves the step out, and the Evaluator and the Pusher take the "
-        "Trainer's SavedModel (with its signatures and warmup requests) as it is",
+        description="run the ServingPackager after the Trainer: TF Serving's warmup "
+        "requests, temperature scaling, the drift reference predict compares with, and the "
+        "TFLite variants with their measurements; false leaves the step out, the Evaluator "
+        "and the Pusher take the Trainer's SavedModel as it is, and the Pusher publishes a "
+        "copy with warmup requests from the eval split",
     )
     tflite_variants: tuple[TFLiteVariant, ...] = Field(
         default=("float32", "float16", "dynamic_int8", "int8"),

@@ -26,11 +26,10 @@ import os
 from collections.abc import Mapping
 from typing import Literal
 
-import grpc
 import tensorflow as tf
 from absl import logging
 from tpu_pipeline.common.config import TrainerConfig
-from tpu_pipeline.common.timeouts import call_with_timeout
+from tpu_pipeline.common.timeouts import call_with_timeout, wait_for_grpc_endpoint
 from tpu_pipeline.components.device.multi_worker import connect_workers, multi_worker_cluster
 from tpu_pipeline.components.device.replica_guard import check_replicas
 
@@ -88,24 +87,6 @@ def find_tpu_signals(
     return signals
 
 
-def wait_for_grpc_endpoint(address: str, timeout_s: float) -> None:
-    """Waits until a gRPC server answers at `address` (host:port).
-
-    A server that accepts TCP connections but never speaks HTTP/2 (a wrong
-    port, a stuck worker) never becomes ready; this returns or raises in
-    `timeout_s`, where TensorFlow's own connect would block.
-    """
-    channel = grpc.insecure_channel(address)
-    try:
-        grpc.channel_ready_future(channel).result(timeout=timeout_s)
-    except grpc.FutureTimeoutError:
-        raise TPUUnavailableError(
-            f"TPU worker grpc://{address}: no gRPC answer within {timeout_s:g} s"
-        ) from None
-    finally:
-        channel.close()
-
-
 def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
     """Connects to the TPU and returns a TPUStrategy over all its cores.
 
@@ -126,7 +107,10 @@ def connect_tpu(tpu: str | None, timeout_s: float) -> StrategyChoice:
         raise TPUUnavailableError(f"{what}: {type(error).__name__}: {error}") from error
     master = resolver.master()
     if master.startswith("grpc://"):
-        wait_for_grpc_endpoint(master.removeprefix("grpc://"), timeout_s)
+        try:
+            wait_for_grpc_endpoint(master.removeprefix("grpc://"), timeout_s)
+        except TimeoutError as error:
+            raise TPUUnavailableError(f"TPU worker {error}") from None
     if tpu != "local":
         tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)  # once, from this one client
@@ -174,21 +158,6 @@ def tpu_resolver_address(
     return None
 
 
-def join_workers(cluster: dict, wanted: str, config: TrainerConfig) -> StrategyChoice:
-    """MultiWorkerMirroredStrategy over the TF_CONFIG cluster, on each worker's GPUs or CPU."""
-    strategy, workers, is_chief = connect_workers(
-        cluster, config.worker_join_timeout_s, config.worker_heartbeat_timeout_s
-    )
-    device: Device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
-    if wanted == "gpu" and device != "gpu":
-        raise NoAcceleratorError("trainer.accelerator is 'gpu' but this worker has no GPU")
-    replicas = strategy.num_replicas_in_sync
-    description = (
-        f"MultiWorkerMirroredStrategy on {workers} workers ({replicas} {device.upper()} replicas)"
-    )
-    return StrategyChoice(strategy, device, replicas, description, workers, is_chief, workers)
-
-
 def resolve_strategy(config: TrainerConfig) -> StrategyChoice:
     """Picks TPU, else several workers (TF_CONFIG), else >= 2 GPUs, one GPU, or the CPU.
 
@@ -222,9 +191,8 @@ def _connect(config: TrainerConfig) -> StrategyChoice:
         if signals or wanted == "tpu":
             logging.info("TPU evidence: %s", ", ".join(signals) or "trainer.accelerator=tpu")
             try:
-                return connect_tpu(
-                    tpu_resolver_address(config, signals), config.tpu_connect_timeout_s
-                )
+                address = tpu_resolver_address(config, signals)
+                return connect_tpu(address, config.tpu_connect_timeout_s)
             except TPUUnavailableError as error:
                 raise TPUUnavailableError(
                     f"{error}. TPU expected because of {', '.join(signals) or 'accelerator=tpu'}; "
@@ -232,7 +200,19 @@ def _connect(config: TrainerConfig) -> StrategyChoice:
                 ) from error.__cause__
     cluster = multi_worker_cluster()
     if cluster:  # before anything else starts TensorFlow's runtime
-        return join_workers(cluster, wanted, config)
+        # MultiWorkerMirroredStrategy over the TF_CONFIG cluster, on each worker's GPUs or CPU.
+        strategy, workers, is_chief = connect_workers(
+            cluster, config.worker_join_timeout_s, config.worker_heartbeat_timeout_s
+        )
+        device: Device = "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
+        if wanted == "gpu" and device != "gpu":
+            raise NoAcceleratorError("trainer.accelerator is 'gpu' but this worker has no GPU")
+        replicas = strategy.num_replicas_in_sync
+        description = (
+            f"MultiWorkerMirroredStrategy on {workers} workers "
+            f"({replicas} {device.upper()} replicas)"
+        )
+        return StrategyChoice(strategy, device, replicas, description, workers, is_chief, workers)
     if wanted in ("auto", "gpu"):
         gpus = tf.config.list_logical_devices("GPU")
         if len(gpus) >= 2:

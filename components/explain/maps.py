@@ -1,7 +1,7 @@
 """Attribution maps of the served model's answers, by PAIR's `saliency` methods.
 
 The methods call the exported SavedModel's `pixels` signature and its gradient
-(8-bit pixel data too: `components/serving/eight_bit.py`), so what is explained is
+(8-bit pixel data too: `components/serving/export.py`), so what is explained is
 what is served, temperature scaling included. Each map is the method's own
 visualisation, one value in [0, 1] per pixel:
 - integrated gradients: |attribution| summed over the channels, clipped at its 99th

@@ -22,8 +22,9 @@ import inspect
 import pkgutil
 from collections.abc import Callable
 
+import numpy as np
 import tf_keras
-from tpu_pipeline.common.config import ConfigError, TrainerConfig
+from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.models import _pretrained
 from tpu_pipeline.components.models._backbone import Backbone, freeze_backbone
@@ -47,6 +48,8 @@ __all__ = [
     "is_user_model",
     "load_pretrained_weights",
     "require_downloadable_weights",
+    "serving_copy",
+    "serving_model",
     "user_model_source",
     "weights_fingerprint",
 ]
@@ -220,3 +223,34 @@ def compile_model(
         jit_compile=jit_compile,
         steps_per_execution=steps_per_execution,
     )
+
+
+def serving_copy(
+    weights: list[np.ndarray], model_name: str, dataset: DatasetConfig
+) -> tf_keras.Model:
+    """A float32 model with the trained `weights` (float32 under every policy).
+
+    It takes the weights, not the trained model: under MultiWorkerMirroredStrategy
+    reading a BatchNorm moving statistic is an all-reduce, so every worker must read
+    them (`model.get_weights()`) together, while only the chief builds the copy.
+    """
+    copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
+    copy.set_weights(weights)
+    return copy
+
+
+def serving_model(
+    model: tf_keras.Model,
+    model_name: str,
+    dataset: DatasetConfig,
+    precision: str,
+    num_workers: int,
+) -> tf_keras.Model:
+    """What the Trainer exports of its trained `model`: the model itself where it computed in
+    float32 on one worker, else a float32 copy of its weights (`serving_copy`).
+
+    Every worker of a cluster calls it: reading the weights is a collective there.
+    """
+    if precision == "float32" and num_workers == 1:
+        return model
+    return serving_copy(model.get_weights(), model_name, dataset)

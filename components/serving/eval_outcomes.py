@@ -1,12 +1,13 @@
-"""Which eval examples the exported model got right, one by one, kept with the run.
+"""Which eval examples the judged model got right, one by one, kept with the run.
 
 TFMA keeps aggregates; to say which examples flipped from right to wrong between two
-runs (`tpu-pipeline runs diff`) each example's outcome must be kept. The Trainer writes
-them beside its TensorBoard logs (its `model_run` folder: part of the run, cached with the
-Trainer, never pushed with the model), from the exported model's answers on the first
-`serving.measured_examples` eval examples in file order, the ones its accuracy is
-measured on. An example is named by a digest of its stored image and label, so two runs
-on the same data name it alike even when ExampleGen wrote it again.
+runs (`tpu-pipeline runs diff`) each example's outcome must be kept. The Evaluator writes
+them beside TFMA's output (its `evaluation` folder: part of the run, cached with the
+Evaluator, never pushed with the model), from the answers of the model it judged (the
+served one) on the first `serving.measured_examples` eval examples in file order, the
+ones its accuracy is measured on. An example is named by a digest of its stored image
+and label, so two runs on the same data name it alike even when ExampleGen wrote it
+again.
 
 Reading needs no TensorFlow (`common.fileio` loads it only for an object-store path), so
 `runs diff` answers in well under a second; writing imports it inside the function.
@@ -79,17 +80,17 @@ def _keys_of(serialized: list[bytes], dataset: DatasetConfig) -> list[str]:
 
 
 def record_eval_outcomes(
-    model_run_dir: str,
+    output_dir: str,
     classify: Callable[[tf.Tensor], tf.Tensor],
     eval_files: list[str],
     dataset: DatasetConfig,
     limit: int,
 ) -> EvalOutcomes:
-    """Classifies the first `limit` eval examples with `classify` (the export's `pixels`
-    signature, loaded) and writes each one's outcome into `model_run_dir`.
+    """Classifies the first `limit` eval examples with `classify` (the model's `pixels`
+    signature, loaded) and writes each one's outcome into `output_dir`.
 
     Args:
-      model_run_dir: the Trainer's ModelRun folder (local or on an object store).
+      output_dir: the Evaluator's ModelEvaluation folder (local or on an object store).
       classify: pixels [n, ...] -> probabilities [n, classes].
       eval_files: ExampleGen's gzipped eval split.
       dataset: feature names and image shape.
@@ -112,7 +113,7 @@ def record_eval_outcomes(
         labels += [int(label) for label in batch_labels.numpy()]
         predicted += [int(answer) for answer in classify(pixels).numpy().argmax(axis=1)]
     outcomes = EvalOutcomes(keys, labels, predicted)
-    path = os.path.join(model_run_dir, EVAL_OUTCOMES_FILE)
+    path = os.path.join(output_dir, EVAL_OUTCOMES_FILE)
     with tf.io.gfile.GFile(path, "w") as handle:
         handle.write(outcomes.to_json())
     logging.info(
@@ -124,10 +125,11 @@ def record_eval_outcomes(
     return outcomes
 
 
-def read_eval_outcomes(model_run_uri: str) -> EvalOutcomes | None:
-    """The outcomes a run's Trainer recorded in its ModelRun folder, or None (an older run,
-    or a file that cannot be read)."""
-    path = os.path.join(model_run_uri, EVAL_OUTCOMES_FILE)
+def read_eval_outcomes(folder_uri: str) -> EvalOutcomes | None:
+    """The outcomes recorded in a run's folder (its Evaluator's evaluation, or the Trainer's
+    model_run in runs made before the Evaluator kept them), or None (none there, or a file
+    that cannot be read)."""
+    path = os.path.join(folder_uri, EVAL_OUTCOMES_FILE)
     try:
         if not fileio.exists(path):
             return None

@@ -18,12 +18,20 @@ Beside the signatures, not served (TF Serving loads signatures only), the model 
 maps and the gradient of the target class's probability with respect to them, through
 the same preprocessing and weights as `pixels`. Grad-CAM needs both, and no signature
 can give the second (`components/explain/maps.py`).
+
+ExampleGen stores IDX and CIFAR-10 pixels as bytes (`stores_8bit_pixels`), so their
+Transform graph takes bytes, which TFLite and TF.js cannot build from floats. But 8-bit
+pixels have 256 values: the graph's output for each one, read once at export, is a table
+the `pixels` signature looks its input up in (`scaled_8bit_values`, `scale_8bit_pixels`).
+The floats are the graph's own (the Beam pass's min-max scaling, not a copy of it), in ops
+TFLite and TF.js run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -33,8 +41,6 @@ import tf_keras
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range
-from tpu_pipeline.components.models import build_model
-from tpu_pipeline.components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
 
 SERVING_SIGNATURE = "serving_default"
 SERVING_INPUT_KEY = "examples"
@@ -46,37 +52,7 @@ FEATURE_MAPS_KEY, GRADIENTS_KEY = "feature_maps", "gradients"
 GRAD_CAM_LAYER_KEY = "grad_cam_layer"  # in training_info.json: the layer it reads
 # TF Serving ignores assets.extra; it travels with every pushed copy of the model.
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
-
-
-def serving_copy(
-    weights: list[np.ndarray], model_name: str, dataset: DatasetConfig
-) -> tf_keras.Model:
-    """A float32 model with the trained `weights` (float32 under every policy).
-
-    It takes the weights, not the trained model: under MultiWorkerMirroredStrategy
-    reading a BatchNorm moving statistic is an all-reduce, so every worker must read
-    them (`model.get_weights()`) together, while only the chief builds the copy.
-    """
-    copy = build_model(model_name, dataset.image_shape, dataset.num_classes, precision="float32")
-    copy.set_weights(weights)
-    return copy
-
-
-def serving_model(
-    model: tf_keras.Model,
-    model_name: str,
-    dataset: DatasetConfig,
-    precision: str,
-    num_workers: int,
-) -> tf_keras.Model:
-    """What the Trainer exports of its trained `model`: the model itself where it computed in
-    float32 on one worker, else a float32 copy of its weights (`serving_copy`).
-
-    Every worker of a cluster calls it: reading the weights is a collective there.
-    """
-    if precision == "float32" and num_workers == 1:
-        return model
-    return serving_copy(model.get_weights(), model_name, dataset)
+EIGHT_BIT_VALUES = 256
 
 
 def feature_map_layer(model: tf_keras.Model, name: str | None) -> tf_keras.layers.Layer | None:
@@ -212,7 +188,7 @@ def export_serving_model(
 
 
 def trained_weights(saved_model_dir: str) -> list[np.ndarray]:
-    """The weights of an exported model, in `get_weights` order (for `serving_copy`)."""
+    """The weights of an exported model, in `get_weights` order (for `models.serving_copy`)."""
     return tf_keras.models.load_model(saved_model_dir, compile=False).get_weights()
 
 
@@ -228,3 +204,37 @@ def write_training_info(export_dir: str, training_info: dict[str, Any]) -> None:
     tf.io.gfile.makedirs(os.path.dirname(info_path))
     with tf.io.gfile.GFile(info_path, "w") as handle:
         handle.write(json.dumps(training_info, indent=2, sort_keys=True))
+
+
+def scaled_8bit_values(
+    transform_layer: Callable[[dict[str, tf.Tensor]], dict[str, tf.Tensor]], dataset: DatasetConfig
+) -> tf.Tensor:
+    """float32 [256]: what the Transform graph makes of each 8-bit value 0..255."""
+    pixel_count = dataset.pixel_count
+    # Every value once, in as few examples as hold them (the graph scales every pixel alike).
+    rows = -(-EIGHT_BIT_VALUES // pixel_count)
+    probe = np.resize(np.arange(EIGHT_BIT_VALUES, dtype=np.uint8), (rows, pixel_count))
+    raw = tf.constant([[row.tobytes()] for row in probe])
+    scaled = transform_layer({dataset.pixel_feature: raw})[IMAGE_KEY]
+    return tf.constant(tf.reshape(scaled, [-1])[:EIGHT_BIT_VALUES].numpy())
+
+
+def scale_8bit_pixels(pixels: tf.Tensor, scaled_values: tf.Tensor) -> tf.Tensor:
+    """Float pixels (whole 0..255 values; others are rounded and clipped) -> the graph's floats.
+
+    A table lookup has no gradient, which attributions (`components/explain/`) need: its
+    gradient is the table's slope from each value to the next, as if the graph's scaling
+    were drawn through the 256 points. The answer itself stays the lookup.
+    """
+
+    @tf.custom_gradient
+    def lookup(values: tf.Tensor) -> tuple[tf.Tensor, Callable[[tf.Tensor], tf.Tensor]]:
+        index = tf.cast(tf.clip_by_value(tf.round(values), 0.0, 255.0), tf.int32)
+        slopes = scaled_values[1:] - scaled_values[:-1]
+
+        def gradient(upstream: tf.Tensor) -> tf.Tensor:
+            return upstream * tf.gather(slopes, tf.minimum(index, EIGHT_BIT_VALUES - 2))
+
+        return tf.gather(scaled_values, index), gradient
+
+    return lookup(pixels)

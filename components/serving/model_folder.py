@@ -2,9 +2,10 @@
 
 The ServingPackager (`components/packager.py`) calls `package_model` after the Trainer:
 the SavedModel first, refitted to a temperature when `serving.temperature_scaling` asks
-and it helps (else copied as the Trainer exported it, warmup requests included), then
-the drift reference `predict` compares its input with (`components/drift/reference.py`),
-then each variant measured against it (TFLite today). The Evaluator judges this folder
+and it helps (else copied as the Trainer exported it), with TF Serving's warmup requests
+(`warmup.py`: real eval examples for every signature), then the drift reference
+`predict` compares its input with (`components/drift/reference.py`), then each variant
+measured against it (TFLite today). The Evaluator judges this folder
 and the Pusher's one copy publishes it, so what is served is what was evaluated and
 measured. A new serving format is one more step here and a module beside this one.
 """
@@ -16,12 +17,12 @@ from absl import logging
 from tpu_pipeline.common.config import DatasetConfig, ServingConfig
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.components.drift.reference import write_drift_reference
+from tpu_pipeline.components.models import serving_copy
 from tpu_pipeline.components.serving.answers import PixelClassifier, eval_answers
 from tpu_pipeline.components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
     read_training_info,
-    serving_copy,
     trained_weights,
     write_training_info,
 )
@@ -45,10 +46,11 @@ def package_model(
     eval_files: list[str],
 ) -> PixelClassifier:
     """Writes the served model into `package_dir`: the Trainer's SavedModel (temperature-scaled
-    when that helps), its drift reference and its measured variants; returns it, loaded.
+    when that helps) with its warmup requests, its drift reference and its measured
+    variants; returns it, loaded.
 
     Args:
-      trained_dir: the Trainer's SavedModel, with its signatures and warmup requests.
+      trained_dir: the Trainer's SavedModel, with its signatures.
       package_dir: where the served model goes (the ServingPackager's Model artifact).
       transform_output: the Transform graph the signatures apply (for a re-export).
       dataset: shapes, feature names and classes.
@@ -74,11 +76,12 @@ def package_model(
                 training_info,
                 training_info.get(GRAD_CAM_LAYER_KEY),
             )
-            write_warmup_requests(package_dir, eval_files, dataset)
             served = PixelClassifier(package_dir)
     if served is trained:
         io_utils.copy_dir(trained_dir, package_dir)
         write_training_info(package_dir, training_info)
+    # TF Serving replays them when it loads the model; the Pusher's check sends them.
+    write_warmup_requests(package_dir, eval_files, dataset)
     reference = write_drift_reference(
         package_dir,
         train_files,

@@ -2,11 +2,11 @@
 
 TF Serving replays `assets.extra/tf_serving_warmup_requests` (a TFRecord file of
 `PredictionLog` records) when it loads a version, so no client's first request pays
-for initialising the graph. The Trainer writes it with its export, one request per
-signature the export defines, so every SavedModel the pipeline makes is servable and
-checkable as it stands (the ServingPackager's copy carries it, its temperature-scaled
-re-export gets its own); the Pusher's serving check (`server_check.py`) sends the same
-requests to a model server before the push.
+for initialising the graph. The ServingPackager writes it into the model it makes, as
+TFX's InfraValidator with `make_warmup` does, one request per signature the export
+defines (with `serving.package` false, the Pusher into the copy of the Trainer's model it
+publishes); the Pusher's serving check (`server_check.py`) sends the same requests to a
+model server before the push.
 
 `serving_default` takes serialized examples, the one kind of request TFX's
 InfraValidator builds: its request builder finds the signature's input and makes

@@ -3,11 +3,11 @@
 It runs in the tf.data input on the host, as the TPU guides' input functions do, so
 the accelerator's compiled step is the same with or without it. Photos (stored
 encoded) get the ImageNet recipe: a random resized crop at decode time
-(`components/images/crop.py`) and a left-right flip. Pixel data such as digits gets
-a whole-pixel shift of the zero-padded batch: exact (no resampling blur), each
-image with its own offset, and shape-preserving, so batches stay static for XLA;
-small training sets gain most, as the model sees a digit a pixel or two off
-centre as the same digit.
+(`random_resized_crop`, `components/images/decode.py`) and a left-right flip. Pixel
+data such as digits gets a whole-pixel shift of the zero-padded batch: exact (no
+resampling blur), each image with its own offset, and shape-preserving, so batches stay
+static for XLA; small training sets gain most, as the model sees a digit a pixel or two
+off centre as the same digit.
 """
 
 from __future__ import annotations

@@ -86,22 +86,32 @@ def train_in_phases(
     log_dir: str,
     backup_dir: str,
     is_chief: bool = True,
+    callbacks: tuple[tf_keras.callbacks.Callback, ...] = (),
+    training_info: dict[str, Any] | None = None,
+    class_names: tuple[str, ...] = (),
 ) -> tf_keras.callbacks.History:
     """Compiles and trains `model` phase by phase (`fine_tuning_phases`): a pretrained
     backbone's fine-tuning phases, else the one ordinary training of `config.epochs`.
 
     Args:
-      model: built by `build_model` (a backbone with its pretrained weights), not compiled.
+      model: built by `task.fit` (a backbone with its pretrained weights), not compiled.
       is_chief: removes the first phase's backup at the end (one worker of several).
+      training_info: how the model trains, so far; the schedule's part is added to it
+        (`peak_learning_rate`, and each phase's with `fine_tuning`), and the first
+        phase logs it and writes it to TensorBoard before training. None: neither.
       Others: as `tpu_pipeline.components.training.loop.train`.
     """
     # No phase (None): the whole run at once, backing up into `backup_dir` itself.
     phases = [(phase, phase_config(config, phase)) for phase in fine_tuning_phases(config)]
+    if training_info is not None:
+        if phases:
+            training_info["fine_tuning"] = describe_phases(config, batch_size)
+        training_info["peak_learning_rate"] = peak_learning_rate(config, batch_size)
     # One History over every phase's epochs, as a single `fit` would have returned.
     joined = tf_keras.callbacks.History()
     joined.set_model(model)
     joined.epoch = []
-    for phase, recipe in phases or [(None, config)]:
+    for index, (phase, recipe) in enumerate(phases or [(None, config)]):
         steps = steps_per_epoch * (phase.end_epoch - phase.first_epoch if phase else config.epochs)
         with strategy.scope():  # the optimizer's variables too
             optimizer = make_optimizer(recipe, batch_size, steps_per_epoch, steps)
@@ -122,6 +132,9 @@ def train_in_phases(
             log_dir=log_dir,
             backup_dir=os.path.join(backup_dir, phase.name) if phase else backup_dir,
             phase=phase,
+            callbacks=callbacks,
+            run_info=training_info if index == 0 else None,
+            class_names=class_names,
         )
         joined.epoch += history.epoch
         for name, values in history.history.items():

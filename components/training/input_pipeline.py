@@ -4,8 +4,8 @@ Everything runs here, on the host, in parallel and ahead of the accelerator, so
 the accelerator receives dense float images of a static shape only. Pixel data is
 batched before parsing, so parsing and the Transform graph run once per batch,
 vectorised. Photos (stored encoded) are decoded one by one in parallel calls,
-training images as random crops (`components/images/crop.py`), evaluation images
-whole through the Transform graph, which decodes with the same ops. Every batch
+training images as random crops (`random_resized_crop`, `components/images/decode.py`),
+evaluation images whole through the Transform graph, which decodes with the same ops. Every batch
 has the same size, which TPUs (and XLA in general) need to compile the step once:
 training drops the remainder of each pass (it repeats anyway); evaluation fills
 its last batch with examples weighted 0, so it sees every eval example once,
@@ -21,8 +21,11 @@ import tensorflow_transform as tft
 from absl import logging
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
-from tpu_pipeline.components.images.crop import random_resized_crop
-from tpu_pipeline.components.images.decode import decode_encoded_image, unit_range
+from tpu_pipeline.components.images.decode import (
+    decode_encoded_image,
+    random_resized_crop,
+    unit_range,
+)
 from tpu_pipeline.components.training.augmentation import Augmentation
 
 # Training files up to this size (gzipped) are kept in memory, decompressed, after the

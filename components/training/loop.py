@@ -6,14 +6,20 @@ the same metrics, so `trainer.loop` changes how a step runs, never what is logge
 
 from __future__ import annotations
 
+from typing import Any
+
 import tensorflow as tf
 import tf_keras
+from absl import logging
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import TrainingPolicy
 from tpu_pipeline.components.training.custom_loop import train_custom_loop
 from tpu_pipeline.components.training.input_pipeline import EvalInput
-from tpu_pipeline.components.training.pruning import pruning_callbacks
-from tpu_pipeline.components.training.training_logs import Phase, training_callbacks
+from tpu_pipeline.components.training.training_logs import (
+    Phase,
+    training_callbacks,
+    write_run_summaries,
+)
 
 
 def train(
@@ -29,6 +35,9 @@ def train(
     log_dir: str,
     backup_dir: str,
     phase: Phase | None = None,
+    callbacks: tuple[tf_keras.callbacks.Callback, ...] = (),
+    run_info: dict[str, Any] | None = None,
+    class_names: tuple[str, ...] = (),
 ) -> tf_keras.callbacks.History:
     """Trains `model` for `config.epochs` epochs of `steps_per_epoch` batches, or one phase's.
 
@@ -36,8 +45,15 @@ def train(
     callbacks (backups, TensorBoard, epoch lines) and report the same metrics. Each
     epoch validates on every example of `eval_input`. With a fine-tuning `phase`
     only its epochs train, numbered as in the whole run; the profiler traces the
-    phase that trains the backbone, the step that costs the most.
+    phase that trains the backbone, the step that costs the most. `callbacks` run after
+    the logging ones (a pruned model's step counter). With `run_info` (how the model
+    trains) the run is logged and its summaries written to TensorBoard first: the
+    configuration, a few eval images and, with `class_names`, the classes.
     """
+    if run_info is not None:
+        logging.info("Trainer setup: %s", run_info)
+        images, labels, *_ = next(iter(eval_input.dataset))
+        write_run_summaries(log_dir, images, run_info, labels, class_names)
     first_epoch, end_epoch = (phase.first_epoch, phase.end_epoch) if phase else (0, config.epochs)
     profiles = phase is None or phase.backbone_trainable
     callbacks = training_callbacks(
@@ -48,7 +64,7 @@ def train(
         config.profile_batches if profiles else None,
         eval_input.examples,
         phase,
-    ) + pruning_callbacks(config.pruning)
+    ) + list(callbacks)
     if config.loop == "custom":
         return train_custom_loop(
             model,

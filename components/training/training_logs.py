@@ -9,7 +9,6 @@ Backups let a Trainer that was interrupted resume at its last finished epoch.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -184,17 +183,6 @@ class TensorBoard(tf_keras.callbacks.TensorBoard):
         weight stays empty: its histogram is all zeros, as TensorBoard's op writes it)."""
         stride = max(1, -(-flat.size // self._max_histogram_values))
         return flat[::stride]
-
-
-def backup_dir_for(model_run_dir: str, training_inputs: dict[str, Any]) -> str:
-    """A backup folder that stays the same when the same training is retried.
-
-    TFX gives every Trainer attempt a new `model_run_dir`, so a backup kept
-    there could never be found again. Keying it by the training inputs lets a
-    retry with the same inputs resume, and keeps different trainings apart.
-    """
-    fingerprint = hashlib.sha256(json.dumps(training_inputs, sort_keys=True).encode()).hexdigest()
-    return os.path.join(os.path.dirname(model_run_dir.rstrip("/")), "backup", fingerprint[:16])
 
 
 def write_run_summaries(

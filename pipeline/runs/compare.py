@@ -1,9 +1,10 @@
 """What differs between two runs: configuration, data, metrics, and the examples that flipped.
 
 Both runs are `RunEntry`s read from ML Metadata (`history.py`); the metrics come from
-the summaries the runs noted, the per-example outcomes from the files their Trainers
-wrote (`components/serving/eval_outcomes.py`). An example is compared only when both
-runs measured it, matched by its key (its stored image and label), not its position.
+the summaries the runs noted, the per-example outcomes from the files their Evaluators
+wrote (`components/serving/eval_outcomes.py`; their Trainers, in older runs). An example
+is compared only when both runs measured it, matched by its key (its stored image and
+label), not its position.
 """
 
 from __future__ import annotations
@@ -138,7 +139,12 @@ def _slices(run: RunEntry) -> dict[str, Any]:
 
 
 def _outcomes(run: RunEntry) -> EvalOutcomes | None:
-    return read_eval_outcomes(run.model_run_uri) if run.model_run_uri else None
+    """The run's Evaluator's outcomes, else those its Trainer wrote before the Evaluator did."""
+    for folder in (run.evaluation_uri, run.model_run_uri):
+        outcomes = read_eval_outcomes(folder) if folder else None
+        if outcomes is not None:
+            return outcomes
+    return None
 
 
 def flips(older: EvalOutcomes, newer: EvalOutcomes) -> tuple[int, list[Flip], list[Flip]]:

@@ -136,6 +136,7 @@ class RunEntry:
     blessed: bool | None
     pushed_version: str | None  # the version its Pusher published or found served
     blessed_by_hand: str | None = None  # "who: why", when a person blessed its model later
+    evaluation_uri: str | None = None  # the Evaluator's output: TFMA's, the eval outcomes
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -327,6 +328,7 @@ def _entry(
     model = output(NodeIds.TRAINER, "model")
     model_run = output(NodeIds.TRAINER, "model_run")
     blessing = output(NodeIds.EVALUATOR, "blessing")
+    evaluation = output(NodeIds.EVALUATOR, "evaluation")
     pushed = output(NodeIds.PUSHER, "pushed_model")
     blessed = summary.get("blessed") if summary else None
     if blessed is None and blessing is not None and _property(blessing, "blessed") is not None:
@@ -350,6 +352,7 @@ def _entry(
         code_version=(custom_config or {}).get(CODE_VERSION_KEY),
         blessed=blessed,
         pushed_version=os.path.basename(destination) if destination else None,
+        evaluation_uri=evaluation.uri if evaluation is not None else None,
     )
 
 

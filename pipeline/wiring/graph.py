@@ -362,6 +362,8 @@ def create_pipeline(
         evaluation=evaluator.outputs["evaluation"],
         statistics=statistics_gen.outputs["statistics"],
         span_shift=span_shift_gate.outputs[VERDICT_KEY] if span_shift_gate else None,
+        # The Trainer's model has no warmup requests: the Pusher makes them from the eval split.
+        examples=None if packager else example_gen.outputs["examples"],
         push_destination=pusher_pb2.PushDestination(
             filesystem=pusher_pb2.PushDestination.Filesystem(base_directory=serving_dir)
         ),

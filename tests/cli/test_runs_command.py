@@ -128,9 +128,9 @@ def test_runs_lists_every_run_newest_first_with_what_changed_and_what_served(thr
 
 
 def _outcomes(run_dir: pathlib.Path, number: int) -> dict[str, tuple[int, int]]:
-    """Read straight from the file the run's Trainer wrote: key -> (label, answer)."""
+    """Read straight from the file the run's Evaluator wrote: key -> (label, answer)."""
     run = read_history(run_dir).runs[number - 1]
-    written = json.loads((pathlib.Path(run.model_run_uri) / EVAL_OUTCOMES_FILE).read_text())
+    written = json.loads((pathlib.Path(run.evaluation_uri) / EVAL_OUTCOMES_FILE).read_text())
     answers = zip(written["labels"], written["predicted"], strict=True)
     return dict(zip(written["keys"], answers, strict=True))
 

@@ -10,7 +10,7 @@ from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
 from tpu_pipeline.components.preprocessing import preprocessing_fn
-from tpu_pipeline.components.serving.eight_bit import scale_8bit_pixels, scaled_8bit_values
+from tpu_pipeline.components.serving.export import scale_8bit_pixels, scaled_8bit_values
 
 
 @pytest.fixture(scope="module")

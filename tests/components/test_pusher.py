@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 from tpu_pipeline.common.config import load_config
-from tpu_pipeline.common.tfx_api import proto_utils, pusher_pb2, standard_artifacts
+from tpu_pipeline.common.tfx_api import artifact_utils, proto_utils, pusher_pb2, standard_artifacts
 from tpu_pipeline.components.contract import pusher_sections
 from tpu_pipeline.components.pusher import (
     ALREADY_PUSHED_PROPERTY,
@@ -17,7 +17,11 @@ from tpu_pipeline.components.pusher import (
 )
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.server_check import ServingCheckError
-from tpu_pipeline.components.serving.warmup import WARMUP_FILE, write_warmup_requests
+from tpu_pipeline.components.serving.warmup import (
+    WARMUP_FILE,
+    read_warmup_requests,
+    write_warmup_requests,
+)
 
 from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
@@ -27,6 +31,7 @@ def _push(
     broken: dict[str, str] | None = None,
     evaluation: str | None = None,
     span_shift: dict | None = None,
+    examples: standard_artifacts.Examples | None = None,
 ):
     """Runs the executor on a blessed candidate (saved once per `tmp_path`), with the
     Evaluator's output at `evaluation` and the SpanShiftGate's verdict `span_shift` if
@@ -59,6 +64,8 @@ def _push(
         written.value = span_shift
         inputs["span_shift"] = [standard_artifacts.JsonValue()]  # read from its file, as TFX does
         inputs["span_shift"][0].uri = written.uri
+    if examples is not None:
+        inputs["examples"] = [examples]
     AtomicPusherExecutor().Do(
         inputs,
         {"pushed_model": [pushed_model]},
@@ -161,3 +168,29 @@ def test_a_served_version_without_a_card_gets_one_when_the_pusher_sees_it_again(
     assert pushed_versions(str(serving_dir)) == [version]
     assert json.loads(card_file.read_text())["model_details"]["version"]["name"] == version
     assert again.get_string_custom_property(MODEL_CARD_PROPERTY) == str(card_file)
+
+
+def test_a_trainers_model_without_warmup_requests_is_pushed_with_them_from_the_eval_split(
+    tmp_path, monkeypatch
+):
+    # serving.package false: no ServingPackager made the warmup requests; the Pusher gets
+    # ExampleGen's examples and publishes a copy of the model with them.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    save_model(tmp_path / "model" / "Format-Serving")
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path / "examples")
+    examples.split_names = artifact_utils.encode_split_names(["eval"])
+    write_eval_split(tmp_path / "examples" / "Split-eval")
+    pushed_model, serving_dir = _push(tmp_path, examples=examples)
+
+    (version,) = pushed_versions(str(serving_dir))
+    assert [
+        r.model_spec.signature_name for r in read_warmup_requests(str(serving_dir / version))
+    ] == [
+        "serving_default",
+        "images",
+        "pixels",
+    ]
+    assert pushed_model.get_string_custom_property(SERVING_CHECK_PROPERTY).startswith("passed (")
+    # The Trainer's model stays as it was: a step writes only into its own output.
+    assert not (tmp_path / "model" / "Format-Serving" / WARMUP_FILE).exists()

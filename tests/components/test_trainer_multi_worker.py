@@ -132,10 +132,9 @@ def test_multi_worker_training_survives_a_lost_worker_and_matches_one_worker(dig
     assert (serving_dir / "saved_model.pb").is_file()
     assert {path.name for path in tmp_path.iterdir()} == {"first", "rerun", "model_run", "serving"}
     assert not list(tmp_path.rglob("workertemp*"))
-    # The chief's TensorBoard logs and eval outcomes (written once, by the chief):
-    # attributions are the Explainer's, a step of their own.
+    # The chief's TensorBoard logs (written once, by the chief): the eval outcomes are the
+    # Evaluator's and the attributions the Explainer's, steps of their own.
     assert sorted(path.name for path in (tmp_path / "model_run" / "1").iterdir()) == [
-        "eval_outcomes.json",
         "run",
         "train",
         "validation",

@@ -377,6 +377,22 @@ def test_the_serving_packager_builds_the_same_tflite_variants_on_vertex(compile_
     assert "AtomicPusherExecutor" in pusher_args or "RegistryPusherExecutor" in pusher_args
 
 
+def test_the_steps_after_the_trainer_keep_their_work_on_vertex(compile_spec):
+    # Each eval example's outcome is the Evaluator's: its limit is in the Evaluator's
+    # custom_config, not the Trainer's (changing it does not retrain).
+    _, spec, _ = compile_spec("cpu", **{"serving.measured_examples": 300})
+    assert task_parameter(spec, "Evaluator", "custom_config")["eval_outcome_examples"] == 300
+    assert "eval_outcome_examples" not in task_parameter(spec, "Trainer", "custom_config")
+    # Without the ServingPackager, the Pusher makes the warmup requests from ExampleGen's
+    # eval split for the Trainer's model.
+    _, spec, _ = compile_spec("cpu", **{"serving.package": False})
+    tasks = spec["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert "ServingPackager" not in tasks
+    pusher_inputs = tasks["Pusher"]["inputs"]["artifacts"]
+    assert pusher_inputs["examples"]["taskOutputArtifact"]["producerTask"] == "ExampleGen"
+    assert pusher_inputs["model"]["taskOutputArtifact"]["producerTask"] == "Trainer"
+
+
 def test_pruning_and_the_pruned_variant_reach_the_vertex_trainer(compile_spec):
     _, spec, _ = compile_spec(
         "tpu",

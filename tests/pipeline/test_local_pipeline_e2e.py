@@ -9,6 +9,7 @@ import shutil
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
+from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.warmup import read_warmup_requests
 from tpu_pipeline.pipeline.local.runner import run_local
@@ -61,6 +62,13 @@ def test_first_run_blesses_and_pushes_a_model_that_serves_raw_examples(digits_ru
         "images",
         "pixels",
     ]
+    # What analyses the trained model runs after the Trainer: the ServingPackager writes the
+    # warmup requests, the Evaluator keeps each eval example's outcome beside TFMA's output.
+    root = config.pipeline_root
+    assert not list(root.glob("Trainer/model/*/Format-Serving/assets.extra/*warmup*"))
+    assert not list(root.glob("Trainer/model_run/*/eval_outcomes.json"))
+    (evaluation,) = root.glob("Evaluator/evaluation/*")
+    assert read_eval_outcomes(str(evaluation)).examples > 0
 
 
 def test_pushed_model_records_how_it_was_trained(digits_run):

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
-from tpu_pipeline.components.images.crop import random_resized_crop
-from tpu_pipeline.components.images.decode import decode_encoded_image
+from tpu_pipeline.components.images.decode import decode_encoded_image, random_resized_crop
 
 from benchmarks.data import photo_dataset
 

@@ -22,7 +22,7 @@ from tpu_pipeline.components.preflight import (
 from tpu_pipeline.components.preflight import run as preflight_run
 from tpu_pipeline.components.preflight.config_checks import check_batch_split, check_static_input
 from tpu_pipeline.components.preflight.run import COMPILED_STEP_CHECKS, TRACED_STEP_CHECKS
-from tpu_pipeline.components.training import task
+from tpu_pipeline.components.training import setup
 from tpu_pipeline.pipeline.wiring.graph import code_version
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
@@ -309,7 +309,7 @@ def test_real_transform_output_gives_the_model_static_float_images(digits_run):
 def test_trainer_runs_preflight_before_training_on_a_tpu(digits_run, monkeypatch, tmp_path):
     config, _ = digits_run
     fake_tpu = StrategyChoice(tf.distribute.get_strategy(), "tpu", 8, "fake TPU")
-    monkeypatch.setattr(task, "resolve_strategy", lambda _: fake_tpu)  # where run_fn asks
+    monkeypatch.setattr(setup, "resolve_strategy", lambda _: fake_tpu)  # where run_fn asks
     monkeypatch.setattr(preflight_run, "build_model", _float64_builtin_model)
     fn_args = FnArgs(
         custom_config=trainer_sections(config, code_version(config)),  # as the Trainer gets it

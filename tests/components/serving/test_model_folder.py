@@ -51,7 +51,8 @@ def _split(folder: pathlib.Path, images: np.ndarray) -> list[str]:
 
 @pytest.fixture
 def trained(eight_bit_transform, tmp_path):
-    """A Trainer's export (signatures and warmup requests), its Transform graph and splits."""
+    """A Trainer's export with warmup requests (the same ones the ServingPackager writes),
+    its Transform graph and splits."""
     images, _, _, graph = eight_bit_transform
     transform = tft.TFTransformOutput(graph)
     files = _split(tmp_path / "train", images), _split(tmp_path / "eval", images)

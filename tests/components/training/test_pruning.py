@@ -20,8 +20,7 @@ from tpu_pipeline.common.config import (
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.contract import trainer_sections
 from tpu_pipeline.components.device.policy import TrainingPolicy
-from tpu_pipeline.components.models import build_model, compile_model
-from tpu_pipeline.components.serving.export import serving_copy
+from tpu_pipeline.components.models import build_model, compile_model, serving_copy
 from tpu_pipeline.components.serving.measurements import read_measurements
 from tpu_pipeline.components.serving.model_folder import package_model
 from tpu_pipeline.components.trainer import run_fn
@@ -30,6 +29,7 @@ from tpu_pipeline.components.training.loop import train
 from tpu_pipeline.components.training.pruning import (
     is_pruned,
     prune_for_training,
+    pruning_callbacks,
     pruning_schedule,
     strip_pruned,
 )
@@ -115,6 +115,7 @@ def test_a_pruned_model_trains_to_the_target_sparsity_and_strips_to_the_plain_mo
         batch_size=16,
         log_dir=str(tmp_path / "logs"),
         backup_dir=str(tmp_path / "backup"),
+        callbacks=tuple(pruning_callbacks(pruning)),
     )
 
     stripped, info = strip_pruned(model, pruning, 18)

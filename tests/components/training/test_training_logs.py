@@ -11,7 +11,7 @@ from tpu_pipeline.components.training import training_logs
 from tpu_pipeline.components.training.input_pipeline import EvalInput
 from tpu_pipeline.components.training.learning_rate import WarmupThenDecay, make_optimizer
 from tpu_pipeline.components.training.loop import train
-from tpu_pipeline.components.training.training_logs import backup_dir_for
+from tpu_pipeline.components.training.setup import backup_dir_for
 
 
 def test_backup_folder_is_stable_for_a_retry_and_distinct_for_other_inputs(tmp_path):

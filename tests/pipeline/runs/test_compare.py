@@ -1,11 +1,12 @@
 """What `runs diff` says differs between two runs: fields, metrics and the examples that flipped.
 
 Runs are built as `history.py` reads them from ML Metadata; the outcomes are files as the
-Trainer writes them (components/serving/eval_outcomes.py).
+Evaluator writes them (components/serving/eval_outcomes.py), or the Trainer did in older runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 
 from tpu_pipeline.components.serving.eval_outcomes import EVAL_OUTCOMES_FILE, EvalOutcomes
@@ -120,3 +121,14 @@ def test_the_same_model_cannot_flip_and_a_run_without_outcomes_says_so(tmp_path)
     missing = diff_runs(entry(2, 7, None), entry(1, 8, folder))
     assert missing.compared_examples is None
     assert diff_lines(missing)[-1].startswith("examples: run #2 recorded no per-example outcomes")
+
+
+def test_the_outcomes_are_read_from_the_evaluators_folder_before_an_older_trainers(tmp_path):
+    # Today's runs: the Evaluator keeps them; a run from before kept them with its Trainer.
+    older = entry(2, 7, outcomes(tmp_path / "model_run", "ab", [0, 1], [0, 1]))
+    newer = dataclasses.replace(
+        entry(1, 8, outcomes(tmp_path / "stale", "ab", [0, 1], [0, 1])),
+        evaluation_uri=str(outcomes(tmp_path / "evaluation", "ab", [0, 1], [1, 1])),
+    )
+    diff = diff_runs(older, newer)
+    assert (diff.compared_examples, len(diff.right_to_wrong), len(diff.wrong_to_right)) == (2, 1, 0)

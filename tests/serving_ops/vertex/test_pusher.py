@@ -287,7 +287,7 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
 
 
 def _servable_candidate(tmp_path, broken: dict[str, str] | None = None) -> str:
-    """A SavedModel with its warmup requests, as the Trainer exports it."""
+    """A SavedModel with its warmup requests, as the ServingPackager makes it."""
     from tpu_pipeline.components.serving.warmup import write_warmup_requests
 
     from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
