@@ -76,8 +76,8 @@ def add_vertex_commands(commands: argparse._SubParsersAction) -> None:
 def run_vertex_command(args: argparse.Namespace) -> int:
     """Runs `compile`, `submit` or `schedule`; returns the exit code."""
     config = config_from_args(args)
+    from tpu_pipeline.kubeflow.cluster_config import require_webhook_secret
     from tpu_pipeline.kubeflow.presubmit import check_for_vertex
-    from tpu_pipeline.kubeflow.runner import require_webhook_secret
 
     require_webhook_secret(config)  # no spec, job or schedule carries the webhook URL
     for warning in check_for_vertex(config, args.command, _schedule_cron(config, args)):
@@ -108,7 +108,7 @@ def _schedule_cron(config: PipelineConfig, args: argparse.Namespace) -> str | No
 
 
 def _region(config: PipelineConfig) -> str:
-    from tpu_pipeline.kubeflow.runner import require_vertex
+    from tpu_pipeline.common.config import require_vertex
 
     return require_vertex(config).region
 

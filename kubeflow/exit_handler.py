@@ -44,13 +44,13 @@ from tpu_pipeline.common.timeouts import call_with_timeout
 from tpu_pipeline.common.vertex_api import connect
 from tpu_pipeline.common.vertex_api import send as vertex_api_send
 from tpu_pipeline.common.webhook import post_notification, slack_message
+from tpu_pipeline.kubeflow.cluster_config import require_webhook_secret, vertex_pipeline_config
 from tpu_pipeline.kubeflow.job_summary import (
     error_line,
     job_name_parts,
     job_summary,
     read_pipeline_job,
 )
-from tpu_pipeline.kubeflow.runner import require_webhook_secret, vertex_pipeline_config
 from tpu_pipeline.kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
 from tpu_pipeline.pipeline.results.run_message import (
     DATA_REJECTED,

@@ -17,7 +17,7 @@ from typing import Any
 
 from tpu_pipeline.common.config import REPO_ROOT, ConfigError, PipelineConfig, require_vertex
 from tpu_pipeline.components.imagenet_files import IMAGENET_FILES
-from tpu_pipeline.kubeflow.runner import CONTAINER_SOURCE_DIR, container_schema_file
+from tpu_pipeline.kubeflow.cluster_config import CONTAINER_SOURCE_DIR, container_schema_file
 from tpu_pipeline.pipeline.wiring.recipe import SCRATCH_SIDES
 
 # What kubeflow/vertex-*.yaml say until the user names their own project.

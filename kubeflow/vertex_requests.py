@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any
 from google.protobuf import field_mask_pb2
 from pydantic import TypeAdapter, ValidationError
 from tpu_pipeline.common import vertex_types as gca
-from tpu_pipeline.common.config import ConfigError, GcsUri, PipelineConfig
+from tpu_pipeline.common.config import ConfigError, GcsUri, PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall
-from tpu_pipeline.kubeflow.runner import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER, require_vertex
+from tpu_pipeline.kubeflow.cluster_config import DATA_ROOT_PARAMETER, TRAIN_ARGS_PARAMETER
 
 if TYPE_CHECKING:  # imported where a job is built: the SDK is slow to import
     from google.cloud import aiplatform

@@ -194,3 +194,88 @@ def test_the_room_check_sees_sideways_imports(tmp_path):
     )
 
     assert imported_rooms(tmp_path) == {"components/training/loop.py": {"serving", "contract"}}
+
+
+def _module_file(name: str, root: pathlib.Path) -> pathlib.Path | None:
+    """The file of product module `name` (`tpu_pipeline.` optional), or None."""
+    parts = name.removeprefix(f"{PACKAGE}.").split(".")
+    if parts[0] not in LAYERS:
+        return None
+    path = root.joinpath(*parts)
+    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def module_imports(root: pathlib.Path = REPO_ROOT) -> dict[pathlib.Path, set[pathlib.Path]]:
+    """Each product module's file, and the product module files it imports (lazily too).
+
+    `from package import module` imports that module, not the package's own code, so it
+    counts as an import of the module alone.
+    """
+    graph: dict[pathlib.Path, set[pathlib.Path]] = {}
+    for top in LAYERS:
+        for path in sorted((root / top).rglob("*.py")):
+            names: list[str] = []
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names += [alias.name for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    inner = [f"{node.module}.{alias.name}" for alias in node.names]
+                    whole = all(_module_file(name, root) for name in inner)
+                    names += inner if whole else [node.module, *inner]
+            files = {_module_file(name, root) for name in names}
+            graph[path] = {file for file in files if file is not None and file != path}
+    return graph
+
+
+def import_circles(graph: dict[pathlib.Path, set[pathlib.Path]]) -> list[list[pathlib.Path]]:
+    """The groups of modules that import each other, directly or around a circle (Tarjan)."""
+    order: dict[pathlib.Path, int] = {}
+    low: dict[pathlib.Path, int] = {}
+    stack: list[pathlib.Path] = []
+    circles = []
+
+    def visit(module: pathlib.Path) -> None:
+        order[module] = low[module] = len(order)
+        stack.append(module)
+        for imported in sorted(graph.get(module, ())):
+            if imported not in order:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in stack:
+                low[module] = min(low[module], order[imported])
+        if low[module] == order[module]:
+            group = []
+            while not group or group[-1] != module:
+                group.append(stack.pop())
+            if len(group) > 1:
+                circles.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in order:
+            visit(module)
+    return circles
+
+
+def test_no_modules_import_each_other():
+    circles = [
+        [str(path.relative_to(REPO_ROOT)) for path in circle]
+        for circle in import_circles(module_imports())
+    ]
+
+    assert not circles, f"modules that import each other (a circle): {circles}"
+
+
+def test_the_circle_check_sees_a_circle_through_a_lazy_import(tmp_path):
+    (tmp_path / "kubeflow").mkdir()
+    (tmp_path / "kubeflow" / "runner.py").write_text("from tpu_pipeline.kubeflow.jobs import A\n")
+    (tmp_path / "kubeflow" / "jobs.py").write_text(
+        "def f():\n    from tpu_pipeline.kubeflow import runner\n"
+    )
+    (tmp_path / "kubeflow" / "alone.py").write_text("import tpu_pipeline.kubeflow.jobs\n")
+
+    circles = import_circles(module_imports(tmp_path))
+
+    assert circles == [[tmp_path / "kubeflow" / "jobs.py", tmp_path / "kubeflow" / "runner.py"]]

@@ -34,6 +34,7 @@ from tpu_pipeline.common.config.pipeline import (
     PHOTO_DEFAULT_IMAGE_SHAPE,
     PHOTO_DEFAULT_MODEL,
     PipelineConfig,
+    require_vertex,
 )
 from tpu_pipeline.common.config.pruning import PruningConfig
 from tpu_pipeline.common.config.secrets import (
@@ -76,7 +77,6 @@ from tpu_pipeline.common.config.vertex import (
     ScheduleConfig,
     VertexConfig,
     VertexTrainerConfig,
-    require_vertex,
 )
 
 __all__ = [

@@ -6,7 +6,7 @@ import pathlib
 from typing import Any
 
 from pydantic import Field, model_validator
-from tpu_pipeline.common.config.base import _Section
+from tpu_pipeline.common.config.base import ConfigError, _Section
 from tpu_pipeline.common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from tpu_pipeline.common.config.drift import DriftConfig
 from tpu_pipeline.common.config.evaluator import PHOTO_SLICE_KINDS, EvaluatorConfig
@@ -176,3 +176,13 @@ class PipelineConfig(_Section):
     @property
     def full_pipeline_name(self) -> str:
         return f"{self.pipeline_name}-{self.dataset.name}"
+
+
+def require_vertex(config: PipelineConfig) -> VertexConfig:
+    """Returns the `vertex:` section, or says how to add one."""
+    if config.vertex is None:
+        raise ConfigError(
+            "vertex: section missing; start from kubeflow/vertex-cpu.yaml, vertex-gpu.yaml "
+            "or vertex-tpu.yaml and set project, roots and images"
+        )
+    return config.vertex

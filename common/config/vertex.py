@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import math
 import zoneinfo
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, model_validator
-from tpu_pipeline.common.config.base import ConfigError, _Section
+from tpu_pipeline.common.config.base import _Section
 from tpu_pipeline.common.config.trainer import PromisedDevices
-
-if TYPE_CHECKING:
-    from tpu_pipeline.common.config.pipeline import PipelineConfig
 
 GcsUri = Annotated[str, Field(pattern=r"^gs://[a-z0-9][a-z0-9._-]+(/.*)?$")]
 TPU_V5E_MACHINE_PREFIX = "ct5lp-hightpu-"  # TPU v5e VMs: the chips come with the machine type
@@ -197,13 +194,3 @@ class VertexConfig(_Section):
     def location(self) -> str:
         """`projects/<project>/locations/<region>`, the parent of what the API creates there."""
         return f"projects/{self.project}/locations/{self.region}"
-
-
-def require_vertex(config: PipelineConfig) -> VertexConfig:
-    """Returns the `vertex:` section, or says how to add one."""
-    if config.vertex is None:
-        raise ConfigError(
-            "vertex: section missing; start from kubeflow/vertex-cpu.yaml, vertex-gpu.yaml "
-            "or vertex-tpu.yaml and set project, roots and images"
-        )
-    return config.vertex

@@ -38,7 +38,7 @@ def test_every_copied_path_exists_and_code_is_installed(dockerfile):
     assert "pip install -r requirements.lock" in text
     assert "pip install --no-deps -e ." in text
     assert "TF_USE_LEGACY_KERAS=1" in text
-    assert "WORKDIR /pipeline" in text  # kubeflow.runner.CONTAINER_SOURCE_DIR
+    assert "WORKDIR /pipeline" in text  # kubeflow.cluster_config.CONTAINER_SOURCE_DIR
 
 
 def test_pipeline_image_versions_follow_the_lock():

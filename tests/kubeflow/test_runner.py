@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config
-from tpu_pipeline.kubeflow.runner import (
+from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config, require_vertex
+from tpu_pipeline.kubeflow.cluster_config import (
     CONTAINER_SOURCE_DIR,
     container_schema_file,
-    require_vertex,
     runtime_parameter_defaults,
 )
 
