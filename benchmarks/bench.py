@@ -36,12 +36,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tf_keras  # noqa: E402
-from tpu_pipeline.common.config import DatasetConfig, TrainerConfig  # noqa: E402
-from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
-from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
-from tpu_pipeline.components.training import input_pipeline  # noqa: E402
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
-from tpu_pipeline.components.training.input_pipeline import make_dataset  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     attributions,
@@ -53,6 +47,12 @@ from benchmarks import (  # noqa: E402
     trainer_vs_fit,
 )
 from benchmarks.flops import training_flops  # noqa: E402
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig  # noqa: E402
+from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
+from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
+from tpu_pipeline.components.training import input_pipeline  # noqa: E402
+from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
+from tpu_pipeline.components.training.input_pipeline import make_dataset  # noqa: E402
 
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[1]
 # The `tpu-pipeline` console command, run as its module: the same code, and no
@@ -802,6 +802,7 @@ ACCELERATOR_IMAGES_PER_S = 2000
 def bench_photo_input(settings: Settings) -> list[Row]:
     """Photos at 224x224: the Trainer's decode, crop and flip vs tf.io.decode_jpeg alone."""
     import tensorflow_transform as tft
+
     from tpu_pipeline.components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
     workdir = settings.workdir / "photo-input"
@@ -883,10 +884,9 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
     """ExampleGen on IDX and CIFAR-10 binary: output / source bytes, pixels stored as bytes,
     against the same pixels read from an .npz, which ExampleGen stores as floats (as it
     stored IDX and CIFAR-10 before issue 18)."""
+    from benchmarks.ingest import example_gen
     from tpu_pipeline.cli.synthetic_data import SHAPES, synthetic_dataset, write_synthetic
     from tpu_pipeline.components.example_gen.formats import FORMATS
-
-    from benchmarks.ingest import example_gen
 
     rows = []
     for data_format, shape, count in PIXEL_SOURCES:

@@ -26,6 +26,7 @@ import tensorflow_transform.beam as tft_beam
 from apache_beam.options.pipeline_options import PipelineOptions
 from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
 from tfx_bsl.public import tfxio
+
 from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
 from tpu_pipeline.components.images.examples import pixel_feature_spec
 from tpu_pipeline.components.preprocessing import preprocessing_fn

@@ -19,6 +19,7 @@ import argparse
 import dataclasses
 
 import numpy as np
+
 from tpu_pipeline.components.evaluation.baseline_test import (
     ACCURACY_DROP,
     MCNEMAR,

@@ -17,6 +17,7 @@ import time
 from google.protobuf import json_format
 from tfx.components.evaluator.executor import Executor
 from tfx.types import artifact_utils, standard_artifacts
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.evaluation.eval_config import build_eval_config
 

@@ -21,6 +21,8 @@ from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before T
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
+
+from benchmarks.data import photo_dataset  # noqa: E402
 from tpu_pipeline.common.config import DatasetConfig  # noqa: E402
 from tpu_pipeline.common.tfx_api import example_gen_pb2, proto_utils, standard_artifacts  # noqa: E402
 from tpu_pipeline.common.tfx_api import standard_component_specs as specs  # noqa: E402
@@ -28,8 +30,6 @@ from tpu_pipeline.components.example_gen.executor import (  # noqa: E402
     SourceExampleGenExecutor,
     dataset_custom_config,
 )
-
-from benchmarks.data import photo_dataset  # noqa: E402
 
 
 def example_gen(

@@ -21,6 +21,7 @@ from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before T
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tf_keras  # noqa: E402
+
 from tpu_pipeline.common.config import TrainerConfig  # noqa: E402
 from tpu_pipeline.components.models import build_model, compile_model  # noqa: E402
 

@@ -18,14 +18,14 @@ import pathlib
 import shutil
 import sys
 
-from tpu_pipeline.common.config import BUILTIN_DATA_DIR
-
 from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR
 
 
 def main(workdir: pathlib.Path, in_process: bool = False) -> None:
     from tfx.examples.mnist import mnist_pipeline_native_keras as peer
     from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
     from tpu_pipeline.common.tfx_api import LocalDagRunner
     from tpu_pipeline.components.evaluation.results import overall_metrics
 

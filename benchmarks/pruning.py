@@ -18,6 +18,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import (
     BUILTIN_DATA_DIR,
     BUILTIN_DATASETS,

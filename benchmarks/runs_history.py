@@ -78,12 +78,11 @@ def command_seconds(args: list[str], repeats: int) -> dict:
 
 def tracking_seconds(run_dir: pathlib.Path, workdir: pathlib.Path) -> dict:
     """Seconds `track_run` takes to log the folder's newest run to a local MLflow server."""
+    from tests.pipeline.tracking.mlflow_server import mlflow_server
     from tpu_pipeline.common.config import load_config
     from tpu_pipeline.pipeline.report.collect import summarize_stored_run
     from tpu_pipeline.pipeline.report.run_store import open_latest_run
     from tpu_pipeline.pipeline.tracking import track_run
-
-    from tests.pipeline.tracking.mlflow_server import mlflow_server
 
     config = load_config(None, {"output_dir": str(run_dir.parent)})
     summary = summarize_stored_run(open_latest_run(run_dir), list(config.dataset.class_names))

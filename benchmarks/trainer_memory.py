@@ -25,14 +25,14 @@ import sys
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+
+from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from tpu_pipeline.common.config import TrainerConfig  # noqa: E402
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from tpu_pipeline.components.models import build_model, compile_model  # noqa: E402
 from tpu_pipeline.components.preflight.memory import estimate_memory  # noqa: E402
 from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
 from tpu_pipeline.components.training.learning_rate import make_optimizer  # noqa: E402
-
-from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 CLASSES = 10
 

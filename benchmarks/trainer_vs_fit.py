@@ -20,11 +20,11 @@ import time
 
 import numpy as np
 import tf_keras
+
+from benchmarks import data
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 from tpu_pipeline.components.models import build_model, compile_model
 from tpu_pipeline.components.training.learning_rate import make_optimizer
-
-from benchmarks import data
 
 EPOCHS = 2  # the second is measured: the first traces the step and fills the input cache
 # Eval examples per training example: CIFAR-10's 10,000 test images to its 50,000.

@@ -10,6 +10,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
 from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,
     DEFAULT_DATASET,

@@ -14,6 +14,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 import yaml
+
 from tpu_pipeline.common.config import PipelineConfig
 from tpu_pipeline.common.owned_paths import write_owned
 

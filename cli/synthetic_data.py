@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 from PIL import Image
+
 from tpu_pipeline.common.atomic_folder import new_folder
 from tpu_pipeline.common.config import DatasetConfig
 

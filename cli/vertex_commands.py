@@ -143,6 +143,7 @@ def _refuse_spec_with_webhook_url(spec_file: pathlib.Path) -> None:
 
 def _job(config: PipelineConfig, args: argparse.Namespace, credentials: Any) -> Any:
     from google.auth.credentials import AnonymousCredentials
+
     from tpu_pipeline.kubeflow import vertex_requests
 
     _refuse_spec_with_webhook_url(args.pipeline_json)

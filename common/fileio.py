@@ -17,6 +17,7 @@ from typing import Any
 
 from tfx.dsl.io import filesystem
 from tfx.dsl.io.plugins.local import LocalFilesystem
+
 from tpu_pipeline.common.atomic_file import is_remote
 
 NotFoundError = filesystem.NotFoundError

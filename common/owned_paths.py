@@ -35,6 +35,7 @@ import posixpath
 from collections.abc import Callable, Iterator
 
 import portalocker
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.atomic_file import is_remote, replaced_when_done
 from tpu_pipeline.common.config import ConfigError

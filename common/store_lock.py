@@ -29,6 +29,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 from absl import logging
+
 from tpu_pipeline.common import gcs_objects
 from tpu_pipeline.common.file_lock import LockBusyError
 

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from absl import logging
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import EvaluatorConfig
 from tpu_pipeline.common.tfx_api import (

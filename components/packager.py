@@ -15,6 +15,7 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 import json
 
 import tensorflow_transform as tft
+
 from tpu_pipeline.common.tfx_api import (
     InputArtifact,
     OutputArtifact,

@@ -16,6 +16,7 @@ from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
+
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY, read_dataset
 from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range
 from tpu_pipeline.components.images.examples import decode_8bit_pixels

@@ -29,6 +29,7 @@ import os
 from typing import Any
 
 from absl import logging
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.interrupts import raise_if_interrupted
 from tpu_pipeline.common.tfx_api import (

@@ -16,6 +16,7 @@ import sys
 import traceback
 
 from absl import logging as absl_logging
+
 from tpu_pipeline.components.trainer import run_fn
 from tpu_pipeline.components.training.separate_process import (
     ERROR_FILE,

@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 from keras_tuner.engine import base_tuner
 from keras_tuner.engine import trial as trial_lib
+
 from tpu_pipeline.common.config import TunerConfig
 from tpu_pipeline.common.tfx_api import (
     FnArgs,

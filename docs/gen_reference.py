@@ -41,6 +41,7 @@ from typing import Any, Literal, get_args, get_origin
 
 import annotated_types
 from pydantic import BaseModel
+
 from tpu_pipeline.cli.main import _build_parser
 from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,

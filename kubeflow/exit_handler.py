@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from absl import logging
 from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
+
 from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig, NotifyConfig, PipelineConfig
 from tpu_pipeline.common.tfx_api import BaseComponent, FinalStatusStr, Parameter, exit_handler
 from tpu_pipeline.common.timeouts import call_with_timeout

@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kfp.pipeline_spec import pipeline_spec_pb2
+
 from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
 from tpu_pipeline.common.tfx_api import ExampleAnomalies
 from tpu_pipeline.common.vertex_api import ApiCall, connect, send

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from google.api_core import exceptions as api_exceptions
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import PipelineConfig
 from tpu_pipeline.kubeflow.vertex_requests import ApiCall

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.protobuf import field_mask_pb2
 from pydantic import TypeAdapter, ValidationError
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ConfigError, GcsUri, PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall

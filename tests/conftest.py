@@ -23,10 +23,9 @@ _XLA_CPU_UNOPTIMISED = "--xla_backend_optimization_level=0"
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_XLA_CPU_UNOPTIMISED}".strip()
 
+from tests.gcs_emulator import gcs_bucket, gcs_server  # noqa: E402, F401 (fixtures)
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, PipelineConfig, load_config  # noqa: E402
 from tpu_pipeline.common.file_lock import held_lock  # noqa: E402
-
-from tests.gcs_emulator import gcs_bucket, gcs_server  # noqa: E402, F401 (fixtures)
 
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 

@@ -10,6 +10,7 @@ import ast
 import pathlib
 
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT
 
 # Top to bottom; see the README's "Architecture". `schemas` is data: it imports nothing.

@@ -16,9 +16,9 @@ import sys
 import zipfile
 
 import pytest
-from tpu_pipeline.common.config import REPO_ROOT
 
 from tests.test_layers import LAYERS as FOLDERS
+from tpu_pipeline.common.config import REPO_ROOT
 
 # Read from a checkout by the person deploying, never by the installed package at run time.
 CHECKOUT_ONLY = {"kubeflow": {"Dockerfile", "tpu.Dockerfile", "user-code.Dockerfile", "*.yaml"}}

@@ -24,6 +24,7 @@ import tempfile
 
 import numpy as np
 import tensorflow as tf
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.serving.export import (
     PIXELS_INPUT_KEY,

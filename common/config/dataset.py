@@ -6,6 +6,7 @@ import pathlib
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 
 # Data the built-in datasets ship with (package data; see common/data/*/README.md).

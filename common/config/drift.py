@@ -4,6 +4,7 @@ the ones the model was checked on, and by how much is too much."""
 from __future__ import annotations
 
 from pydantic import Field
+
 from tpu_pipeline.common.config.base import _Section
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field
+
 from tpu_pipeline.common.config.base import _Section
 
 # The slices the Evaluator measures: each class, for photos the stored format and the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field
+
 from tpu_pipeline.common.config.base import _Section
 
 ExplainMethod = Literal["integrated_gradients", "xrai", "grad_cam"]

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 from pydantic import ValidationError
+
 from tpu_pipeline.common.config.base import ConfigError
 from tpu_pipeline.common.config.pipeline import PipelineConfig
 from tpu_pipeline.common.config.secrets import SECRET_ERROR

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 from tpu_pipeline.common.config.secrets import SecretUrl
 

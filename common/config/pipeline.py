@@ -6,6 +6,7 @@ import pathlib
 from typing import Any
 
 from pydantic import Field, model_validator
+
 from tpu_pipeline.common.config.base import ConfigError, _Section
 from tpu_pipeline.common.config.dataset import BUILTIN_DATASETS, DEFAULT_DATASET, DatasetConfig
 from tpu_pipeline.common.config.drift import DriftConfig

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pydantic import Field, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 
 

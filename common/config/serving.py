@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 
 TFLiteVariant = Literal["float32", "float16", "dynamic_int8", "int8", "pruned"]

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 
 from pydantic import Field
+
 from tpu_pipeline.common.config.base import _Section
 
 # MLflow's own environment variables (mlflow/environment_variables.py), honoured when the

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 from tpu_pipeline.common.config.pruning import PruningConfig
 

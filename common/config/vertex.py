@@ -7,6 +7,7 @@ import zoneinfo
 from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, Field, model_validator
+
 from tpu_pipeline.common.config.base import _Section
 from tpu_pipeline.common.config.trainer import PromisedDevices
 

@@ -3,6 +3,7 @@
 import os
 
 from tensorflow_data_validation.utils import anomalies_util
+
 from tpu_pipeline.common.tfx_api import Artifact, artifact_utils
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import tensorflow_data_validation as tfdv
 from absl import logging
 from tensorflow_metadata.proto.v0 import anomalies_pb2, statistics_pb2
+
 from tpu_pipeline.common.tfx_api import Artifact, ResolverStrategy, artifact_utils
 
 _L_INFINITY_HIGH = anomalies_pb2.AnomalyInfo.COMPARATOR_L_INFTY_HIGH

@@ -28,6 +28,7 @@ import tensorflow as tf
 from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 from tensorflow.tsl.protobuf import coordination_config_pb2
+
 from tpu_pipeline.components.device.join_watchdog import killed_unless_joined
 
 # Jobs of a TF_CONFIG cluster that train; parameter servers and evaluators do not.

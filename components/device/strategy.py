@@ -28,6 +28,7 @@ from typing import Literal
 
 import tensorflow as tf
 from absl import logging
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.common.timeouts import call_with_timeout, wait_for_grpc_endpoint
 from tpu_pipeline.components.device.multi_worker import connect_workers, multi_worker_cluster

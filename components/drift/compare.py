@@ -16,6 +16,7 @@ from typing import Any
 
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import anomalies_pb2, schema_pb2, statistics_pb2
+
 from tpu_pipeline.common.config import DriftConfig
 from tpu_pipeline.components.drift.signals import CONFIDENCE, UNSURE
 

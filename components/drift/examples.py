@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,

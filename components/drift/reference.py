@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.drift.examples import image_signals
 from tpu_pipeline.components.drift.signals import prediction_signals

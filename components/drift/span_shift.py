@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 import tensorflow_data_validation as tfdv
 from tfx.utils.path_constants import SERVING_MODEL_DIR
+
 from tpu_pipeline.common.config import DriftConfig
 from tpu_pipeline.components.drift.compare import DriftCheck, compare
 from tpu_pipeline.components.drift.reference import (

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from scipy import stats
+
 from tpu_pipeline.common.config import BaselineTest
 
 MCNEMAR = "mcnemar"

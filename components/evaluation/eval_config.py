@@ -4,6 +4,7 @@ the last blessed model on the same examples; the verdict is `verdict.py`'s."""
 from __future__ import annotations
 
 import tensorflow_model_analysis as tfma
+
 from tpu_pipeline.common.config import DatasetConfig, SliceKind
 from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,

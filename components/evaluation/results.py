@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import tensorflow_model_analysis as tfma
 from tensorflow_model_analysis.writers import eval_config_writer
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import EvaluatorConfig, SliceKind
 from tpu_pipeline.components.evaluation import paired_metric

@@ -33,6 +33,7 @@ from typing import Any
 import apache_beam as beam
 import tensorflow as tf
 from google.protobuf import any_pb2, wrappers_pb2
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.common.tfx_api import (
     BaseExampleGenExecutor,

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 from google.protobuf.message import DecodeError
+
 from tpu_pipeline.common.config import ConfigError, DatasetConfig, SourceConfig
 from tpu_pipeline.components.example_gen.errors import (
     DataFormatError,

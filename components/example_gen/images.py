@@ -24,6 +24,7 @@ import io
 
 import tensorflow as tf
 from PIL import Image
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.example_gen.errors import DataFormatError, op_error_reason
 

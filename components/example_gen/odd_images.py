@@ -33,6 +33,7 @@ import posixpath
 import statistics
 
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,

@@ -15,6 +15,7 @@ import dataclasses
 import posixpath
 
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
 from tpu_pipeline.components.example_gen.errors import DataFormatError

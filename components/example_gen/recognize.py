@@ -46,6 +46,7 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 from PIL import Image, UnidentifiedImageError
+
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.example_proto import Example, read_serialized
 

@@ -15,6 +15,7 @@ import posixpath
 import re
 
 import tensorflow as tf
+
 from tpu_pipeline.common.tfx_api import example_gen_utils
 
 # `{SPAN}` or `{SPAN:width}`, the spellings TFX's ExampleGen accepts.

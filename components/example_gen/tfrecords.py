@@ -20,6 +20,7 @@ import zlib
 from collections.abc import Iterator
 
 import tensorflow as tf
+
 from tpu_pipeline.components.example_gen.errors import (
     PICKLE_REFUSAL,
     DataFormatError,

@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 from absl import logging
+
 from tpu_pipeline.common.config import DatasetConfig, ExplainConfig
 from tpu_pipeline.components.explain.choice import Chosen, choose_answers
 from tpu_pipeline.components.explain.maps import (

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import saliency.core as saliency
 import tensorflow as tf
+
 from tpu_pipeline.common.config import (
     ConfigError,
     DatasetConfig,

@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 import numpy as np
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.components.explain.choice import Chosen
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 
 # Integer luma weights: L = (R*19595 + G*38470 + B*7471 + 0x8000) >> 16 (Pillow's "L").

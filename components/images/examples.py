@@ -10,6 +10,7 @@ through this one function.
 from __future__ import annotations
 
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.images.decode import decode_encoded_images
 

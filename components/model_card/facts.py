@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 import tensorflow_data_validation as tfdv
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import DatasetConfig, EvaluatorConfig
 from tpu_pipeline.components.evaluation import results

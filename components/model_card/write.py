@@ -24,6 +24,7 @@ import posixpath
 from typing import Any
 
 import jinja2
+
 from tpu_pipeline.common import fileio, gcs_objects
 from tpu_pipeline.common.atomic_file import replaced_when_done
 

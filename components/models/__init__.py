@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.models import _pretrained

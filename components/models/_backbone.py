@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components.imagenet_files import WeightsFile
 from tpu_pipeline.components.models._precision import global_policy

@@ -25,6 +25,7 @@ import h5py
 import tensorflow as tf
 import tf_keras
 from tf_keras.src.utils import data_utils
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components import imagenet_files
 from tpu_pipeline.components.models._backbone import Backbone, backbone_of

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable
 
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components.models._precision import global_policy
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.components.imagenet_files import IMAGENET_FILES
 from tpu_pipeline.components.models._backbone import Backbone, backbone_of, logits_for
 

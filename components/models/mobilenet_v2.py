@@ -9,6 +9,7 @@ and squeeze-excite blocks gain little at this size. It takes pixels in [-1, 1].
 from __future__ import annotations
 
 import tf_keras
+
 from tpu_pipeline.components.imagenet_files import mobilenet_v2_file
 from tpu_pipeline.components.models._backbone import Backbone, logits_for
 

@@ -10,6 +10,7 @@ scaling layer maps our RGB [0, 1] pixels to that.
 from __future__ import annotations
 
 import tf_keras
+
 from tpu_pipeline.components.imagenet_files import IMAGENET_FILES
 from tpu_pipeline.components.models._backbone import Backbone, logits_for
 

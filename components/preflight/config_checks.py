@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 import tensorflow_transform as tft
+
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
 from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy

@@ -12,6 +12,7 @@ import functools
 import tensorflow as tf
 import tf_keras
 from tensorflow.python.framework import kernels
+
 from tpu_pipeline.components.preflight.report import CheckResult, named
 
 # The checks this module runs, in order.

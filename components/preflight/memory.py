@@ -31,6 +31,7 @@ import math
 
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.components.preflight.report import CheckResult
 
 GIB = 2**30

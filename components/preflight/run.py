@@ -12,6 +12,7 @@ from collections.abc import Callable
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
 from tpu_pipeline.components.models import build_model, compile_model

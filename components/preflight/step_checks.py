@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.components.preflight.report import CheckResult, failed
 from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
 from tpu_pipeline.components.training.custom_loop import CustomLoop

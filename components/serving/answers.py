@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 import tensorflow as tf
+
 from tpu_pipeline.common.config import ConfigError, DatasetConfig
 from tpu_pipeline.components.serving.export import (
     FEATURE_MAP_GRADIENTS,

@@ -27,6 +27,7 @@ from tpu_pipeline.common import fileio
 
 if TYPE_CHECKING:
     import tensorflow as tf
+
     from tpu_pipeline.common.config import DatasetConfig
 
 EVAL_OUTCOMES_FILE = "eval_outcomes.json"
@@ -98,6 +99,7 @@ def record_eval_outcomes(
     """
     import tensorflow as tf
     from absl import logging
+
     from tpu_pipeline.components.images.batching import images_per_call
     from tpu_pipeline.components.images.examples import parse_pixels
 

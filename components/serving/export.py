@@ -38,6 +38,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.images.decode import decode_encoded_images, unit_range

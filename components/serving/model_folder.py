@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import tensorflow_transform as tft
 from absl import logging
+
 from tpu_pipeline.common.config import DatasetConfig, ServingConfig
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.components.drift.reference import write_drift_reference

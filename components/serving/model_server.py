@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
 from tpu_pipeline.components.serving.warmup import read_warmup_requests
 
 # Printed on stdout, then the port, once the server listens.

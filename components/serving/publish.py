@@ -36,6 +36,7 @@ from typing import Any
 
 from absl import logging
 from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
 from tpu_pipeline.common import fileio, gcs_objects, tfx_api
 from tpu_pipeline.common.atomic_file import is_remote
 from tpu_pipeline.common.atomic_folder import new_folder

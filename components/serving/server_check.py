@@ -38,13 +38,13 @@ import numpy as np
 import portpicker
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
+
+from tpu_pipeline import components
 from tpu_pipeline.common.child_process import start_child, stop_child
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.components.serving.export import SERVING_OUTPUT_KEY
 from tpu_pipeline.components.serving.model_server import reported_port
 from tpu_pipeline.components.serving.warmup import read_warmup_requests, signature_defs
-
-from tpu_pipeline import components
 
 MODEL_SERVER = "tensorflow_model_server"
 # Where tensorflow_model_server is not on PATH: components/serving/model_server.py.

@@ -21,6 +21,7 @@ import dataclasses
 import numpy as np
 import tf_keras
 from scipy import optimize
+
 from tpu_pipeline.components.models import PROBABILITIES_LAYER
 
 # Where the fit is recorded in the model's training_info.json (the run summary's `trainer`).

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import tensorflow as tf
 from absl import logging
+
 from tpu_pipeline.common.config import DatasetConfig, ServingConfig, TFLiteVariant
 from tpu_pipeline.common.free_heap import return_free_heap
 from tpu_pipeline.components.images.batching import images_per_call

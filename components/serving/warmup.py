@@ -26,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.protobuf import meta_graph_pb2, saved_model_pb2
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
 from tpu_pipeline.common import tfx_api  # TFX loads on first use: the model server needs none of it
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.images.decode import MAX_8BIT

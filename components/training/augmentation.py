@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 import tensorflow as tf
+
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 
 # Defaults by kind of data (`null` in the config): photos are framed anywhere and

@@ -27,6 +27,7 @@ from typing import Any
 
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import TrainingPolicy
 from tpu_pipeline.components.models import compile_model, freeze_backbone

@@ -19,6 +19,7 @@ import dataclasses
 import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
 from tpu_pipeline.components.images.decode import (

@@ -16,6 +16,7 @@ import math
 
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import TrainerConfig
 
 # Step decay: the rate drops tenfold at each of these fractions of the decay phase.

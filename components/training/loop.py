@@ -11,6 +11,7 @@ from typing import Any
 import tensorflow as tf
 import tf_keras
 from absl import logging
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import TrainingPolicy
 from tpu_pipeline.components.training.custom_loop import train_custom_loop

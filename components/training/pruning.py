@@ -24,6 +24,7 @@ import tf_keras
 from tensorflow_model_optimization.python.core.sparsity.keras.pruning_wrapper import (
     PruneLowMagnitude,
 )
+
 from tpu_pipeline.common.config import ConfigError, PruningConfig
 
 _sparsity = tfmot.sparsity.keras

@@ -40,14 +40,14 @@ from typing import Any
 import portalocker
 import tensorflow as tf
 from absl import logging
+
+from tpu_pipeline import components
 from tpu_pipeline.common.child_process import start_child, stop_child
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 from tpu_pipeline.common.file_lock import held_lock
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.device.multi_worker import multi_worker_cluster
 from tpu_pipeline.components.device.strategy import find_tpu_signals
-
-from tpu_pipeline import components
 
 CHILD_MODULE = "tpu_pipeline.components.trainer_child"
 # The child's work folder, in the temporary folder: this prefix, the pipeline's pid (for

@@ -16,6 +16,7 @@ import os
 from typing import Any
 
 import tensorflow_transform as tft
+
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.device.strategy import StrategyChoice, resolve_strategy

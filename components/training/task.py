@@ -17,6 +17,7 @@ from typing import Any
 
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
 from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy

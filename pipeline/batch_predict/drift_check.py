@@ -15,6 +15,7 @@ import posixpath
 
 import apache_beam as beam
 import tensorflow_data_validation as tfdv
+
 from tpu_pipeline.common.config import DatasetConfig, DriftConfig
 from tpu_pipeline.components.drift.compare import DriftCheck, compare
 from tpu_pipeline.components.drift.examples import example_signals, record_batch

@@ -20,6 +20,7 @@ import posixpath
 
 import apache_beam as beam
 import numpy as np
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import DatasetConfig, ExplainConfig
 from tpu_pipeline.common.owned_paths import check_claimable, claim_folder, write_owned
@@ -85,6 +86,7 @@ def explain_least_confident(
 ) -> Attributions:
     """After the job: maps the records it kept and writes them into `destination`."""
     import tensorflow as tf
+
     from tpu_pipeline.components.images.examples import parse_images
     from tpu_pipeline.components.serving.answers import PixelClassifier
 

@@ -26,6 +26,7 @@ import numpy as np
 from apache_beam.metrics.metric import Metrics, MetricsFilter
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import ConfigError, DatasetConfig, DriftConfig, ExplainConfig
 from tpu_pipeline.common.owned_paths import check_replaceable, owned_file

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import tensorflow as tf
 from apache_beam.ml.inference.base import ModelHandler
+
 from tpu_pipeline.components.serving.export import (
     SERVING_INPUT_KEY,
     SERVING_OUTPUT_KEY,

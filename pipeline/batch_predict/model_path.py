@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from tensorflow.core.protobuf import saved_model_pb2
+
 from tpu_pipeline.common import fileio
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components.serving.export import (

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 
 import apache_beam as beam
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.pipeline.batch_predict.predictions import RowFormat
 

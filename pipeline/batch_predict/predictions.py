@@ -25,6 +25,7 @@ from json.encoder import encode_basestring_ascii
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
+
 from tpu_pipeline.components.serving.export import (
     SERVING_INPUT_KEY,
     SERVING_OUTPUT_KEY,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 import apache_beam as beam
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.example_gen.examples import ExampleBuilder
 from tpu_pipeline.components.example_gen.formats import (

@@ -17,6 +17,7 @@ import pathlib
 import statistics
 
 from PIL import Image, UnidentifiedImageError
+
 from tpu_pipeline.common.config import DatasetConfig
 
 # components/example_gen/formats.py's default pattern for image folders: a folder per class.

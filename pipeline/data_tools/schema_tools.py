@@ -18,6 +18,8 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from google.protobuf import text_format
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+from tpu_pipeline import schemas
 from tpu_pipeline.common.atomic_file import write_new_text, write_text
 from tpu_pipeline.common.config import ConfigError, DatasetConfig
 from tpu_pipeline.components.contract import (
@@ -32,8 +34,6 @@ from tpu_pipeline.components.example_gen.images import MAX_IMAGE_SIDE, STORED_FO
 from tpu_pipeline.components.example_gen.provenance import recorded_features
 from tpu_pipeline.components.example_gen.tfrecords import read_records
 from tpu_pipeline.pipeline.local.progress import LiveStatus, read_every_record
-
-from tpu_pipeline import schemas
 
 
 class SchemaExistsError(FileExistsError):

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from absl import logging as absl_logging
+
 from tpu_pipeline.common.config import ConfigError, PipelineConfig
 from tpu_pipeline.common.interrupts import RunInterrupted, received_signal
 from tpu_pipeline.common.memory_meter import MemoryMeter, MemoryPeak, highest

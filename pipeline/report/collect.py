@@ -17,6 +17,7 @@ import platform
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.common.config import DatasetConfig, PipelineConfig
 from tpu_pipeline.common.memory_meter import highest
 from tpu_pipeline.components.contract import read_dataset

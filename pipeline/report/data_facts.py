@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow_data_validation as tfdv
 from ml_metadata.proto import metadata_store_pb2
 from tensorflow_metadata.proto.v0 import statistics_pb2
+
 from tpu_pipeline.common.tfx_api import artifact_utils, standard_artifacts
 from tpu_pipeline.components.contract import IMAGE_FORMAT_FEATURE
 from tpu_pipeline.components.data_checks.anomalies import describe_anomalies

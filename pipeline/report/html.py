@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 import markupsafe
+
 from tpu_pipeline.components.evaluation.results import ClassMetrics, SliceMetrics
 from tpu_pipeline.components.evaluation.verdict import NOT_JUDGED
 from tpu_pipeline.components.explain.store import Attributions

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 from matplotlib.figure import Figure
+
 from tpu_pipeline.components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
 from tpu_pipeline.components.explain.store import Attributions
 from tpu_pipeline.pipeline.report.data_facts import SplitStatistics

@@ -12,6 +12,7 @@ import pathlib
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.common.metadata_check import checked_connection
 from tpu_pipeline.pipeline.results.run_record import RunRecord
 

@@ -14,6 +14,7 @@ import os
 import numpy as np
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.common.tfx_api import artifact_utils, standard_artifacts
 from tpu_pipeline.components.images.examples import parse_pixels

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Sequence
 
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
 from tpu_pipeline.pipeline.results.run_record import RunRecord
 from tpu_pipeline.pipeline.results.run_summary import PARTS, ComponentResult, RunSummary

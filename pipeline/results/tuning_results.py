@@ -13,6 +13,7 @@ import json
 import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,

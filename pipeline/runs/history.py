@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.common.metadata_check import checked_connection
 from tpu_pipeline.pipeline.results.run_outcome import FAILED, run_outcome
 from tpu_pipeline.pipeline.wiring.node_ids import NodeIds

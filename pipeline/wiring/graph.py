@@ -15,6 +15,8 @@ import pathlib
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
+
+from tpu_pipeline import components
 from tpu_pipeline.common.config import DatasetConfig, PipelineConfig
 from tpu_pipeline.common.tfx_api import (
     BaseComponent,
@@ -63,8 +65,6 @@ from tpu_pipeline.components.packager import ServingPackager
 from tpu_pipeline.components.pusher import AtomicPusher
 from tpu_pipeline.components.span_shift_gate import VERDICT_KEY, SpanShiftGate
 from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
-
-from tpu_pipeline import components
 
 PREPROCESSING_FN = "tpu_pipeline.components.preprocessing.preprocessing_fn"
 RUN_FN = "tpu_pipeline.components.trainer.run_fn"

@@ -18,6 +18,7 @@ import os
 import pathlib
 
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.components.serving.publish import model_fingerprint, pushed_versions
 from tpu_pipeline.components.serving.versions import ROLLED_BACK_DIR, set_aside_versions
 from tpu_pipeline.serving_ops.local.blessing import (

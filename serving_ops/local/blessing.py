@@ -29,6 +29,7 @@ from ml_metadata import errors
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx.utils import path_constants
+
 from tpu_pipeline.common.config import PipelineConfig
 from tpu_pipeline.common.metadata_check import checked_connection
 from tpu_pipeline.components.serving.publish import (

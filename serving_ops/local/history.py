@@ -16,6 +16,7 @@ import pathlib
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
 from tpu_pipeline.components.serving.measurements import saved_model_accuracy
 from tpu_pipeline.serving_ops.local.blessing import (
     BLESSED_BY_PROPERTY,

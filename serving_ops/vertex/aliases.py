@@ -38,6 +38,7 @@ import datetime
 from collections.abc import Sequence
 
 from google.protobuf import field_mask_pb2
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ConfigError, PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall

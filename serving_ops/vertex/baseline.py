@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from google.protobuf import field_mask_pb2
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall

@@ -21,6 +21,7 @@ import os
 from collections.abc import Sequence
 
 from pydantic import TypeAdapter, ValidationError
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import GcsUri, ModelRegistryConfig
 from tpu_pipeline.common.tfx_api import fileio

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import field_mask_pb2
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ModelRegistryConfig, PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall

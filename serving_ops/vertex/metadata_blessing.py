@@ -32,6 +32,7 @@ import posixpath
 from collections.abc import Iterator
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import PipelineConfig, require_vertex
 from tpu_pipeline.common.vertex_api import ApiCall

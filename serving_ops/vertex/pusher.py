@@ -45,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from absl import logging
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ModelRegistryConfig, VertexConfig
 from tpu_pipeline.common.tfx_api import artifact_utils, executor_spec, standard_component_specs

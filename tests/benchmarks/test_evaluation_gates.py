@@ -5,10 +5,10 @@ the default does not, and it still refuses most of a 3-point drop on digits."""
 from __future__ import annotations
 
 import numpy as np
-from tpu_pipeline.common.config import EvaluatorConfig
-from tpu_pipeline.components.evaluation.baseline_test import ACCURACY_DROP, MCNEMAR
 
 from benchmarks.evaluation_gates import TASKS, refusal_rate
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.components.evaluation.baseline_test import ACCURACY_DROP, MCNEMAR
 
 DIGITS = TASKS[0]  # as measured: 347 eval examples, retrains disagree on about 4
 TRIALS = 300

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import tf_keras
-from tpu_pipeline.components.models import build_model
 
 from benchmarks.flops import forward_flops, training_flops
+from tpu_pipeline.components.models import build_model
 
 
 def test_dense_layer_counts_one_multiply_add_per_weight():

@@ -3,6 +3,7 @@
 import argparse
 
 import pytest
+
 from tpu_pipeline.cli.config_flags import (
     config_from_args,
     explicit_from_args,

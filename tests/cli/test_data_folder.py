@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
 
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 import tensorflow as tf
-from tpu_pipeline.cli.main import main
-from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 from tests.common.webhook_server import webhook_server
 from tests.components.example_gen.conftest import record_ends
 from tests.conftest import run_cli
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 pytestmark = pytest.mark.slow
 

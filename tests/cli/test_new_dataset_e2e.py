@@ -17,15 +17,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from ml_metadata.proto import metadata_store_pb2
-from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
-from tpu_pipeline.cli.synthetic_data import write_synthetic
-from tpu_pipeline.common.config import load_config
-from tpu_pipeline.components.images.examples import parse_pixels
-from tpu_pipeline.components.serving.temperature import calibration_error
-from tpu_pipeline.pipeline.report import write_report_files
-from tpu_pipeline.pipeline.report.collect import SAMPLES_SHOWN, collect_report
-from tpu_pipeline.pipeline.report.tensorboard_logs import summary_kinds
-from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 from tests.components.example_gen.conftest import record_ends
 from tests.pipeline.e2e_helpers import (
@@ -36,6 +27,15 @@ from tests.pipeline.e2e_helpers import (
     split_files,
 )
 from tests.pipeline.report.page_claims import false_sentences, read_page
+from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
+from tpu_pipeline.cli.synthetic_data import write_synthetic
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.components.images.examples import parse_pixels
+from tpu_pipeline.components.serving.temperature import calibration_error
+from tpu_pipeline.pipeline.report import write_report_files
+from tpu_pipeline.pipeline.report.collect import SAMPLES_SHOWN, collect_report
+from tpu_pipeline.pipeline.report.tensorboard_logs import summary_kinds
+from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 pytestmark = pytest.mark.slow
 

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from tpu_pipeline.cli.main import main
-
 from tests.common.webhook_server import webhook_server
+from tpu_pipeline.cli.main import main
 
 
 def test_a_missing_data_folder_is_told_as_data_rejected_and_a_refusing_webhook_is_one_warning(

@@ -11,6 +11,7 @@ import textwrap
 
 import pytest
 import yaml
+
 from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, main
 from tpu_pipeline.components import imagenet_files
 from tpu_pipeline.components.models import BACKBONES

@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 import yaml
+
 from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, EXIT_OK, main
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, load_config
 from tpu_pipeline.components import imagenet_files

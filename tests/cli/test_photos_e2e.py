@@ -17,6 +17,8 @@ import pathlib
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.pipeline.e2e_helpers import eval_answers, split_files
 from tpu_pipeline.cli.main import EXIT_OK, main
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, load_config
 from tpu_pipeline.components import imagenet_files
@@ -29,8 +31,6 @@ from tpu_pipeline.components.serving.export import (
 )
 from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.report.collect import collect_report
-
-from tests.pipeline.e2e_helpers import eval_answers, split_files
 
 pytestmark = pytest.mark.slow
 

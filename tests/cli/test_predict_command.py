@@ -7,6 +7,7 @@ from apache_beam.options.pipeline_options import (
     PipelineOptions,
     StandardOptions,
 )
+
 from tpu_pipeline.cli.main import _build_parser
 from tpu_pipeline.cli.predict_command import beam_args
 

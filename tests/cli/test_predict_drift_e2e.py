@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 from PIL import Image
 from sklearn.datasets import load_digits
+
+from tests.common.webhook_server import webhook_server
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR
 from tpu_pipeline.components.drift.reference import REFERENCE_PATH
-
-from tests.common.webhook_server import webhook_server
 
 pytestmark = pytest.mark.slow
 

@@ -8,6 +8,7 @@ import json
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
+
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.owned_paths import MARKER, write_owned
 from tpu_pipeline.components.explain.store import read_attributions

@@ -21,6 +21,8 @@ import pathlib
 import numpy as np
 import pytest
 import tf_keras
+
+from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 from tpu_pipeline.cli.main import EXIT_OK, main
 from tpu_pipeline.common.config import ExplainConfig, load_config
 from tpu_pipeline.components import imagenet_files
@@ -28,8 +30,6 @@ from tpu_pipeline.components.explain.choice import Chosen
 from tpu_pipeline.components.explain.eval_split import explain_images
 from tpu_pipeline.components.models._backbone import BACKBONE_LAYER
 from tpu_pipeline.components.serving.answers import PixelClassifier, eval_pixels
-
-from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
 

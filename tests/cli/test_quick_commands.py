@@ -15,10 +15,10 @@ import subprocess
 import sys
 
 import pytest
-from tpu_pipeline.common.config import REPO_ROOT
-from tpu_pipeline.serving_ops.local import actions as serving_actions
 
 from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.serving_ops.local import actions as serving_actions
 
 HEAVY = ("tensorflow", "tensorflow_model_analysis", "apache_beam", "tfx.dsl.io.fileio")
 # Runs the command's main() in this child, then prints what it loaded on a last line.

@@ -15,10 +15,10 @@ import sys
 import time
 
 import pytest
-from tpu_pipeline.common.run_lock import exclusive_run
-from tpu_pipeline.pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE
 
 from tests.common.webhook_server import webhook_server
+from tpu_pipeline.common.run_lock import exclusive_run
+from tpu_pipeline.pipeline.wiring.input_fingerprint import LAST_SUCCESS_FILE
 
 RUN_DIR_NAME = "tpu-pipeline-digits"
 

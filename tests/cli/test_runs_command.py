@@ -18,13 +18,13 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.conftest import small_digits_config
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.components.serving.eval_outcomes import EVAL_OUTCOMES_FILE
 from tpu_pipeline.pipeline.local.runner import run_local
 from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.runs.history import read_history
-
-from tests.conftest import small_digits_config
 
 pytestmark = pytest.mark.slow
 

@@ -12,6 +12,9 @@ import json
 import pathlib
 
 import pytest
+
+from tests.common.webhook_server import webhook_server
+from tests.kubeflow.conftest import own_project_config
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.config import REPO_ROOT, load_config
 from tpu_pipeline.components import contract
@@ -21,9 +24,6 @@ from tpu_pipeline.pipeline.wiring.input_fingerprint import (
     fingerprint_inputs,
     record_success,
 )
-
-from tests.common.webhook_server import webhook_server
-from tests.kubeflow.conftest import own_project_config
 
 SECRET_PARTS = ("hookuser", "hookpass", "TPATHTOKEN42", "QUERYTOKEN99")
 SECRET_NAME = "projects/your-gcp-project/secrets/tpu-pipeline-webhook/versions/latest"

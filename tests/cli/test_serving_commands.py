@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import pytest
+
+from tests.components.serving.test_publish import Clock, save_model
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.serving.publish import push_model_version
 from tpu_pipeline.pipeline.report.run_store import open_latest_run
 from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
-
-from tests.components.serving.test_publish import Clock, save_model
 
 
 def passing_check(monkeypatch) -> None:

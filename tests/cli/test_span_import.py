@@ -8,14 +8,14 @@ import pytest
 from tfx.components import FileBasedExampleGen
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
+
+from tests.components.example_gen.conftest import make_dataset
 from tpu_pipeline.cli.span_import import import_span
 from tpu_pipeline.cli.synthetic_data import write_synthetic
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components.example_gen.executor import SourceExampleGenExecutor
 from tpu_pipeline.components.example_gen.factory import build_example_gen
 from tpu_pipeline.pipeline.local import progress
-
-from tests.components.example_gen.conftest import make_dataset
 
 
 def test_imports_become_numbered_spans_and_never_replace_one(tmp_path):

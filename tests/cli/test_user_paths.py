@@ -11,6 +11,7 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+
 from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, main
 
 USERS_TEXT = "the user's own notes\n"

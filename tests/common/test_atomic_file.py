@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from tpu_pipeline.common import atomic_file
 from tpu_pipeline.common.atomic_file import replaced_when_done, write_text
 

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tpu_pipeline.common.child_process import die_with
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]

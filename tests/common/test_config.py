@@ -3,6 +3,7 @@
 import pathlib
 
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config
 
 

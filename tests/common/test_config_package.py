@@ -12,6 +12,7 @@ import importlib
 import pathlib
 
 import pytest
+
 import tpu_pipeline.common.config
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, REPO_ROOT, ConfigError, load_config
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
+
 from tpu_pipeline.common.config import REPO_ROOT, ConfigError, NotifyConfig, load_config
 
 URL = "https://hookuser:hookpass@hooks.example.com:8443/services/TPATHTOKEN42?token=QUERYTOKEN99"

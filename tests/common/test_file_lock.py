@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.common.file_lock import LockBusyError, held_lock
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+
 from tpu_pipeline.common.interrupts import (
     RunInterrupted,
     exit_code,

@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+
 from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak, highest
 
 MB = 1024 * 1024

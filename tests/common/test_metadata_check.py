@@ -3,6 +3,7 @@
 import sqlite3
 
 import pytest
+
 from tpu_pipeline.common.metadata_check import DamagedMetadataError, check_metadata_store
 
 

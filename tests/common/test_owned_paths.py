@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.components.object_store import object_store  # noqa: F401 (a fixture)
 from tpu_pipeline.common.owned_paths import (
     MARKER,
     UserPathError,
@@ -15,8 +17,6 @@ from tpu_pipeline.common.owned_paths import (
     owned_file,
     write_owned,
 )
-
-from tests.components.object_store import object_store  # noqa: F401 (a fixture)
 
 
 def test_a_new_file_is_written_and_rewritten_because_the_marker_lists_it(tmp_path):

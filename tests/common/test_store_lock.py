@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+
 from tpu_pipeline.common import gcs_objects
 from tpu_pipeline.common.file_lock import LockBusyError
 from tpu_pipeline.common.store_lock import held_store_lock

@@ -4,6 +4,7 @@ import threading
 import time
 
 import pytest
+
 from tpu_pipeline.common.timeouts import call_with_timeout
 
 

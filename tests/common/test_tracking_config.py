@@ -4,6 +4,7 @@ environment variables, never holding a credential in plain text."""
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.common.config import ConfigError, TrackingConfig, load_config
 from tpu_pipeline.pipeline.wiring.input_fingerprint import config_digest
 

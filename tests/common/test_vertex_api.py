@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.common.vertex_api import VertexUnreachableError, check_reachable, first_hop
 

@@ -10,10 +10,10 @@ import urllib.error
 import urllib.request
 
 import pytest
-from tpu_pipeline.common.config import webhook_url_problem
-from tpu_pipeline.common.webhook import post_message, slack_message
 
 from tests.common.webhook_server import webhook_server
+from tpu_pipeline.common.config import webhook_url_problem
+from tpu_pipeline.common.webhook import post_message, slack_message
 
 MESSAGE = slack_message("run *blessed and pushed*", ["accuracy=0.98"])
 # What no warning may show: the user info, the path's token and the query's.

@@ -6,9 +6,9 @@ imports are paid by every test below it, even by `pytest -k one_test --collect-o
 
 import numpy as np
 import pytest
-from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
+from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 
 
 def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=None):
@@ -16,6 +16,7 @@ def _analyze_and_transform(rows, feature_spec, dataset, temp_dir, output_dir=Non
     writes them."""
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, metadata_io, schema_utils
+
     from tpu_pipeline.components.contract import IMAGE_KEY
     from tpu_pipeline.components.preprocessing import preprocessing_fn
 

@@ -6,6 +6,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY

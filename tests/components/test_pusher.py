@@ -6,6 +6,8 @@ import json
 import pathlib
 
 import pytest
+
+from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.common.tfx_api import artifact_utils, proto_utils, pusher_pb2, standard_artifacts
 from tpu_pipeline.components.contract import pusher_sections
@@ -22,8 +24,6 @@ from tpu_pipeline.components.serving.warmup import (
     read_warmup_requests,
     write_warmup_requests,
 )
-
-from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
 def _push(
@@ -145,9 +145,9 @@ def test_a_served_version_without_a_card_gets_one_when_the_pusher_sees_it_again(
     tmp_path, monkeypatch
 ):
     import numpy as np
-    from tpu_pipeline.components.pusher import MODEL_CARD_PROPERTY
 
     from tests.pipeline.tfma_results import write_evaluation
+    from tpu_pipeline.components.pusher import MODEL_CARD_PROPERTY
 
     monkeypatch.setenv("PATH", str(tmp_path))
     labels = np.arange(40) % 10

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
+
 from tpu_pipeline.common.config import DriftConfig
 from tpu_pipeline.common.tfx_api import standard_artifacts
 from tpu_pipeline.components.drift.reference import REFERENCE_PATH

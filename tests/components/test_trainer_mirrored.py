@@ -12,11 +12,11 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 from tpu_pipeline.common.config import ServingConfig
 from tpu_pipeline.components.contract import trainer_sections
 from tpu_pipeline.pipeline.wiring.graph import code_version
-
-from tests.pipeline.e2e_helpers import serving_accuracy, split_files
 
 pytestmark = pytest.mark.slow
 

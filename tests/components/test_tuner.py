@@ -7,6 +7,7 @@ import types
 
 import keras_tuner
 import pytest
+
 import tpu_pipeline.components.tuner
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.common.tfx_api import FnArgs, json_utils, standard_artifacts

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tpu_pipeline.common.config import DriftConfig
 
 # Words a description uses for each signal the comparison may judge.
@@ -35,6 +36,7 @@ def judged_by():
     judges it, the measure), as `compare._drift_schema` sets them up."""
     import pandas as pd
     import tensorflow_data_validation as tfdv
+
     from tpu_pipeline.components.drift.compare import _drift_schema
     from tpu_pipeline.components.drift.signals import pixel_signals, prediction_signals, with_unsure
 

@@ -18,10 +18,10 @@ import re
 import sys
 
 import pytest
-from tpu_pipeline.cli.main import _build_parser
-from tpu_pipeline.common.config import REPO_ROOT, PipelineConfig
 
 from tests.test_layers import LAYERS
+from tpu_pipeline.cli.main import _build_parser
+from tpu_pipeline.common.config import REPO_ROOT, PipelineConfig
 
 REFERENCE = REPO_ROOT / "docs" / "reference"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT, load_config
 
 DEPLOYMENT_TARGETS = ("cpu", "gpu", "tpu", "gpu-multiworker", "tpu-multihost", "tpu-spot")

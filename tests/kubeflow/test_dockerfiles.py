@@ -7,10 +7,10 @@ import re
 import subprocess
 
 import pytest
-from tpu_pipeline.common.config import REPO_ROOT
-from tpu_pipeline.kubeflow import tpu_image
 
 from tests.test_layers import LAYERS
+from tpu_pipeline.common.config import REPO_ROOT
+from tpu_pipeline.kubeflow import tpu_image
 
 KUBEFLOW = REPO_ROOT / "kubeflow"
 DOCKERFILES = [KUBEFLOW / "Dockerfile", KUBEFLOW / "tpu.Dockerfile"]

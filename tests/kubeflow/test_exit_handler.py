@@ -13,18 +13,18 @@ import threading
 import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
-import tpu_pipeline.common.webhook
-import tpu_pipeline.kubeflow.exit_handler
 from kfp.pipeline_spec import pipeline_spec_pb2
 from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
+
+import tpu_pipeline.common.webhook
+import tpu_pipeline.kubeflow.exit_handler
+from tests.common.webhook_server import webhook_server
+from tests.kubeflow.conftest import task_parameter
+from tests.pipeline.tfma_results import NAMES, write_evaluation
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import DriftConfig, EvaluatorConfig
 from tpu_pipeline.kubeflow.exit_handler import RunEnded, vertex_run_message
 from tpu_pipeline.kubeflow.job_summary import job_summary
-
-from tests.common.webhook_server import webhook_server
-from tests.kubeflow.conftest import task_parameter
-from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 JOB = "projects/123/locations/us-central1/pipelineJobs/tpu-pipeline-digits-20261201"
 CONSOLE = (
@@ -522,10 +522,9 @@ def test_an_exception_building_the_message_is_one_warning_and_a_succeeding_step(
 
 
 def test_a_plain_webhook_is_a_config_error_for_vertex_naming_the_secret_field():
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
     from tpu_pipeline.common.config import ConfigError, load_config
     from tpu_pipeline.kubeflow.runner import compile_pipeline
-
-    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     url = "https://hookuser:hookpass@hooks.example.com/services/TPATHTOKEN42?token=QTOKEN99"
     config = load_config(str(DEPLOYMENT_CONFIGS["cpu"]), {"notify.webhook": url})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.kubeflow import image_lock, tpu_image
 from tpu_pipeline.kubeflow.image_lock import UnresolvableError
 

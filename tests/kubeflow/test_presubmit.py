@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
+
+from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, own_project_config
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.config import REPO_ROOT, ConfigError
 from tpu_pipeline.kubeflow.presubmit import check_cron, image_folders
-
-from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, own_project_config
 
 # A folder of photos named by the user, read from Cloud Storage: no schema shipped for it.
 FLOWERS = [

@@ -5,12 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config, require_vertex
-from tpu_pipeline.kubeflow.cluster_config import (
-    CONTAINER_SOURCE_DIR,
-    container_schema_file,
-    runtime_parameter_defaults,
-)
 
 from tests.kubeflow.conftest import (
     DEPLOYMENT_TARGETS,
@@ -19,6 +13,12 @@ from tests.kubeflow.conftest import (
     task_parameter,
     worker_pool,
     worker_pools,
+)
+from tpu_pipeline.common.config import REPO_ROOT, ConfigError, load_config, require_vertex
+from tpu_pipeline.kubeflow.cluster_config import (
+    CONTAINER_SOURCE_DIR,
+    container_schema_file,
+    runtime_parameter_defaults,
 )
 
 BEAM_TASKS = ("ExampleGen", "StatisticsGen", "Transform", "Evaluator")
@@ -113,6 +113,7 @@ def test_every_artifact_type_loads_in_tfxs_vertex_entrypoint(compile_spec, targe
     from google.protobuf import json_format
     from kfp.pipeline_spec import pipeline_spec_pb2
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_entrypoint_utils
+
     from tpu_pipeline.common.tfx_api import Artifact
     from tpu_pipeline.components.explainer import Explainer
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 
 import pytest
+
+from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.kubeflow.tpu_image import PJRT_ENV
 from tpu_pipeline.kubeflow.vertex_requests import parameter_values
-
-from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TFX_EXECUTOR_COMMAND = ["python", "-m", "tfx.scripts.run_executor"]
 

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 
+from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.common.tfx_api import json_utils, standard_artifacts
 from tpu_pipeline.components.training.hyperparameters import TRIALS_SUBDIR
 from tpu_pipeline.components.tuner import TRIALS_DIR_KEY
 from tpu_pipeline.kubeflow.custom_job import worker_pool_specs
-
-from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, executor, task_parameter
 
 TUNING = {"tuner.enabled": True, "tuner.num_parallel_trials": 3}
 

@@ -7,10 +7,10 @@ import json
 import pathlib
 
 import pytest
-from tpu_pipeline.cli.main import main
-from tpu_pipeline.kubeflow.vertex_requests import FOUND_SCHEDULE
 
 from tests.kubeflow.conftest import own_project_config
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.kubeflow.vertex_requests import FOUND_SCHEDULE
 
 PROJECT = "acme-ml-prod"
 SERVICE_ACCOUNT = f"tpu-pipeline@{PROJECT}.iam.gserviceaccount.com"

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tpu_pipeline.common.config import ConfigError, load_config
 
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
+from tpu_pipeline.common.config import ConfigError, load_config
 
 
 def _trainer(**fields):

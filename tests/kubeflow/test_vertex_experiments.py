@@ -12,14 +12,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import tpu_pipeline.kubeflow.exit_handler
 from google.api_core import exceptions as api_exceptions
 from google.auth.credentials import AnonymousCredentials
-from tpu_pipeline.common import vertex_types as gca
-from tpu_pipeline.common.config import EvaluatorConfig
-from tpu_pipeline.kubeflow import vertex_experiments
-from tpu_pipeline.kubeflow.exit_handler import RunEnded
 
+import tpu_pipeline.kubeflow.exit_handler
 from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS, task_parameter
 from tests.kubeflow.test_exit_handler import (
     JOB,
@@ -29,6 +25,10 @@ from tests.kubeflow.test_exit_handler import (
     final_status,
 )
 from tests.pipeline.tfma_results import NAMES, write_evaluation
+from tpu_pipeline.common import vertex_types as gca
+from tpu_pipeline.common.config import EvaluatorConfig
+from tpu_pipeline.kubeflow import vertex_experiments
+from tpu_pipeline.kubeflow.exit_handler import RunEnded
 
 EXPERIMENT = "digits-runs"
 JOB_ID = JOB.rsplit("/", 1)[1]

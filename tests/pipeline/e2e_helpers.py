@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 from ml_metadata.metadata_store import metadata_store
 from tfx.orchestration import metadata
+
 from tpu_pipeline.common.config import PipelineConfig
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+from tests.pipeline.e2e_helpers import eval_answers, executions_of, mlmd_store, split_files
 from tpu_pipeline.components.explain.maps import (
     baseline_images,
     integrated_gradients,
@@ -12,8 +14,6 @@ from tpu_pipeline.components.explain.maps import (
 from tpu_pipeline.components.serving.answers import PixelClassifier, eval_pixels
 from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.report.collect import collect_report
-
-from tests.pipeline.e2e_helpers import eval_answers, executions_of, mlmd_store, split_files
 
 pytestmark = pytest.mark.slow
 

@@ -8,12 +8,12 @@ import json
 
 import numpy as np
 from scipy import stats
+
+from tests.pipeline.tfma_results import NAMES, write_evaluation
 from tpu_pipeline.common.config import EvaluatorConfig
 from tpu_pipeline.components.evaluation.results import read_verdict
 from tpu_pipeline.components.evaluator import judge_evaluation
 from tpu_pipeline.pipeline.results.run_summary import RunSummary
-
-from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 EXAMPLES = 347  # the built-in digits' eval split
 LABELS = np.arange(EXAMPLES) % len(NAMES)

@@ -1,6 +1,7 @@
 """Finding the data folder a run reads: a wrong folder is a data rejection in one line."""
 
 import pytest
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.pipeline.wiring.data_sources import DataSourceError, prepare_data_root

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PIL import Image
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.data_tools.data_survey import survey_image_folder
 

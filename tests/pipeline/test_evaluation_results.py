@@ -10,12 +10,12 @@ import json
 
 import numpy as np
 import pytest
+
+from tests.pipeline.tfma_results import NAMES, write_evaluation
 from tpu_pipeline.components.evaluation.results import read_evaluation
 from tpu_pipeline.pipeline.report import plots
 from tpu_pipeline.pipeline.report.html import per_class_rows
 from tpu_pipeline.pipeline.results.run_summary import RunSummary
-
-from tests.pipeline.tfma_results import NAMES, write_evaluation
 
 NEVER_PREDICTED = 3  # heart
 

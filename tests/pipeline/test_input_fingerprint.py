@@ -6,6 +6,7 @@ import os
 import pathlib
 
 import pytest
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.wiring.input_fingerprint import (
     LAST_SUCCESS_FILE,

@@ -6,10 +6,10 @@ import io
 
 import pytest
 import tensorflow as tf
-from tpu_pipeline.pipeline.local.runner import run_local
-from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 from tests.conftest import small_digits_config
+from tpu_pipeline.pipeline.local.runner import run_local
+from tpu_pipeline.pipeline.wiring.data_sources import write_digits_tfrecord
 
 
 def write_more_ones(source, path) -> None:

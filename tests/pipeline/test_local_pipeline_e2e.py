@@ -9,10 +9,6 @@ import shutil
 
 import pytest
 from ml_metadata.proto import metadata_store_pb2
-from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
-from tpu_pipeline.components.serving.publish import pushed_versions
-from tpu_pipeline.components.serving.warmup import read_warmup_requests
-from tpu_pipeline.pipeline.local.runner import run_local
 
 from tests.conftest import small_digits_config
 from tests.pipeline.e2e_helpers import (
@@ -22,6 +18,10 @@ from tests.pipeline.e2e_helpers import (
     served_models,
     serving_accuracy,
 )
+from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
+from tpu_pipeline.components.serving.publish import pushed_versions
+from tpu_pipeline.components.serving.warmup import read_warmup_requests
+from tpu_pipeline.pipeline.local.runner import run_local
 
 pytestmark = pytest.mark.slow
 

@@ -6,10 +6,10 @@ import json
 import pathlib
 
 import pytest
-from tpu_pipeline.components.model_card.write import CARD_HTML, CARD_JSON
-from tpu_pipeline.components.serving.measurements import read_measurements
 
 from tests.pipeline.e2e_helpers import executions_of, input_artifact_ids, mlmd_store
+from tpu_pipeline.components.model_card.write import CARD_HTML, CARD_JSON
+from tpu_pipeline.components.serving.measurements import read_measurements
 
 pytestmark = pytest.mark.slow
 

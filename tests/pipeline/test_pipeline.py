@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from tpu_pipeline.common.config import ConfigError, load_config
 from tpu_pipeline.components.contract import component_sections
 from tpu_pipeline.components.example_gen.formats import file_pattern

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.data_tools.data_survey import DataSurvey
 from tpu_pipeline.pipeline.wiring.recipe import (

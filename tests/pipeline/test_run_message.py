@@ -6,6 +6,7 @@ import os
 import signal
 
 import pytest
+
 from tpu_pipeline.common.interrupts import RunInterrupted, stop_on_signals
 from tpu_pipeline.components.data_checks.anomalies import DataRejectedError
 from tpu_pipeline.pipeline.results.run_message import run_message, run_outcome
@@ -110,10 +111,9 @@ def test_a_blessed_model_the_pusher_did_not_publish_is_told_apart_from_a_push():
 
 
 def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
+    from tests.common.webhook_server import webhook_server
     from tpu_pipeline.common.config import load_config
     from tpu_pipeline.pipeline.results.run_message import notify_run
-
-    from tests.common.webhook_server import webhook_server
 
     assert notify_run(load_config(), blessed(), REPORT) is None  # no notify: section, no post
     with webhook_server(hang=True) as (url, server):
@@ -127,10 +127,9 @@ def test_notify_run_posts_to_the_configured_webhook_within_its_timeout():
 
 def test_a_local_run_with_webhook_secret_reads_the_url_from_secret_manager(monkeypatch):
     import tpu_pipeline.common.webhook
+    from tests.common.webhook_server import webhook_server
     from tpu_pipeline.common.config import load_config
     from tpu_pipeline.pipeline.results.run_message import notify_run
-
-    from tests.common.webhook_server import webhook_server
 
     name = "projects/my-project/secrets/tpu-pipeline-webhook/versions/latest"
     config = load_config(None, {"notify.webhook_secret": name, "notify.timeout_seconds": 3})

@@ -4,9 +4,9 @@ leaves the execution's recorded times as they were."""
 from __future__ import annotations
 
 from ml_metadata.metadata_store import metadata_store
-from tpu_pipeline.pipeline.results.run_record import RunRecord
 
 from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
+from tpu_pipeline.pipeline.results.run_record import RunRecord
 
 
 def test_a_note_is_kept_on_this_runs_execution_and_not_seen_by_the_next_run(tmp_path):

@@ -11,6 +11,8 @@ import sys
 import pytest
 import tensorflow_data_validation as tfdv
 from tensorflow_metadata.proto.v0 import schema_pb2
+
+from tpu_pipeline import schemas
 from tpu_pipeline.cli.main import EXIT_BAD_CONFIG, EXIT_DATA_REJECTED, main
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.common.config import ConfigError, DatasetConfig
@@ -25,8 +27,6 @@ from tpu_pipeline.pipeline.data_tools.schema_tools import (
 )
 from tpu_pipeline.pipeline.local import progress
 from tpu_pipeline.pipeline.local.progress import LiveStatus
-
-from tpu_pipeline import schemas
 
 
 @pytest.fixture(scope="module")

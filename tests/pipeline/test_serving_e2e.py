@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+
+from tests.components.images.reference import pillow_pixels
+from tests.pipeline.e2e_helpers import split_files
 from tpu_pipeline.common.config import ServingConfig
 from tpu_pipeline.components.serving import tflite_variants
 from tpu_pipeline.components.serving.answers import PixelClassifier
@@ -19,9 +22,6 @@ from tpu_pipeline.components.serving.tflite_variants import (
     measure_tflite,
     split_batches,
 )
-
-from tests.components.images.reference import pillow_pixels
-from tests.pipeline.e2e_helpers import split_files
 
 pytestmark = pytest.mark.slow
 

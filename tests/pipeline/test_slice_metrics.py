@@ -14,6 +14,8 @@ import json
 import numpy as np
 import pytest
 from ml_metadata.proto import metadata_store_pb2
+
+from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 from tpu_pipeline.common.config import ConfigError, EvaluatorConfig, load_config
 from tpu_pipeline.components.evaluation.results import (
     blessing_reason,
@@ -28,8 +30,6 @@ from tpu_pipeline.pipeline.results.run_record import NodeRecord
 from tpu_pipeline.pipeline.results.run_summary import RunSummary
 from tpu_pipeline.pipeline.results.summary_reading import summarize_run
 from tpu_pipeline.pipeline.wiring.node_ids import NodeIds
-
-from tests.pipeline.tfma_results import DATASET, NAMES, PHOTOS, write_evaluation
 
 EXAMPLES = 200
 LARGE = 6  # photos over 512 px: all wrong, fewer than the default slice_min_examples

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from sklearn.datasets import load_digits
-from tpu_pipeline.pipeline.local.runner import run_local
-from tpu_pipeline.pipeline.results.run_message import run_message
-from tpu_pipeline.pipeline.results.run_record import custom_property
 
 from tests.conftest import run_cli, small_digits_config
 from tests.pipeline.e2e_helpers import mlmd_store
+from tpu_pipeline.pipeline.local.runner import run_local
+from tpu_pipeline.pipeline.results.run_message import run_message
+from tpu_pipeline.pipeline.results.run_record import custom_property
 
 pytestmark = pytest.mark.slow
 

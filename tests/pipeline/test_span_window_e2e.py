@@ -11,13 +11,13 @@ import shutil
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
-from tpu_pipeline.common.config import ConfigError
-from tpu_pipeline.pipeline.local.runner import run_local
-from tpu_pipeline.pipeline.report import write_report
 
 from tests.conftest import small_digits_config
 from tests.pipeline.test_span_shift_e2e import SETTINGS, write_span
 from tpu_pipeline import schemas
+from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.pipeline.local.runner import run_local
+from tpu_pipeline.pipeline.report import write_report
 
 pytestmark = pytest.mark.slow
 

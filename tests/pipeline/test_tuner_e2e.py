@@ -8,11 +8,11 @@ import re
 
 import pytest
 import yaml
-from tpu_pipeline.cli.main import main
-from tpu_pipeline.pipeline.report.collect import collect_report
 
 from tests.conftest import run_cli
 from tests.pipeline.report.page_claims import false_sentences, read_page
+from tpu_pipeline.cli.main import main
+from tpu_pipeline.pipeline.report.collect import collect_report
 
 pytestmark = pytest.mark.slow
 

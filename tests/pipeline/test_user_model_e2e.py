@@ -12,10 +12,10 @@ import pathlib
 import sys
 
 import pytest
-from tpu_pipeline.common.config import load_config
-from tpu_pipeline.pipeline.local.runner import run_local
 
 from tests.pipeline.e2e_helpers import serving_accuracy
+from tpu_pipeline.common.config import load_config
+from tpu_pipeline.pipeline.local.runner import run_local
 
 pytestmark = pytest.mark.slow
 

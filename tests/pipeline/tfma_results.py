@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import tensorflow_model_analysis as tfma
+
 from tpu_pipeline.common.config import DatasetConfig, EvaluatorConfig, SourceConfig
 from tpu_pipeline.components.evaluation.eval_config import build_eval_config
 from tpu_pipeline.components.evaluator import judge_evaluation

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from tpu_pipeline.serving_ops import protocol
 from tpu_pipeline.serving_ops.protocol import (
     Busy,

@@ -8,6 +8,7 @@ import pathlib
 from typing import TYPE_CHECKING, Any
 
 from tfx.utils.path_constants import SERVING_MODEL_DIR
+
 from tpu_pipeline.components.serving.temperature import TEMPERATURE_INFO_KEY, TemperatureFit
 from tpu_pipeline.pipeline.results.summary_part import (
     read_step,

@@ -11,6 +11,7 @@ import sys
 import pytest
 import tensorflow as tf
 from tensorflow.python.eager import context
+
 from tpu_pipeline.components.device.join_watchdog import killed_unless_joined
 from tpu_pipeline.components.device.multi_worker import (
     WorkerLostError,

@@ -1,6 +1,7 @@
 """XLA, precision and steps per call follow the device unless the configuration overrides them."""
 
 import pytest
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
 

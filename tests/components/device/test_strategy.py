@@ -5,6 +5,7 @@ import time
 
 import pytest
 import tensorflow as tf
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device import strategy
 from tpu_pipeline.components.device.strategy import (

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 import tensorflow as tf
+
 from tpu_pipeline.common.config import PromisedDevices, TrainerConfig
 from tpu_pipeline.components.device import strategy
 from tpu_pipeline.components.device.replica_guard import ReplicaMismatchError, check_replicas

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow_data_validation as tfdv
+
 from tpu_pipeline.common.config import DriftConfig
 from tpu_pipeline.components.drift.compare import JS_DIVERGENCE, L_INFINITY, compare
 from tpu_pipeline.components.drift.examples import record_batch

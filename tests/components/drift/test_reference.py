@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 from sklearn.datasets import load_digits
+
 from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
 from tpu_pipeline.components.drift.reference import (
     REFERENCE_PATH,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from tpu_pipeline.components.drift.signals import pixel_signals, prediction_signals, with_unsure
 
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from sklearn.datasets import load_digits
+
 from tpu_pipeline.common.config import DriftConfig
 from tpu_pipeline.components.drift.reference import REFERENCE_PATH, Reference
 from tpu_pipeline.components.drift.signals import pixel_signals

@@ -7,6 +7,7 @@ import typing
 
 import pytest
 from scipy import stats
+
 from tpu_pipeline.common.config.evaluator import BaselineTest
 from tpu_pipeline.components.evaluation.baseline_test import (
     ACCURACY_DROP,

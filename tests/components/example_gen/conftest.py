@@ -11,6 +11,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
+
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, DatasetConfig
 from tpu_pipeline.components.example_gen.executor import (

@@ -16,10 +16,10 @@ import pytest
 import tensorflow as tf
 import yaml
 from PIL import Image
-from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
-from tpu_pipeline.cli.synthetic_data import write_synthetic
 
 from tests.components.example_gen.conftest import real_photos, record_ends, scan_middle
+from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
+from tpu_pipeline.cli.synthetic_data import write_synthetic
 
 PHOTO_SHAPE = (100, 100, 3)
 

@@ -7,11 +7,11 @@ import gzip
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.components.example_gen.conftest import make_dataset, run_executor
 from tpu_pipeline.cli.synthetic_data import write_synthetic
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.examples import ExampleBuilder
-
-from tests.components.example_gen.conftest import make_dataset, run_executor
 
 
 def _source_bytes(folder) -> int:

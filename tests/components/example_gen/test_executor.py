@@ -7,6 +7,8 @@ import shutil
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
 from tpu_pipeline.cli.synthetic_data import png_bytes, synthetic_images, write_synthetic
 from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
 from tpu_pipeline.components.contract import (
@@ -16,8 +18,6 @@ from tpu_pipeline.components.contract import (
 )
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.images.examples import parse_pixels
-
-from tests.components.example_gen.conftest import make_dataset, record_ends, run_executor
 
 COUNT, EVAL_COUNT = 30, 10
 

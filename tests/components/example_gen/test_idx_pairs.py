@@ -8,11 +8,11 @@ import logging
 
 import numpy as np
 import pytest
+
+from tests.components.example_gen.conftest import make_dataset, run_executor
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.formats import FORMATS, list_inputs
 from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
-
-from tests.components.example_gen.conftest import make_dataset, run_executor
 
 
 def write_idx(path, array: np.ndarray) -> None:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+
+from tests.components.example_gen.conftest import real_photos, scan_middle
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.images import check_image
-
-from tests.components.example_gen.conftest import real_photos, scan_middle
 
 
 def _dataset(shape=(100, 100, 3), **source) -> DatasetConfig:

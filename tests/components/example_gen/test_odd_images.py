@@ -10,12 +10,12 @@ import logging
 import numpy as np
 import pytest
 from PIL import Image
+
+from tests.components.example_gen.conftest import make_dataset, run_executor
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.executor import read_odd_images
 from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
 from tpu_pipeline.components.example_gen.odd_images import ImageFact, find_odd_images
-
-from tests.components.example_gen.conftest import make_dataset, run_executor
 
 
 def fact(where, label=0, split=None, image_format="jpeg", side=400, digest=None):

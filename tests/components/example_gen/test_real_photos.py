@@ -7,9 +7,9 @@ import io
 
 import pytest
 from PIL import Image
-from tpu_pipeline.common.config import DatasetConfig
 
 from tests.components.example_gen.conftest import SIGN_DIGITS, real_photos, run_executor
+from tpu_pipeline.common.config import DatasetConfig
 
 SPLIT_FOLDERS = {"train": "train", "eval": "validation"}
 

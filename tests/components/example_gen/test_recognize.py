@@ -16,6 +16,7 @@ import sys
 import numpy as np
 import pytest
 from PIL import Image
+
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.recognize import recognize_folder

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+
+from tests.components.example_gen.conftest import make_dataset, run_executor
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.example_gen.executor import expected_output_bytes
 from tpu_pipeline.components.example_gen.shards import (
@@ -22,8 +24,6 @@ from tpu_pipeline.components.example_gen.shards import (
     shard_name,
     spill_buckets,
 )
-
-from tests.components.example_gen.conftest import make_dataset, run_executor
 
 CLASSES = 10
 PER_CLASS = 600  # 6,000 images: the training split (~4,800) outgrows a 4,096-example buffer

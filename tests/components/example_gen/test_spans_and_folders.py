@@ -14,6 +14,8 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import standard_artifacts
 from tfx.types import standard_component_specs as specs
 from tfx.utils import proto_utils
+
+from tests.components.example_gen.conftest import read_split, real_photos
 from tpu_pipeline.common.config import DatasetConfig, load_config
 from tpu_pipeline.components.contract import SOURCE_FOLDER_FEATURE, SPAN_FEATURE
 from tpu_pipeline.components.example_gen.errors import DataFormatError
@@ -24,8 +26,6 @@ from tpu_pipeline.components.example_gen.executor import (
 from tpu_pipeline.components.example_gen.provenance import source_folder
 from tpu_pipeline.components.example_gen.spans import span_pattern, spans_present, window_spans
 from tpu_pipeline.pipeline.wiring.graph import example_gen_splits
-
-from tests.components.example_gen.conftest import read_split, real_photos
 
 
 def write_span(folder: pathlib.Path, span: int, count: int, extra=None) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.components.example_gen.conftest import make_dataset
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.examples import ExampleBuilder
 from tpu_pipeline.components.example_gen.formats import read_tfrecord, read_tfrecord_batches
-
-from tests.components.example_gen.conftest import make_dataset
 
 DATASET = make_dataset("tfrecord")  # 28x28x1, 10 classes
 PIXELS = DATASET.pixel_count

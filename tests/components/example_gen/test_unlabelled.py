@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+
+from tests.components.example_gen.conftest import make_dataset
 from tpu_pipeline.components.example_gen.errors import DataFormatError
 from tpu_pipeline.components.example_gen.examples import ExampleBuilder
 from tpu_pipeline.components.example_gen.formats import read_csv, read_image_file, read_tfrecord
-
-from tests.components.example_gen.conftest import make_dataset
 
 
 def _labels(records, dataset):

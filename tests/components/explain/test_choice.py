@@ -1,6 +1,7 @@
 """Which answers are explained: confident mistakes first, then the surest right answer per class."""
 
 import numpy as np
+
 from tpu_pipeline.components.explain.choice import Chosen, choose_answers
 
 

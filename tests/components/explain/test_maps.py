@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tensorflow as tf
+
 from tpu_pipeline.common.config import ConfigError, ExplainConfig, load_config
 from tpu_pipeline.components.explain.maps import (
     MAX_STEP_BATCH,

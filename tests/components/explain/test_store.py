@@ -1,6 +1,7 @@
 """Attributions kept as two files, the index last: read back whole, or None if unfinished."""
 
 import numpy as np
+
 from tpu_pipeline.components.explain.choice import Chosen
 from tpu_pipeline.components.explain.store import (
     Attributions,

@@ -10,6 +10,7 @@ import io
 
 import numpy as np
 from PIL import Image
+
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.images.decode import resize_pixels, scale_pixels
 

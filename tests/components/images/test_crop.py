@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
-from tpu_pipeline.components.images.decode import decode_encoded_image, random_resized_crop
 
 from benchmarks.data import photo_dataset
+from tpu_pipeline.components.images.decode import decode_encoded_image, random_resized_crop
 
 
 def _photo(fmt: str, size=(120, 80)) -> bytes:

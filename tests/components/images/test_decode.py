@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
-from tpu_pipeline.common.config import DatasetConfig
-from tpu_pipeline.components.images.decode import decode_encoded_image, decode_encoded_images
 
 from tests.components.images.reference import pillow_pixels
+from tpu_pipeline.common.config import DatasetConfig
+from tpu_pipeline.components.images.decode import decode_encoded_image, decode_encoded_images
 
 
 def _dataset(shape=(8, 8, 1), **source) -> DatasetConfig:

@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 import pytest
+
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.components.evaluation.results import Calibration, ClassMetrics, SliceMetrics
 from tpu_pipeline.components.model_card import card

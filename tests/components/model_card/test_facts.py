@@ -6,11 +6,11 @@ import json
 
 import numpy as np
 import pytest
+
+from tests.pipeline.tfma_results import DATASET, write_evaluation
 from tpu_pipeline.common.config import EvaluatorConfig
 from tpu_pipeline.common.tfx_api import standard_artifacts
 from tpu_pipeline.components.model_card import card, facts
-
-from tests.pipeline.tfma_results import DATASET, write_evaluation
 
 pytestmark = pytest.mark.slow  # TFMA runs a Beam job (~15 s)
 RULE = EvaluatorConfig(accuracy_lower_bound=0.5)  # ~0.6 accurate: blessed, a class flagged

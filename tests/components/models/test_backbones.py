@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 import tf_keras
 from tf_keras.src.utils import data_utils
+
 from tpu_pipeline.common.config import ConfigError, TrainerConfig
 from tpu_pipeline.components import imagenet_files
 from tpu_pipeline.components.models import (

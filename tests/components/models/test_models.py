@@ -5,6 +5,7 @@ import pathlib
 import numpy as np
 import pytest
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.components import models
 from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+
 from tpu_pipeline.common.config import ConfigError, load_config
 from tpu_pipeline.components.models import build_model, check_model, serving_copy, user_model_source
 

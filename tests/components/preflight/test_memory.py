@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tf_keras
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.models import build_model, compile_model
 from tpu_pipeline.components.preflight.memory import GIB, estimate_memory

@@ -7,6 +7,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
 from tfx.components.trainer.fn_args_utils import FnArgs
+
 from tpu_pipeline.cli.main import EXIT_FAILED, EXIT_OK, main
 from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig, PruningConfig, TrainerConfig
 from tpu_pipeline.components import trainer

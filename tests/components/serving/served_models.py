@@ -12,6 +12,7 @@ import pathlib
 
 import numpy as np
 import tensorflow as tf
+
 from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])

@@ -3,12 +3,12 @@
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
+
+from tests.components.serving.byte_examples import serialized_byte_examples
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.components.models import build_model
 from tpu_pipeline.components.serving.export import export_serving_model
 from tpu_pipeline.components.serving.tflite_variants import array_batches, convert, pixels_converter
-
-from tests.components.serving.byte_examples import serialized_byte_examples
 
 
 def test_8bit_pixels_signature_matches_the_stored_examples_and_converts_to_every_variant(

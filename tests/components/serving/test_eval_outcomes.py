@@ -6,14 +6,14 @@ import json
 
 import numpy as np
 import tensorflow as tf
+
+from tests.components.serving.served_models import DIGITS, write_eval_split
 from tpu_pipeline.components.serving.eval_outcomes import (
     EVAL_OUTCOMES_FILE,
     example_key,
     read_eval_outcomes,
     record_eval_outcomes,
 )
-
-from tests.components.serving.served_models import DIGITS, write_eval_split
 
 
 def says_zero_unless_bright(pixels: tf.Tensor) -> tf.Tensor:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import tf_keras
+
 from tpu_pipeline.components.models import build_model
 from tpu_pipeline.components.serving.export import feature_map_layer
 
@@ -59,10 +60,10 @@ def test_a_sequential_models_first_layer_counts_too():
 
 def test_grad_cam_on_a_model_exported_without_feature_maps_is_a_config_error_naming_it(tmp_path):
     import numpy as np
-    from tpu_pipeline.common.config import ConfigError
-    from tpu_pipeline.components.serving.answers import PixelClassifier
 
     from tests.components.serving.served_models import save_model
+    from tpu_pipeline.common.config import ConfigError
+    from tpu_pipeline.components.serving.answers import PixelClassifier
 
     model_dir = save_model(tmp_path / "model")  # its three signatures only, as before
     classify = PixelClassifier(model_dir)

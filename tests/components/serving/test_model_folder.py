@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
+
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.common.config import ServingConfig
 from tpu_pipeline.components.drift.reference import read_drift_reference

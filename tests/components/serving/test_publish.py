@@ -4,6 +4,7 @@ import os
 
 import pytest
 import tensorflow as tf
+
 from tpu_pipeline.components.serving import publish
 from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
 

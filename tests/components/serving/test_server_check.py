@@ -16,6 +16,13 @@ import numpy as np
 import portpicker
 import pytest
 import tensorflow as tf
+
+from tests.components.serving.served_models import (
+    DIGITS,
+    eval_examples,
+    save_model,
+    write_eval_split,
+)
 from tpu_pipeline.components.serving.model_server import LISTENING, reported_port
 from tpu_pipeline.components.serving.server_check import (
     MODEL_NAME,
@@ -29,13 +36,6 @@ from tpu_pipeline.components.serving.warmup import (
     build_requests,
     signature_defs,
     write_warmup_requests,
-)
-
-from tests.components.serving.served_models import (
-    DIGITS,
-    eval_examples,
-    save_model,
-    write_eval_split,
 )
 
 MODEL_SERVER_MODULE = "tpu_pipeline.components.serving.model_server"

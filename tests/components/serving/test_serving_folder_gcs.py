@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
-from tpu_pipeline.components.serving.versions import LOCK_FILE, ServingFolderError, serving_lock
 
 from tests.components.serving.test_publish import local_files, save_model
+from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
+from tpu_pipeline.components.serving.versions import LOCK_FILE, ServingFolderError, serving_lock
 
 
 def test_two_holders_of_the_gs_serving_lock_never_overlap(gcs_bucket):
@@ -132,14 +132,13 @@ def test_a_failed_push_removes_only_what_it_wrote_not_a_concurrent_push(
 
 
 def test_a_model_card_writer_leaves_another_writers_partial_alone(tmp_path, gcs_bucket):
+    from tests.components.model_card.test_card import make_facts
     from tpu_pipeline.components.model_card.card import model_card
     from tpu_pipeline.components.model_card.write import (
         CARD_JSON,
         read_model_card,
         write_model_card,
     )
-
-    from tests.components.model_card.test_card import make_facts
 
     version_dir = f"{gcs_bucket.uri}/serving/1000"
     theirs = f"{version_dir}/.{CARD_JSON}.partial-0123456789ab/{CARD_JSON}"

@@ -6,6 +6,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+
+from tests.components.serving.byte_examples import serialized_byte_examples
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.components.models import build_model
 from tpu_pipeline.components.serving.export import export_serving_model
@@ -16,8 +18,6 @@ from tpu_pipeline.components.serving.temperature import (
     rescale,
     with_temperature,
 )
-
-from tests.components.serving.byte_examples import serialized_byte_examples
 
 
 def _answers(true_temperature: float, examples: int = 4000, classes: int = 10):

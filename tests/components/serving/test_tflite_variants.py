@@ -7,6 +7,8 @@ import json
 import numpy as np
 import pytest
 import tensorflow as tf
+
+from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 from tpu_pipeline.common.config import ConfigError, ServingConfig, load_config
 from tpu_pipeline.components.serving import tflite_variants
 from tpu_pipeline.components.serving.answers import PixelClassifier
@@ -16,8 +18,6 @@ from tpu_pipeline.components.serving.tflite_variants import (
     export_tflite_variants,
     held_back_reason,
 )
-
-from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
 
 
 def test_a_variant_within_the_bound_is_published_even_exactly_at_it():

@@ -7,6 +7,13 @@ import pytest
 import tensorflow as tf
 from tensorflow.core.protobuf.meta_graph_pb2 import SignatureDef
 from tensorflow_serving.apis import prediction_log_pb2
+
+from tests.components.serving.served_models import (
+    DIGITS,
+    eval_examples,
+    save_model,
+    write_eval_split,
+)
 from tpu_pipeline.common.config import BUILTIN_DATA_DIR, BUILTIN_DATASETS, DatasetConfig
 from tpu_pipeline.components.images.decode import decode_encoded_images
 from tpu_pipeline.components.serving.warmup import (
@@ -15,13 +22,6 @@ from tpu_pipeline.components.serving.warmup import (
     build_requests,
     signature_defs,
     write_warmup_requests,
-)
-
-from tests.components.serving.served_models import (
-    DIGITS,
-    eval_examples,
-    save_model,
-    write_eval_split,
 )
 
 PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
-from tpu_pipeline.components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
 from benchmarks.data import photo_dataset
+from tpu_pipeline.common.config import BUILTIN_DATASETS, DatasetConfig, TrainerConfig
+from tpu_pipeline.components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
 
 def _pixel_data(image_shape) -> DatasetConfig:

@@ -1,6 +1,7 @@
 """Balanced class weights: rare classes weigh more, the loss keeps its scale."""
 
 import pytest
+
 from tpu_pipeline.components.training.class_weights import balanced_class_weights, imbalance
 
 

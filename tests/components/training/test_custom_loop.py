@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+
+from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.device.policy import TrainingPolicy
@@ -19,8 +21,6 @@ from tpu_pipeline.components.training.input_pipeline import EvalInput
 from tpu_pipeline.components.training.loop import train
 from tpu_pipeline.pipeline.report.run_store import open_latest_run
 from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
-
-from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
 
 def _dataset(steps: int, batch: int) -> tf.data.Dataset:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError, TrainerConfig, load_config
 from tpu_pipeline.components.device.policy import TrainingPolicy
 from tpu_pipeline.components.models._backbone import BACKBONE_LAYER

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pydantic
 import pytest
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.training.hyperparameters import (
     apply_hyperparameters,

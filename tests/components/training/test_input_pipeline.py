@@ -7,6 +7,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+
+from tests.pipeline.e2e_helpers import split_files
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS
 from tpu_pipeline.components.models import build_model, compile_model
@@ -18,8 +20,6 @@ from tpu_pipeline.components.training.input_pipeline import (
 )
 from tpu_pipeline.components.training.learning_rate import make_optimizer
 from tpu_pipeline.components.training.loop import train
-
-from tests.pipeline.e2e_helpers import split_files
 
 
 @pytest.mark.parametrize("per_replica, replicas, expected", [(64, 1, 64), (64, 8, 512), (1, 2, 2)])

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import tf_keras
+
 from tpu_pipeline.common.config import ConfigError, TrainerConfig, load_config
 from tpu_pipeline.components.training.learning_rate import (
     WarmupThenDecay,

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
+
 from tpu_pipeline.cli.synthetic_data import synthetic_dataset
 from tpu_pipeline.components.training.input_pipeline import (
     host_share,

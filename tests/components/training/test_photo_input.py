@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from PIL import Image
+
+from benchmarks.data import build_transform_graph, photo_dataset
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.images.decode import decode_encoded_image, unit_range
 from tpu_pipeline.components.training.augmentation import Augmentation
 from tpu_pipeline.components.training.input_pipeline import make_dataset, make_eval_dataset
-
-from benchmarks.data import build_transform_graph, photo_dataset
 
 PHOTOS = photo_dataset((24, 24, 3), classes=3)
 

@@ -9,6 +9,8 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras
+
+from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 from tpu_pipeline.common.config import (
     BUILTIN_DATASETS,
     ConfigError,
@@ -34,8 +36,6 @@ from tpu_pipeline.components.training.pruning import (
     strip_pruned,
 )
 from tpu_pipeline.pipeline.wiring.graph import code_version
-
-from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
 DIGITS = DatasetConfig(**BUILTIN_DATASETS["digits"])
 

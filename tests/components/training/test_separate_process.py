@@ -15,6 +15,7 @@ from collections.abc import Iterator
 
 import psutil
 import pytest
+
 from tpu_pipeline.common.config import REPO_ROOT, DatasetConfig, TrainerConfig
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.training import separate_process
@@ -300,11 +301,10 @@ def test_the_childs_error_is_raised_here_by_name_and_its_folder_removed(
 def test_a_child_trains_what_the_pipelines_process_trained(digits_run, tmp_path, caplog):
     """digits_run's Trainer trained in-process (auto, 8x8 digits); the same configuration in a
     child gives a model as accurate, the same TensorBoard curves, and the epoch lines."""
+    from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
     from tpu_pipeline.components.trainer import run_fn
     from tpu_pipeline.pipeline.report.run_store import open_latest_run
     from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
-
-    from tests.pipeline.e2e_helpers import run_fn_args, serving_accuracy
 
     config, summary = digits_run
     assert summary.trainer["training_process"] == "same"

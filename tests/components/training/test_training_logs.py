@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 import tf_keras
+
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS
 from tpu_pipeline.components.models import build_model, compile_model

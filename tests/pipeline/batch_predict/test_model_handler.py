@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 from apache_beam.ml.inference.base import RunInference
 from apache_beam.testing.util import assert_that, equal_to
+
 from tpu_pipeline.pipeline.batch_predict.model_handler import ServingDefaultHandler
 from tpu_pipeline.pipeline.batch_predict.records import Records
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.pipeline.batch_predict.model_path import resolve_model_version
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.common.atomic_file import replaced_when_done
 from tpu_pipeline.common.config import ConfigError
 from tpu_pipeline.pipeline.batch_predict.outputs import output_extension

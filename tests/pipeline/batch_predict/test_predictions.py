@@ -9,6 +9,7 @@ import json
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
+
 from tpu_pipeline.pipeline.batch_predict.predictions import Predictions, RowFormat, top_k
 
 NAMES = ("cat", "dog", "owl", "yak")

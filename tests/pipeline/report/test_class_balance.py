@@ -1,8 +1,7 @@
 """The report says when the training classes are unbalanced, from StatisticsGen's label counts."""
 
-from tpu_pipeline.pipeline.report.data_facts import DataFacts, class_imbalance
-
 from tests.pipeline.report.label_statistics import label_split
+from tpu_pipeline.pipeline.report.data_facts import DataFacts, class_imbalance
 
 
 def test_the_training_splits_largest_over_smallest_class_is_the_imbalance():

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from PIL import Image
+
 from tpu_pipeline.common.tfx_api import standard_artifacts
 from tpu_pipeline.pipeline.report.collect import RunReport
 from tpu_pipeline.pipeline.report.data_facts import STATISTICS_FILE, DataFacts, read_statistics

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
+from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
 from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.report.collect import describe_outcome, summarize_stored_run
@@ -12,8 +14,6 @@ from tpu_pipeline.pipeline.report.run_store import StoredRun
 from tpu_pipeline.pipeline.results.run_record import RunRecord
 from tpu_pipeline.pipeline.results.run_summary import RunSummary
 from tpu_pipeline.pipeline.wiring.data_sources import DataSourceError
-
-from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 
 @pytest.mark.slow

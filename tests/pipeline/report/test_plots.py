@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
+from tests.pipeline.report.label_statistics import label_split
 from tpu_pipeline.components.evaluation.results import ClassMetrics
 from tpu_pipeline.pipeline.report.plots import feature_histograms, per_class_metrics
-
-from tests.pipeline.report.label_statistics import label_split
 
 
 def _bar_heights(axes) -> list[float]:

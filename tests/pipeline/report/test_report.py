@@ -9,6 +9,7 @@ from html import escape as html_escape
 
 import pytest
 import tensorflow_model_analysis as tfma
+
 from tpu_pipeline.components.evaluation.eval_config import ACCURACY_METRIC
 from tpu_pipeline.components.preflight.memory import describe as describe_bytes
 from tpu_pipeline.pipeline.report import write_report

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from tpu_pipeline.common.owned_paths import UserPathError
 from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.results.run_summary import RunSummary

@@ -13,11 +13,11 @@ import dataclasses
 import signal
 
 import pytest
+
+from tests.pipeline.report.page_claims import SECTIONS, false_sentences, published_cells, read_page
 from tpu_pipeline.pipeline.report import write_report_files
 from tpu_pipeline.pipeline.report.collect import RunReport, collect_report, describe_outcome
 from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
-
-from tests.pipeline.report.page_claims import SECTIONS, false_sentences, published_cells, read_page
 
 pytestmark = pytest.mark.slow  # every outcome reads a real pipeline run
 
@@ -60,11 +60,10 @@ def _refused(digits_run) -> RunReport:
 
 def _explained_with_grad_cam(digits_run, facts: RunReport) -> RunReport:
     """The same answers explained with Grad-CAM on the served model, as explain.method asks."""
+    from tests.pipeline.e2e_helpers import split_files
     from tpu_pipeline.common.config import ExplainConfig
     from tpu_pipeline.components.explain.eval_split import explain_images
     from tpu_pipeline.components.serving.answers import PixelClassifier, eval_pixels
-
-    from tests.pipeline.e2e_helpers import split_files
 
     config, summary = digits_run
     chosen = facts.attributions.chosen
@@ -85,6 +84,7 @@ def _shifted_span(facts: RunReport) -> RunReport:
     the real comparison of half the digits, inverted, with the other half."""
     import numpy as np
     from sklearn.datasets import load_digits
+
     from tpu_pipeline.common.config import DriftConfig
     from tpu_pipeline.components.drift.reference import Reference
     from tpu_pipeline.components.drift.signals import pixel_signals

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import tensorflow as tf
+
+from tests.components.serving.served_models import DIGITS, eval_examples, save_model
 from tpu_pipeline.components.images.examples import parse_pixels
 from tpu_pipeline.components.serving.export import SERVING_INPUT_KEY, SERVING_OUTPUT_KEY
 from tpu_pipeline.pipeline.report.serving_facts import (
@@ -11,8 +13,6 @@ from tpu_pipeline.pipeline.report.serving_facts import (
     load_signatures,
     predict_samples,
 )
-
-from tests.components.serving.served_models import DIGITS, eval_examples, save_model
 
 
 def test_samples_are_predicted_a_batch_at_a_time_mistakes_first(tmp_path):

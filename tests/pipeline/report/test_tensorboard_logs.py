@@ -8,6 +8,7 @@ import tensorflow as tf
 import tf_keras
 from tensorboard.backend.event_processing import event_accumulator
 from tensorboard.util import tensor_util
+
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.components.models import build_model, compile_model
 from tpu_pipeline.components.training.training_logs import training_callbacks, write_run_summaries

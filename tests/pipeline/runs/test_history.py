@@ -12,6 +12,8 @@ import json
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
+
+from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 from tpu_pipeline.pipeline.runs.history import (
     RUN_CONFIG_PROPERTY,
     RUN_INPUTS_PROPERTY,
@@ -19,8 +21,6 @@ from tpu_pipeline.pipeline.runs.history import (
     read_history,
 )
 from tpu_pipeline.pipeline.runs.text import history_lines
-
-from tests.pipeline.mlmd_records import PIPELINE, record_execution, sqlite_connection
 
 COMPLETE = metadata_store_pb2.Execution.COMPLETE
 

@@ -16,10 +16,10 @@ import time
 
 import pytest
 from mlflow import MlflowClient
-from tpu_pipeline.pipeline.report import write_report
-from tpu_pipeline.pipeline.tracking import track_run
 
 from tests.pipeline.tracking.mlflow_server import mlflow_server
+from tpu_pipeline.pipeline.report import write_report
+from tpu_pipeline.pipeline.tracking import track_run
 
 pytestmark = pytest.mark.slow
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
+from tests.cli.test_secrets_stay_secret import secret_webhook, secrets_in
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.results.run_summary import ComponentResult, RunSummary
 from tpu_pipeline.pipeline.tracking.record import metric_name, metrics_of, params_of, tracked_run
-
-from tests.cli.test_secrets_stay_secret import secret_webhook, secrets_in
 
 
 def _summary(config) -> RunSummary:

@@ -10,6 +10,8 @@ import subprocess
 import sys
 
 import pytest
+
+from tests.serving_ops.local.test_baseline import baseline, store_with_two_blessed_models
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common.config import REPO_ROOT, load_config
 from tpu_pipeline.components.serving.publish import pushed_versions
@@ -17,8 +19,6 @@ from tpu_pipeline.components.serving.versions import set_aside_versions
 from tpu_pipeline.serving_ops.local import actions as serving_actions
 from tpu_pipeline.serving_ops.local.actions import ServingActionError
 from tpu_pipeline.serving_ops.local.intent_file import INTENT_FILE, read_intent
-
-from tests.serving_ops.local.test_baseline import baseline, store_with_two_blessed_models
 
 CHILD_ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "2"}
 

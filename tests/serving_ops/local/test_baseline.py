@@ -12,11 +12,11 @@ from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
 from tfx.orchestration import metadata
 from tfx.orchestration.portable.input_resolution import channel_resolver
 from tfx.proto.orchestration import pipeline_pb2
+
+from tests.components.serving.test_publish import Clock, save_model
 from tpu_pipeline.components.serving.publish import push_model_version
 from tpu_pipeline.serving_ops.local.baseline import follow_serving_folder
 from tpu_pipeline.serving_ops.local.folder import restore, rollback
-
-from tests.components.serving.test_publish import Clock, save_model
 
 PIPELINE = "tpu-pipeline-digits"
 LIVE = metadata_store_pb2.Artifact.LIVE

@@ -16,6 +16,8 @@ import sys
 import threading
 
 import pytest
+
+from tests.components.serving.test_publish import Clock, save_model
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.components.serving.publish import push_model_version, pushed_versions
 from tpu_pipeline.components.serving.versions import (
@@ -25,8 +27,6 @@ from tpu_pipeline.components.serving.versions import (
 )
 from tpu_pipeline.serving_ops.local import folder
 from tpu_pipeline.serving_ops.local.folder import list_versions, pin, restore, rollback, unpin
-
-from tests.components.serving.test_publish import Clock, save_model
 
 WHEN = datetime.datetime(2026, 12, 1, 14, 0, tzinfo=datetime.timezone.utc)
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 import time
 
 import pytest
+
+from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
+from tests.serving_ops.local.test_baseline import baseline
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.versions import set_aside_versions
 from tpu_pipeline.serving_ops.local import actions as serving_actions
@@ -26,9 +29,6 @@ from tpu_pipeline.serving_ops.local.intent_file import (
     write_intent,
 )
 from tpu_pipeline.serving_ops.protocol import Owner
-
-from tests.serving_ops.local.test_actions import run_folder, with_a_refused_model
-from tests.serving_ops.local.test_baseline import baseline
 
 A, B = Owner("a@this-host", 1, "aaaaaa"), Owner("b@this-host", 2, "bbbbbb")
 

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 from google.api_core import exceptions
+
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.vertex_api import ApiCall
 from tpu_pipeline.serving_ops.vertex.transport import Transport

@@ -11,6 +11,8 @@ import datetime
 import json
 
 import pytest
+
+from tests.serving_ops.vertex.server import MODEL, VertexServer, serving
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.serving_ops.vertex.aliases import RegistryActionError, registry_change
@@ -20,8 +22,6 @@ from tpu_pipeline.serving_ops.vertex.pusher import (
     PINNED_ALIAS,
     ROLLED_BACK_LABEL,
 )
-
-from tests.serving_ops.vertex.server import MODEL, VertexServer, serving
 
 NOW = datetime.datetime(2026, 12, 1, 14, 0, tzinfo=datetime.timezone.utc)
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import pytest
 from google.api_core import exceptions
+
+from tests.serving_ops.vertex.server import MODEL, SERVING, STORE, VertexServer
+from tests.serving_ops.vertex.server import serving as serving_vertex
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.serving_ops.vertex import baseline as registry_baseline
 from tpu_pipeline.serving_ops.vertex.actions import HALF_DONE, INTENT_LABEL
@@ -22,9 +25,6 @@ from tpu_pipeline.serving_ops.vertex.baseline import (
 )
 from tpu_pipeline.serving_ops.vertex.intents import LEASE_SECONDS
 from tpu_pipeline.serving_ops.vertex.pusher import ROLLED_BACK_LABEL
-
-from tests.serving_ops.vertex.server import MODEL, SERVING, STORE, VertexServer
-from tests.serving_ops.vertex.server import serving as serving_vertex
 
 
 def artifact(name: str, schema_title: str, **metadata) -> gca.Artifact:

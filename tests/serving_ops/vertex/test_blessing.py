@@ -7,6 +7,9 @@ import shutil
 
 import pytest
 from google.api_core import exceptions
+
+from tests.serving_ops.vertex.server import CONTEXT, MODEL, STORE, VertexServer, serving
+from tests.serving_ops.vertex.test_aliases import NOW, version
 from tpu_pipeline.cli.main import main
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ModelRegistryConfig
@@ -20,9 +23,6 @@ from tpu_pipeline.serving_ops.vertex.pusher import (
     PINNED_ALIAS,
     ROLLED_BACK_LABEL,
 )
-
-from tests.serving_ops.vertex.server import CONTEXT, MODEL, STORE, VertexServer, serving
-from tests.serving_ops.vertex.test_aliases import NOW, version
 
 MODEL_ARTIFACT = f"{STORE}/artifacts/model-7"  # the Trainer's Model, found in the store
 REGISTRY = ModelRegistryConfig(model_display_name="tpu-pipeline-digits")
@@ -243,9 +243,8 @@ def test_serving_bless_vertex_without_model_uri_is_one_line_and_dry_runs_show_th
 def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads_nothing_refused(
     monkeypatch, capsys, tmp_path
 ):
-    from tpu_pipeline.components.serving.warmup import write_warmup_requests
-
     from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+    from tpu_pipeline.components.serving.warmup import write_warmup_requests
 
     refused = save_model(tmp_path / "model", {"images": "raises"})  # stands in for gs://
     write_warmup_requests(refused, write_eval_split(tmp_path / "eval"), DIGITS)

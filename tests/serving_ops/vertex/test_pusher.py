@@ -14,14 +14,14 @@ import types
 
 import pytest
 from tensorflow.core.protobuf import fingerprint_pb2
+
+from tests.serving_ops.vertex.server import VertexServer
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import ModelRegistryConfig
 from tpu_pipeline.components import pusher
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.server_check import ServingCheckResult
 from tpu_pipeline.serving_ops.vertex.pusher import FINGERPRINT_LABEL, register_model_version
-
-from tests.serving_ops.vertex.server import VertexServer
 
 PASSED = ServingCheckResult(("serving_default",), 0.1, 0.1, "model_server.py")
 
@@ -116,6 +116,7 @@ def test_a_version_is_deployed_once_to_the_named_endpoint_and_a_failed_deploy_is
 
 def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
     """Runs RegistryPusherExecutor after a filesystem push with the given outcome."""
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
     from tpu_pipeline.common.config import load_config
     from tpu_pipeline.common.tfx_api import standard_artifacts
     from tpu_pipeline.components.pusher import ALREADY_PUSHED_PROPERTY, AtomicPusherExecutor
@@ -124,8 +125,6 @@ def _run_executor(monkeypatch, *, pushed: bool, already_pushed: bool) -> list:
         RegistryPusherExecutor,
         registry_custom_config,
     )
-
-    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     def filesystem_push(self, input_dict, output_dict, exec_properties):
         (pushed_model,) = output_dict["pushed_model"]
@@ -177,6 +176,7 @@ def _push_through_the_registry_pusher(
     `span_shift` if given."""
     import shutil
 
+    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
     from tpu_pipeline.common.config import load_config
     from tpu_pipeline.common.tfx_api import standard_artifacts
     from tpu_pipeline.components.contract import pusher_sections
@@ -185,8 +185,6 @@ def _push_through_the_registry_pusher(
         RegistryPusherExecutor,
         registry_custom_config,
     )
-
-    from tests.kubeflow.conftest import DEPLOYMENT_CONFIGS
 
     monkeypatch.setattr(
         model_registry, "vertex_transport", lambda region: server.transport("pusher")
@@ -288,9 +286,8 @@ def test_the_registry_refuses_a_rolled_back_model_and_names_how_to_restore_it(tm
 
 def _servable_candidate(tmp_path, broken: dict[str, str] | None = None) -> str:
     """A SavedModel with its warmup requests, as the ServingPackager makes it."""
-    from tpu_pipeline.components.serving.warmup import write_warmup_requests
-
     from tests.components.serving.served_models import DIGITS, save_model, write_eval_split
+    from tpu_pipeline.components.serving.warmup import write_warmup_requests
 
     model_dir = save_model(tmp_path / "candidate", broken)
     write_warmup_requests(model_dir, write_eval_split(tmp_path / "eval"), DIGITS)
@@ -351,10 +348,9 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
 ):
     # A writer that ignores the protocol (the console, an older tool) pins version 1 after
     # the Pusher checked for a pin: the aliases read again after the upload say so.
+    from tests.serving_ops.vertex.server import MODEL
     from tpu_pipeline.components.pusher import PUSH_REFUSED_PROPERTY
     from tpu_pipeline.serving_ops.vertex.pusher import PINNED_ALIAS, ROLLED_BACK_LABEL
-
-    from tests.serving_ops.vertex.server import MODEL
 
     server = VertexServer()
     server.entry(("default",), metadata=False)
@@ -386,9 +382,8 @@ def test_a_pin_landing_between_the_check_and_the_upload_keeps_default_on_the_pin
 def test_a_deploy_keeps_the_new_and_the_previous_version_and_undeploys_the_older_ones(
     tmp_path, monkeypatch
 ):
-    from tpu_pipeline.serving_ops.vertex.pusher import UNDEPLOYED_PROPERTY
-
     from tests.serving_ops.vertex.server import MODEL
+    from tpu_pipeline.serving_ops.vertex.pusher import UNDEPLOYED_PROPERTY
 
     server = VertexServer()
     server.entry((), (), (), ("default",), metadata=False)  # versions 1 to 4
@@ -434,11 +429,10 @@ def test_a_pinned_or_serving_version_is_never_retired_and_another_model_is_left_
 def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes(
     tmp_path, monkeypatch, caplog
 ):
+    from tests.serving_ops.vertex.server import MODEL
     from tpu_pipeline.serving_ops.vertex.actions import INTENT_LABEL
     from tpu_pipeline.serving_ops.vertex.baseline import WITHDRAWN_BY_KEY
     from tpu_pipeline.serving_ops.vertex.pusher import ROLLED_BACK_LABEL
-
-    from tests.serving_ops.vertex.server import MODEL
 
     # `serving rollback --vertex` moved the registry, then stopped before the metadata
     # (an intent written before intents had owners and leases: its lease has long ended).
@@ -457,12 +451,11 @@ def test_the_registry_pusher_finishes_a_rollback_left_half_done_before_it_pushes
 
 
 def test_the_registry_version_describes_the_model_card_the_push_wrote(tmp_path, monkeypatch):
+    from tests.components.model_card.test_card import make_facts
     from tpu_pipeline.components import pusher
     from tpu_pipeline.components.model_card import card
     from tpu_pipeline.components.model_card.write import read_model_card
     from tpu_pipeline.components.pusher import AtomicPusherExecutor
-
-    from tests.components.model_card.test_card import make_facts
 
     def makes_a_card(self, input_dict, custom_config, version, version_dir):
         return card.model_card(make_facts(version=version))
@@ -505,10 +498,9 @@ def _gs_candidate(tmp_path) -> str:
 def _pin_once_checked(server: VertexServer, monkeypatch) -> None:
     """A writer that ignores the protocol pins version 1 once the Pusher's serving check ran
     (after the Pusher asked the registry, before its registration asks again)."""
+    from tests.serving_ops.vertex.server import MODEL
     from tpu_pipeline.serving_ops.vertex.entry import aliases_call
     from tpu_pipeline.serving_ops.vertex.pusher import PINNED_ALIAS
-
-    from tests.serving_ops.vertex.server import MODEL
 
     checked: list[str] = []
     monkeypatch.setattr(

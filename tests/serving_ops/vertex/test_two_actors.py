@@ -15,6 +15,9 @@ import functools
 
 import pytest
 from google.api_core import exceptions
+
+from tests.serving_ops.vertex.server import MODEL, STORE, VertexServer
+from tests.serving_ops.vertex.test_pusher import saved_model_dir
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.serving_ops.protocol import OperationError, Owner, Patience
 from tpu_pipeline.serving_ops.vertex import actions, blessing
@@ -27,9 +30,6 @@ from tpu_pipeline.serving_ops.vertex.entry import (
 )
 from tpu_pipeline.serving_ops.vertex.intents import INTENT_LABELS
 from tpu_pipeline.serving_ops.vertex.pusher import register_model_version
-
-from tests.serving_ops.vertex.server import MODEL, STORE, VertexServer
-from tests.serving_ops.vertex.test_pusher import saved_model_dir
 
 URI = "gs://my-bucket/root/Trainer/model/7/Format-Serving"
 CONFIG = load_config("kubeflow/vertex-tpu.yaml")
