@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.kubeflow.conftest import own_project_config
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.common.vertex_api import VertexUnreachableError, check_reachable, first_hop
 
@@ -29,7 +30,8 @@ def _offline_env(tmp_path: pathlib.Path, **extra: str) -> dict[str, str]:
 def _submit(
     env: dict[str, str], tmp_path: pathlib.Path
 ) -> tuple[subprocess.CompletedProcess, float]:
-    argv = [*CLI, "submit", "--config", "kubeflow/vertex-cpu.yaml"]
+    # The shipped config with a project set: the placeholder is refused before any call.
+    argv = [*CLI, "submit", "--config", str(own_project_config(tmp_path))]
     started = time.monotonic()
     result = subprocess.run(
         [*argv, "--pipeline-json", str(tmp_path / "never-read.json")],
