@@ -10,6 +10,8 @@ with exit 3 before anything is written.
 from __future__ import annotations
 
 import csv
+import json
+import pathlib
 
 import pytest
 
@@ -83,3 +85,19 @@ def test_class_folders_the_model_does_not_know_stop_with_one_line_and_exit_3(
         "(0, 1, 2, 3, 4, 5, 6, 7, 8, 9); predict it with the model trained on it, or move it out"
     )
     assert not output.exists()
+
+
+def test_the_pushed_model_keeps_the_dataset_fields_it_answers_in(digits_run):
+    _, summary = digits_run
+    info = json.loads(
+        (pathlib.Path(summary.pushed_model) / "assets.extra" / "training_info.json").read_text()
+    )
+
+    kept = info["dataset"]
+    assert (kept["image_shape"], kept["num_classes"]) == ([8, 8, 1], 10)
+    assert (kept["pixel_feature"], kept["label_feature"], kept["format"]) == (
+        "pixels",
+        "label",
+        "tfrecord",
+    )
+    assert kept["source"]["image_value_range"] == [0.0, 16.0]  # how its photos are scaled
