@@ -93,13 +93,15 @@ _DEFAULT_LAYOUT = ("format", "pixel_feature", "label_feature", "image_shape")
 
 
 def recognized_from_args(
-    args: argparse.Namespace, flags: dict[str, Any] | None = None
+    args: argparse.Namespace, flags: dict[str, Any] | None = None, unlabelled: bool = False
 ) -> RecognizedData | None:
-    """What the data folder the user named holds, when they named no dataset.
+    """What the data folder the user named holds, when they named no dataset: the one
+    recognition `run`, `predict` and `data import` share.
 
-    None when no data folder is named, a dataset is (`--dataset`, `dataset: NAME`,
-    `dataset.name`), the folder's files say nothing recognisable, or the user chose
-    another `dataset.format` than the folder's: then the configuration alone decides.
+    `unlabelled` (predict) takes photos without class folders too. None when no data
+    folder is named, a dataset is (`--dataset`, `dataset: NAME`, `dataset.name`), the
+    folder's files say nothing recognisable, or the user chose another `dataset.format`
+    than the folder's: then the configuration alone decides.
 
     Raises:
       DataFormatError: the folder could be read two ways or holds too little (exit 3).
@@ -112,7 +114,7 @@ def recognized_from_args(
         return None
     from tpu_pipeline.components.example_gen.recognize import recognize_folder
 
-    found = recognize_folder(given["data_dir"], taken=frozenset(BUILTIN_DATASETS))
+    found = recognize_folder(given["data_dir"], frozenset(BUILTIN_DATASETS), unlabelled)
     if found is None or given.get("format", found.dataset["format"]) != found.dataset["format"]:
         return None
     default = BUILTIN_DATASETS[DEFAULT_DATASET]

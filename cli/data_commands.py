@@ -7,10 +7,20 @@ command runs, so `--help` answers at once.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import pathlib
 import sys
+from typing import TYPE_CHECKING
 
-from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args
+from tpu_pipeline.cli.config_flags import (
+    add_config_flags,
+    config_from_args,
+    recognized_from_args,
+)
+from tpu_pipeline.cli.saved_config import recognized_line
+
+if TYPE_CHECKING:
+    from tpu_pipeline.components.example_gen.recognize import RecognizedData
 
 
 def add_data_commands(commands: argparse._SubParsersAction) -> None:
@@ -44,7 +54,14 @@ def add_data_commands(commands: argparse._SubParsersAction) -> None:
         type=pathlib.Path,
         required=True,
         metavar="PATH",
-        help="the raw data to import: one file, or a folder of files in the dataset's format",
+        help="the raw data to import: one file, or a folder of files in the dataset's format; "
+        "with no dataset named, a folder is recognised as `run --data-dir` recognises one "
+        "(class folders of photos, IDX, CIFAR-10 binary, npz, TFRecords) and decides the format",
+    )
+    imported.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the dataset's folder the span-N folder goes into (dataset.data_dir)",
     )
     imported.add_argument("--span", type=int, help="span number (default: the next one)")
     add_config_flags(imported, "YAML configuration file naming the dataset")
@@ -66,6 +83,32 @@ def run_data_command(args: argparse.Namespace) -> None:
         return
     from tpu_pipeline.cli.span_import import import_span
 
-    config = config_from_args(args)
-    folder, count = import_span(config.dataset, args.source, args.span, progress=sys.stderr)
+    flags = {"dataset.data_dir": args.data_dir}
+    source, recognized = args.source, None
+    if source.is_dir():
+        recognized = recognized_from_args(args, {"dataset.data_dir": str(source)})
+    if recognized is not None:
+        print(recognized_line(recognized, str(source)), file=sys.stderr, flush=True)
+        source = pathlib.Path(recognized.dataset["data_dir"])  # inside a wrapping folder
+        recognized = _as_spans(recognized)
+    config = config_from_args(args, flags, recognized)
+    folder, count = import_span(config.dataset, source, args.span, progress=sys.stderr)
     print(f"imported {count} examples into {folder}")
+    if recognized is not None:
+        pattern = config.dataset.file_pattern
+        print(
+            f"tpu-pipeline: its spans are read with --set dataset.file_pattern='{pattern}' "
+            f"(format {config.dataset.format})",
+            file=sys.stderr,
+        )
+
+
+def _as_spans(recognized: RecognizedData) -> RecognizedData:
+    """The recognised dataset with its files inside span folders (`span-{SPAN}/...`), its
+    `data_dir` left to `--data-dir` (the source folder is never written into)."""
+    from tpu_pipeline.cli.span_import import span_file_pattern
+
+    left = ("split_patterns", "data_dir")
+    dataset = {k: v for k, v in recognized.dataset.items() if k not in left}
+    dataset["file_pattern"] = span_file_pattern(recognized.dataset)
+    return dataclasses.replace(recognized, dataset=dataset)

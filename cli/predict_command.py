@@ -1,15 +1,17 @@
 """`tpu-pipeline predict`: a pushed model over a folder of raw files, into a readable file.
 
 Registered by cli/main.py. The work is a Beam job (`pipeline/batch_predict/`);
-this module reads the flags: the model, the data and how to read it (the
-dataset fields as flags or from `--config`, as `run` and `data import` take
-them), the output file, and Beam's own arguments (`--beam-arg ARG` or anything
-after `--`), so `--runner=DataflowRunner ...` runs the same job on Dataflow.
-Library logs go to a file in the temp folder; progress to stderr; the result
-line to stdout. Every job also compares its images with the model's reference
-(`drift:`, docs/drift.md): one `data shift:` line on stderr says what moved and by
-how much, or that nothing did; `--fail-on-drift` makes a shift exit 3 for scripts.
-`--explain N` draws what drove the N answers the model was least sure of.
+this module reads the flags: the model, the data and how to read it (recognised
+from `--data-dir` alone, as `run` recognises it, in the model's classes and image
+shape, `pipeline/batch_predict/folder_dataset.py`; or the dataset fields as flags or
+from `--config`, as `run` and `data import` take them), the output file, and Beam's
+own arguments (`--beam-arg ARG` or anything after `--`), so
+`--runner=DataflowRunner ...` runs the same job on Dataflow. Library logs go to a
+file in the temp folder; progress to stderr; the result line to stdout. Every job
+also compares its images with the model's reference (`drift:`, docs/drift.md): one
+`data shift:` line on stderr says what moved and by how much, or that nothing did;
+`--fail-on-drift` makes a shift exit 3 for scripts. `--explain N` draws what drove
+the N answers the model was least sure of.
 """
 
 from __future__ import annotations
@@ -22,11 +24,18 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from tpu_pipeline.cli.config_flags import add_config_flags, config_from_args, positive_int
+from tpu_pipeline.cli.config_flags import (
+    add_config_flags,
+    config_from_args,
+    positive_int,
+    recognized_from_args,
+)
+from tpu_pipeline.cli.saved_config import recognized_line
 from tpu_pipeline.common.owned_paths import check_replaceable
 
 if TYPE_CHECKING:  # the job's module loads TensorFlow and Beam: only when predicting
-    from tpu_pipeline.common.config import NotifyConfig
+    from tpu_pipeline.common.config import NotifyConfig, PipelineConfig
+    from tpu_pipeline.components.example_gen.recognize import RecognizedData
     from tpu_pipeline.pipeline.batch_predict import BatchResult
 
 PREDICT_COMMAND = "predict"
@@ -54,7 +63,9 @@ def add_predict_command(commands: argparse._SubParsersAction) -> None:
         "--data-dir",
         required=True,
         metavar="DIR",
-        help="folder or bucket of files in any format ExampleGen reads",
+        help="folder or bucket of files in any format ExampleGen reads; a folder of photos "
+        "(with class folders: also scored; without: predicted) or of files that say what "
+        "they are is recognised as `run` recognises it, in the model's classes and shape",
     )
     predict.add_argument("--dataset", help="the dataset the model was trained on (default digits)")
     predict.add_argument("--format", help="dataset.format: how to read the files")
@@ -122,7 +133,13 @@ def beam_args(args: argparse.Namespace) -> list[str]:
 
 def run_predict(args: argparse.Namespace) -> int:
     """Runs `predict`; prints where the predictions went and how many there are."""
-    config = config_from_args(args, {"dataset": args.dataset, "dataset.format": args.format})
+    flags = {"dataset": args.dataset, "dataset.format": args.format}
+    recognized = recognized_from_args(
+        args, {**flags, "dataset.data_dir": args.data_dir}, unlabelled=True
+    )
+    if recognized is not None:
+        print(recognized_line(recognized, args.data_dir), file=sys.stderr, flush=True)
+    config = config_from_args(args, flags)
     if args.summary_json:  # a file of the user's there: refused before the job
         check_replaceable(args.summary_json, "--summary-json")
     from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
@@ -134,13 +151,17 @@ def run_predict(args: argparse.Namespace) -> int:
     with output_to_log_file(log_file) as terminal:
         from tpu_pipeline.pipeline.batch_predict import run_batch_predictions
 
+        dataset, read_as, data_dir = config.dataset, None, args.data_dir.rstrip("/")
+        if recognized is not None:
+            plan = _plan_for_model(recognized, args.model, config, terminal)
+            dataset, read_as, data_dir = plan.dataset, plan.read_as, plan.files.data_dir
         status = LiveStatus(terminal)
         status.start(f"predicting {args.data_dir} with {args.model}")
         try:
             result = run_batch_predictions(
                 args.model,
-                config.dataset,
-                args.data_dir.rstrip("/"),
+                dataset,
+                data_dir,
                 args.output,
                 pattern=args.pattern,
                 top_k=args.top_k,
@@ -151,6 +172,7 @@ def run_predict(args: argparse.Namespace) -> int:
                 explain=args.explain or 0,
                 explain_dir=args.explain_dir,
                 explain_settings=config.explain,
+                read_as=read_as,
             )
         finally:
             status.stop()
@@ -169,6 +191,21 @@ def run_predict(args: argparse.Namespace) -> int:
         _write_summary(args.summary_json, result)
     print(f"wrote {result.predictions:,} predictions to {result.output}{accuracy}", flush=True)
     return EXIT_DRIFTED if args.fail_on_drift and result.drift.shifts else 0
+
+
+def _plan_for_model(recognized: RecognizedData, model: str, config: PipelineConfig, terminal):
+    """The recognised folder in the model's classes and shape; one line when they differ."""
+    from tpu_pipeline.pipeline.batch_predict.folder_dataset import plan_for_model
+    from tpu_pipeline.pipeline.batch_predict.model_path import (
+        resolve_model_version,
+        served_dataset,
+    )
+
+    served = served_dataset(resolve_model_version(model), config.dataset)
+    plan = plan_for_model(recognized.dataset, served)
+    if plan.note:
+        print(plan.note, file=terminal, flush=True)
+    return plan
 
 
 def _explained_line(result: BatchResult) -> str:

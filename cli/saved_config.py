@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from tpu_pipeline.pipeline.wiring.recipe import Recipe
 
 
+def recognized_line(recognized: RecognizedData, data_dir: str | None) -> str:
+    """The first line of every command given a data folder alone: what it was recognised as."""
+    return f"tpu-pipeline: recognised {data_dir}: {recognized.description}"
+
+
 def recognized_lines(
     recognized: RecognizedData | None, config: PipelineConfig, save_config: pathlib.Path | None
 ) -> list[str]:
@@ -36,7 +41,7 @@ def recognized_lines(
         else "to pin these fields, add --save-config FILE (then run --config FILE)"
     )
     return [
-        f"tpu-pipeline: recognised {dataset.data_dir}: {recognized.description}",
+        recognized_line(recognized, dataset.data_dir),
         f"tpu-pipeline: dataset {dataset.name!r}, classes in folder-name order; its schema "
         f"is bootstrapped in {dataset.resolved_schema_file}; {pin}",
     ]

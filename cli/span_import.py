@@ -13,7 +13,7 @@ import fnmatch
 import pathlib
 import re
 import shutil
-from typing import TextIO
+from typing import Any, TextIO
 
 from tpu_pipeline.common.atomic_folder import new_folder
 from tpu_pipeline.common.config import ConfigError, DatasetConfig
@@ -32,6 +32,17 @@ def span_layout(file_pattern: str) -> tuple[str, str]:
             f"set it to e.g. 'span-{SPAN_TOKEN}/{file_pattern}' to import spans"
         )
     return folder, inner
+
+
+def span_file_pattern(recognized: dict[str, Any]) -> str:
+    """The `file_pattern` of a recognised dataset whose files are imported as spans: its
+    layout inside `span-{SPAN}/` (split folders are kept, read as one span)."""
+    from tpu_pipeline.components.example_gen.formats import FORMATS
+
+    inner = recognized.get("file_pattern") or FORMATS[recognized["format"]].default_pattern
+    if recognized.get("split_patterns"):
+        inner = "*/*/*"  # split/class/photo: the split folders' photos, every one imported
+    return f"span-{SPAN_TOKEN}/{inner}"
 
 
 def next_span(data_root: pathlib.Path, folder_template: str) -> int:

@@ -108,6 +108,19 @@ def _example_class():
 Example = _example_class()
 
 
+_READ_PIECE = 1 << 20
+
+
+def _read_up_to(handle, size: int) -> bytes:
+    """`size` bytes, or fewer where the file ends: read a piece at a time, so that a header
+    that is no TFRecord's (a length of exabytes) never asks for more memory than the file."""
+    pieces = []
+    while size > 0 and (piece := handle.read(min(size, _READ_PIECE))):
+        pieces.append(piece)
+        size -= len(piece)
+    return b"".join(pieces)
+
+
 def read_serialized(path: pathlib.Path) -> Iterator[bytes]:
     """Each record's bytes of a plain or gzipped TFRecord file (checksums not checked).
 
@@ -120,7 +133,7 @@ def read_serialized(path: pathlib.Path) -> Iterator[bytes]:
             if len(header) < 12:
                 raise ValueError(f"{path}: ends inside a record's header")
             (length,) = struct.unpack("<Q", header[:8])
-            data = handle.read(length + 4)
+            data = _read_up_to(handle, length + 4)
             if len(data) < length + 4:
                 raise ValueError(f"{path}: ends inside a record")
             yield data[:length]

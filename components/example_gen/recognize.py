@@ -31,11 +31,15 @@ A folder that could be read two ways, or trains on too little, is refused with
 `DataFormatError` (exit 3) in one line, never guessed at: a class folder without
 images, images at two depths, one class, fewer than MIN_IMAGES photos or
 MIN_PER_CLASS a class, files that are no image among the photos.
+
+`predict` also takes photos without class folders (`unlabelled=True`): a flat folder
+of at least MIN_IMAGES photos, predicted without labels; its classes are the model's.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gzip
 import itertools
 import os
@@ -336,6 +340,8 @@ def _npz(files: list[pathlib.Path]) -> RecognizedData | None:
                 return None
             shape = archive["x_train"].shape[1:]
             labels = archive["y_train"]
+            if "y_test" in archive.files:  # the classes of both splits
+                labels = np.concatenate([labels.ravel(), archive["y_test"].ravel()])
     except (OSError, ValueError, EOFError, zipfile.BadZipFile):
         return None  # not an archive: ExampleGen names what is wrong
     if len(shape) not in (2, 3) or labels.dtype.kind not in "iu":
@@ -360,7 +366,7 @@ TFRECORD_SAMPLE = 16
 _IMAGE_MAGIC = (b"\x89PNG", b"\xff\xd8\xff")
 
 
-def _tfrecords(files: list[pathlib.Path]) -> RecognizedData | None:
+def _tfrecords(files: list[pathlib.Path], unlabelled: bool = False) -> RecognizedData | None:
     if not all(".tfrecord" in path.name for path in files):
         return None
     try:
@@ -372,29 +378,29 @@ def _tfrecords(files: list[pathlib.Path]) -> RecognizedData | None:
         return None  # not TFRecords of tf.Example: ExampleGen names what is wrong
     if not sample:
         return None
-    label = _label_feature(files[0], sample)
+    label = _label_feature(files[0], sample, unlabelled)
     pixels, shape, encoded = _pixel_feature(files[0], sample)
     try:
-        classes = _tfrecord_classes(files, label)
+        classes = _tfrecord_classes(files, label) if label else 0
     except (ValueError, DecodeError):
         return None  # a file cut short or damaged: ExampleGen names it, record and offset
     dataset: dict[str, Any] = {
         "format": "tfrecord",
         "image_shape": shape,
         "pixel_feature": pixels,
-        "label_feature": label,
-        "num_classes": max(2, classes),
+        "label_feature": label or "label",
     }
+    if label:
+        dataset["num_classes"] = max(2, classes)
     if encoded:
         dataset["source"] = {"pixel_encoding": "image", "resize": True}
     kind = "encoded images" if encoded else f"{'x'.join(map(str, shape))} float pixels"
-    return RecognizedData(
-        f"TFRecords of tf.Example: {kind} in {pixels!r}, labels in {label!r}, {classes} classes",
-        dataset,
-    )
+    labels = f"labels in {label!r}, {classes} classes" if label else "no labels"
+    return RecognizedData(f"TFRecords of tf.Example: {kind} in {pixels!r}, {labels}", dataset)
 
 
-def _label_feature(path: pathlib.Path, sample) -> str:
+def _label_feature(path: pathlib.Path, sample, unlabelled: bool = False) -> str | None:
+    """The label feature; None for records without one when `unlabelled` (to predict on)."""
     names = sorted(
         name
         for name in sample[0]
@@ -402,6 +408,8 @@ def _label_feature(path: pathlib.Path, sample) -> str:
     )
     named = [name for name in names if "label" in name.lower() or "class" in name.lower()]
     chosen = named if len(names) > 1 else names
+    if not names and unlabelled:
+        return None
     if len(chosen) != 1:
         raise DataFormatError(
             f"{path}: which feature is the label is ambiguous ({', '.join(names) or 'none'} "
@@ -447,7 +455,7 @@ def _tfrecord_classes(files: list[pathlib.Path], label: str) -> int:
 
 
 def recognize_folder(
-    data_dir: str | os.PathLike, taken: frozenset[str] = frozenset()
+    data_dir: str | os.PathLike, taken: frozenset[str] = frozenset(), unlabelled: bool = False
 ) -> RecognizedData | None:
     """What `data_dir` holds; None when its files say nothing this recognises (CSV: its
     columns are the user's to name).
@@ -455,6 +463,8 @@ def recognize_folder(
     Args:
       data_dir: a local folder.
       taken: names the dataset may not take (the built-in datasets').
+      unlabelled: photos without class folders are data too (to predict on): their
+        dataset has no `num_classes` (the model's are meant).
 
     Raises:
       DataFormatError: an image folder is odd (see the module), or which TFRecord feature
@@ -466,11 +476,14 @@ def recognize_folder(
     entries = _visible(folder)
     files = [entry for entry in entries if entry.is_file() and not _is_document(entry)]
     if files and all(entry.is_file() for entry in entries):  # flat: files that say what they are
-        for recognize in (_idx_pairs, _cifar10_binary, _npz, _tfrecords):
+        tfrecords = functools.partial(_tfrecords, unlabelled=unlabelled)
+        for recognize in (_idx_pairs, _cifar10_binary, _npz, tfrecords):
             found = recognize(files)
             if found is not None:
                 found.dataset.update(name=dataset_name(folder, taken), data_dir=str(folder))
                 return found
+        if unlabelled and any(_is_image(path) for path in files):
+            return _unlabelled_photos(folder, files, taken)
         if any(_is_image(path) for path in files):
             raise DataFormatError(
                 f"{folder}: images without class folders; put each class's images in a "
@@ -480,3 +493,34 @@ def recognize_folder(
     if any(_is_image(path) for path in folder.rglob("*")):
         return _image_folder(folder, taken)
     return None
+
+
+def _unlabelled_photos(folder: pathlib.Path, files: list[pathlib.Path], taken) -> RecognizedData:
+    """A flat folder of photos to predict on: no classes, so no labels."""
+    odd = [path for path in files if not _is_image(path)]
+    if odd:
+        raise DataFormatError(
+            f"{odd[0]}: not an image by its name (images end in "
+            f"{', '.join(sorted(IMAGE_SUFFIXES))}); move it out of the folder of photos"
+        )
+    if len(files) < MIN_IMAGES:
+        raise DataFormatError(
+            f"{folder}: {len(files)} photos in all; at least {MIN_IMAGES} are needed "
+            "(a handful is better sent to a model server, docs/serving)"
+        )
+    channels = _channels(files)
+    colour = "colour (3 channels)" if channels == 3 else "grayscale (1 channel)"
+    dataset = {
+        "name": dataset_name(folder, taken),
+        "data_dir": str(folder),
+        "format": "image_folder",
+        "file_pattern": "*",
+        "image_shape": (PLACEHOLDER_SIDE, PLACEHOLDER_SIDE, channels),
+        "pixel_feature": "image",
+        "label_feature": "label",
+        "source": {"resize": True},
+    }
+    return RecognizedData(
+        f"{len(files):,} photos without class folders, {colour}: predicted without labels",
+        dataset,
+    )

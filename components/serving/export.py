@@ -51,9 +51,20 @@ PIXELS_SIGNATURE = PIXELS_INPUT_KEY = "pixels"
 FEATURE_MAP_GRADIENTS = "pixels_feature_map_gradients"
 FEATURE_MAPS_KEY, GRADIENTS_KEY = "feature_maps", "gradients"
 GRAD_CAM_LAYER_KEY = "grad_cam_layer"  # in training_info.json: the layer it reads
+# In training_info.json: the dataset fields the model answers in (classes, shape, features),
+# so `predict --data-dir` on a folder alone knows them from the model itself.
+SERVED_DATASET_KEY = "dataset"
+_SERVED_DATASET_FIELDS = {
+    "name", "format", "image_shape", "pixel_feature", "label_feature", "num_classes", "source"
+}  # fmt: skip
 # TF Serving ignores assets.extra; it travels with every pushed copy of the model.
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
 EIGHT_BIT_VALUES = 256
+
+
+def served_fields(dataset: DatasetConfig) -> dict[str, Any]:
+    """The dataset fields a model answers in: its classes, image shape and features."""
+    return dataset.model_dump(mode="json", include=_SERVED_DATASET_FIELDS)
 
 
 def feature_map_layer(model: tf_keras.Model, name: str | None) -> tf_keras.layers.Layer | None:
@@ -107,7 +118,8 @@ def export_serving_model(
       dataset: names the label feature, which serving requests do not carry.
       export_dir: where the SavedModel goes (TFX's `serving_model_dir`).
       training_info: device, strategy and policy the model was trained with;
-        written to `assets.extra/training_info.json`, with the Grad-CAM layer's name.
+        written to `assets.extra/training_info.json`, with the Grad-CAM layer's name and
+        the dataset fields it answers in (`SERVED_DATASET_KEY`).
       grad_cam_layer: the layer whose feature maps `FEATURE_MAP_GRADIENTS` returns
         (`explain.grad_cam_layer`); None: the last with a feature map.
 
@@ -164,6 +176,7 @@ def export_serving_model(
     def serve_pixels(pixels: tf.Tensor) -> dict[str, tf.Tensor]:
         return predict_pixels(pixels)
 
+    training_info = {**training_info, SERVED_DATASET_KEY: served_fields(dataset)}
     if layer is not None:
         training_info = {**training_info, GRAD_CAM_LAYER_KEY: layer.name}
         # The layer's output in this model's graph: a nested backbone's `output` is its own.

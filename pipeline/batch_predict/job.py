@@ -129,15 +129,18 @@ def build_pipeline(
     batch_size: int,
     drift: DriftPlan | None = None,
     explain: ExplainPlan | None = None,
+    read_as: DatasetConfig | None = None,
 ) -> None:
-    """Adds the job's steps to `pipeline`: every record of `files` predicted into `output`,
-    by the SavedModel in `model_dir`, `batch_size` records a call, the statistics
-    `drift` compares and the records `explain` keeps, if given."""
+    """Adds the job's steps to `pipeline`: every record of `files` (read as `read_as` if
+    given, else as `dataset`) predicted into `output`, by the SavedModel in `model_dir`,
+    `batch_size` records a call, the statistics `drift` compares and the records `explain`
+    keeps, if given."""
+    reader = ReadRecords(dataset, max(batch_size, READ_CHUNK), read_as)
     predictions = (
         pipeline
         | "ListFiles" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()  # a distributed runner reads files in parallel
-        | "ReadRecords" >> beam.ParDo(ReadRecords(dataset, max(batch_size, READ_CHUNK)))
+        | "ReadRecords" >> beam.ParDo(reader)
         | "Predict" >> RunInference(ServingDefaultHandler(model_dir, batch_size))
         | "Count" >> beam.ParDo(_CountPredictions())
     )
@@ -203,6 +206,7 @@ def run_batch_predictions(
     explain: int = 0,
     explain_dir: str | None = None,
     explain_settings: ExplainConfig | None = None,
+    read_as: DatasetConfig | None = None,
 ) -> BatchResult:
     """Predicts every record under `data_dir` with the pushed model `model` into `output`.
 
@@ -221,6 +225,8 @@ def run_batch_predictions(
       explain: attribution maps of this many of the least confident answers
         (`explain.py`), written to `explain_dir` (default: beside `output`, named
         after it) with the method and steps of `explain_settings`.
+      read_as: how to read the files when not as `dataset` (`folder_dataset.FolderPlan`):
+        photos decoded into the pixels of a model trained on pixel data.
 
     Raises:
       ConfigError: a bad model path, output extension, or a model whose class count
@@ -241,7 +247,7 @@ def run_batch_predictions(
             f"--model {model_dir}: scores {classes} classes but dataset {dataset.name!r} has "
             f"{dataset.num_classes} (dataset.num_classes); give the dataset it was trained on"
         )
-    files = input_files(dataset, data_dir, pattern)
+    files = input_files(read_as or dataset, data_dir, pattern)
     version = os.path.basename(model_dir)
     rows = RowFormat(dataset.class_names, top_k, int(version) if version.isdigit() else 0)
     options = PipelineOptions(list(beam_args))
@@ -256,7 +262,16 @@ def run_batch_predictions(
             else None
         )
         build_pipeline(
-            pipeline, files, dataset, model_dir, rows, partial, batch_size, compared, explained
+            pipeline,
+            files,
+            dataset,
+            model_dir,
+            rows,
+            partial,
+            batch_size,
+            compared,
+            explained,
+            read_as,
         )
         try:
             if status is None:

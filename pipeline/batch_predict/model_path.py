@@ -9,16 +9,21 @@ one a model server would serve.
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 from tensorflow.core.protobuf import saved_model_pb2
 
 from tpu_pipeline.common import fileio
-from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.common.config import ConfigError, DatasetConfig
 from tpu_pipeline.components.serving.export import (
+    SERVED_DATASET_KEY,
     SERVING_INPUT_KEY,
     SERVING_OUTPUT_KEY,
     SERVING_SIGNATURE,
+    TRAINING_INFO_PATH,
+    served_fields,
 )
 from tpu_pipeline.components.serving.publish import pushed_versions
 
@@ -71,3 +76,15 @@ def served_class_count(version_dir: str) -> int:
         f"{SERVING_INPUT_KEY!r} (serialized tf.Examples) and returning {SERVING_OUTPUT_KEY!r}; "
         "is it a model this pipeline pushed?"
     )
+
+
+def served_dataset(version_dir: str, configured: DatasetConfig) -> dict[str, Any]:
+    """The dataset fields the model answers in (classes, image shape, features), as its
+    Trainer recorded them; the `configured` dataset's for a model exported before they
+    were kept."""
+    path = os.path.join(version_dir, TRAINING_INFO_PATH)
+    recorded = None
+    if fileio.exists(path):
+        with fileio.open(path) as handle:
+            recorded = json.loads(handle.read()).get(SERVED_DATASET_KEY)
+    return recorded or served_fields(configured)

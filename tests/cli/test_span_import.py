@@ -1,4 +1,5 @@
-"""Importing spans, and the ExampleGen each dataset gets inside the pipeline."""
+"""Importing spans (of a folder given alone too: recognised as `run` recognises it), and the
+ExampleGen each dataset gets inside the pipeline."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from tfx.components import FileBasedExampleGen
 from tfx.proto import example_gen_pb2
 from tfx.utils import proto_utils
 
+from tests.cli.digit_photos import write_digit_photos
 from tests.components.example_gen.conftest import make_dataset
+from tpu_pipeline.cli.main import EXIT_DATA_REJECTED, main
 from tpu_pipeline.cli.span_import import import_span
 from tpu_pipeline.cli.synthetic_data import write_synthetic
 from tpu_pipeline.common.config import ConfigError
@@ -76,3 +79,46 @@ def test_import_shows_its_progress_over_files_and_records(tmp_path, monkeypatch)
     lines = shown.getvalue().splitlines()
     assert lines[0] == f"checking {source}/*.npz"
     assert any(line.startswith("checking file 2/2: 2,000 records read (") for line in lines)
+
+
+def test_data_import_of_a_photo_folder_alone_recognises_it_and_imports_its_layout(tmp_path, capfd):
+    photos = write_digit_photos(tmp_path / "week 1", per_class=2)
+    data = tmp_path / "data"
+
+    code = main(["data", "import", "--source", str(photos), "--data-dir", str(data)])
+
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert err.splitlines()[0].startswith(
+        f"tpu-pipeline: recognised {photos}: class folders: 20 photos of 10 classes"
+    )
+    assert f"imported 20 examples into {data / 'span-1'}" in out
+    imported = sorted(p.relative_to(data / "span-1") for p in (data / "span-1").rglob("*.png"))
+    assert imported == sorted(p.relative_to(photos) for p in photos.rglob("*.png"))
+    assert "--set dataset.file_pattern='span-{SPAN}/*/*' (format image_folder)" in err
+
+
+def test_data_import_of_npz_files_alone_takes_the_format_from_their_content(tmp_path, capfd):
+    write_synthetic(tmp_path / "week1", "npz", 12, "mnist", 2, seed=1)
+    data = tmp_path / "data"
+
+    code = main(["data", "import", "--source", str(tmp_path / "week1"), "--data-dir", str(data)])
+
+    out, err = capfd.readouterr()
+    assert code == 0, err
+    assert err.splitlines()[0].startswith(f"tpu-pipeline: recognised {tmp_path / 'week1'}: .npz")
+    assert f"imported 12 examples into {data / 'span-1'}" in out
+    assert (data / "span-1" / "data.npz").exists()
+    assert "dataset.file_pattern='span-{SPAN}/*.npz' (format npz)" in err
+
+
+def test_data_import_of_an_odd_folder_stops_in_one_line_with_exit_3(tmp_path, capfd):
+    photos = write_digit_photos(tmp_path / "photos", per_class=6, classes={"0": 0, "1": 1})
+    (photos / "2").mkdir()
+
+    code = main(["data", "import", "--source", str(photos), "--data-dir", str(tmp_path / "data")])
+
+    _, err = capfd.readouterr()
+    assert code == EXIT_DATA_REJECTED
+    assert err.strip() == f"tpu-pipeline: {photos / '2'}: a class folder without images"
+    assert not (tmp_path / "data").exists()

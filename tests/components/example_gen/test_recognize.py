@@ -182,6 +182,29 @@ def test_files_that_say_nothing_recognisable_leave_the_choice_to_the_configurati
     assert recognize_folder(tmp_path, TAKEN) is None
 
 
+def test_a_tfrecord_name_on_bytes_of_another_kind_is_left_to_the_reader(tmp_path):
+    # Its first 8 bytes read as a record length of exabytes: never asked of memory.
+    (tmp_path / "digits.tfrecord").write_bytes(b"the user's data")
+
+    assert recognize_folder(tmp_path, TAKEN) is None
+
+
+def test_photos_without_class_folders_are_data_to_predict_on_only(tmp_path):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for index in range(10):
+        Image.new("L", (8, 8), index * 20).save(photos / f"{index}.png")
+
+    with pytest.raises(DataFormatError, match="images without class folders"):
+        recognize_folder(photos, TAKEN)
+    dataset = recognize_folder(photos, TAKEN, unlabelled=True).dataset
+    assert (dataset["format"], dataset["file_pattern"], "num_classes" in dataset) == (
+        "image_folder",
+        "*",
+        False,
+    )
+
+
 def test_the_shipped_mnist_tfrecords_are_recognised_by_their_features():
     dataset = _validated(recognize_folder(BUILTIN_DATA_DIR / "mnist", TAKEN))
 
