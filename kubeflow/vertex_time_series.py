@@ -181,8 +181,13 @@ def _tolerating_exists(send: Send, call: ApiCall) -> Any:
 
 
 def _series_of(listed: Any) -> Iterator[Any]:
-    """The series a ListTensorboardTimeSeries answer holds (a pager or a response)."""
-    return iter(getattr(listed, "tensorboard_time_series", None) or ())
+    """The series a ListTensorboardTimeSeries answer holds: every page of the client's pager,
+    or the one response a recorded transport gives."""
+    if listed is None:
+        return iter(())
+    if hasattr(listed, "pages"):
+        return iter(listed)
+    return iter(listed.tensorboard_time_series)
 
 
 def log_time_series(
