@@ -5,6 +5,9 @@ The serving folder is the run folder's `serving_model/`: RUN, or the run the sam
 action is one call of `serving_ops/local/actions.py`, which moves the folder and
 makes ML Metadata follow as one recoverable operation (`serving_ops/protocol.py`);
 the Vertex AI Model Registry variant (`--vertex`) is `cli/registry_commands.py`.
+Once an action has changed what serves, MLflow's registry is brought in line with
+the folder when a tracker is configured (pipeline/tracking/serving_log.py): serving_ops
+sits below the tracker's layer, so the command, which sits above both, calls it.
 """
 
 from __future__ import annotations
@@ -144,7 +147,24 @@ def _run_action(args: argparse.Namespace) -> int:
         lines.append(_rewrite_report(config))
     for line in lines:
         print(line)
+    if action != "unpin":  # unpin changes no version's place
+        _record_in_tracker(config, action, getattr(args, "reason", ""))
     return 0
+
+
+def _record_in_tracker(config: PipelineConfig, action: str, reason: str) -> None:
+    """What serves now, in MLflow's registry too (when a tracker is configured); a tracker
+    that is down or refuses is one warning line, and the serving change stands."""
+    from tpu_pipeline.pipeline.tracking import track_serving_change
+
+    tracked = track_serving_change(config, action, reason)
+    for line in tracked.lines:
+        print(line)
+    if tracked.warning:
+        print(
+            f"tpu-pipeline: warning: {tracked.warning}; the serving change stands",
+            file=sys.stderr,
+        )
 
 
 def _run_of_model(args: argparse.Namespace) -> pathlib.Path | None:

@@ -108,6 +108,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
         ModelServiceClient,
         PipelineServiceClient,
         ScheduleServiceClient,
+        TensorboardServiceClient,
     )
 
     service, method = call.method.split(".")
@@ -117,6 +118,7 @@ def send(call: Any, region: str, credentials: Any) -> Any:
         "ModelService": ModelServiceClient,
         "PipelineService": PipelineServiceClient,
         "ScheduleService": ScheduleServiceClient,
+        "TensorboardService": TensorboardServiceClient,
     }
     client = client_type[service](
         credentials=credentials, client_options={"api_endpoint": api_host(region)}

@@ -24,8 +24,9 @@ succeeds: a notification never turns a run's result into a failure.
 With `tracking.vertex_experiment`, the same summary is logged as a run of that
 experiment (kubeflow/vertex_experiments.py): the configuration as compiled (its
 secret-aware dump, a parameter of the handler) as params, the summary's final figures
-as metrics, the DAG's final state as the run's state; within
-`tracking.budget_seconds`, one warning if it cannot.
+as metrics, the DAG's final state as the run's state, and with
+`tracking.vertex_tensorboard` the Trainer's per-epoch histories (its TensorBoard logs on
+Cloud Storage) as time series; within `tracking.budget_seconds`, one warning if it cannot.
 """
 
 # No `from __future__ import annotations`: TFX reads the component's type hints as objects.
@@ -50,9 +51,15 @@ from tpu_pipeline.kubeflow.job_summary import (
     error_line,
     job_name_parts,
     job_summary,
+    model_run_uri,
     read_pipeline_job,
 )
-from tpu_pipeline.kubeflow.vertex_experiments import Send, experiment_run, log_experiment_run
+from tpu_pipeline.kubeflow.vertex_experiments import (
+    ExperimentRun,
+    Send,
+    experiment_run,
+    log_experiment_run,
+)
 from tpu_pipeline.pipeline.results.run_message import (
     DATA_REJECTED,
     FAILED,
@@ -106,13 +113,15 @@ class FinishedJob:
     """What the exit handler knows of the run that ended.
 
     `status` is the DAG's final status (None when what Vertex passed is unreadable);
-    `summary` the run summary read back from the job, or None, `unread` saying why.
+    `summary` the run summary read back from the job, or None, `unread` saying why;
+    `model_run` the Trainer's TensorBoard logs, if it ran.
     """
 
     pipeline_name: str
     status: pipeline_spec_pb2.PipelineTaskFinalStatus | None
     summary: RunSummary | None
     unread: str = ""
+    model_run: str | None = None
 
 
 def read_finished_job(
@@ -145,18 +154,20 @@ def read_finished_job(
         return FinishedJob(pipeline_name, None, None, error_line(error))
     name = status.pipeline_job_resource_name
     read_job = read_job or read_pipeline_job
+    model_run: list[str | None] = []
+
+    def read() -> RunSummary:
+        job = read_job(name)
+        model_run.append(model_run_uri(job))
+        return job_summary(pipeline_name, status, job, class_names, evaluator, drift)
+
     try:
-        summary = call_with_timeout(
-            lambda: job_summary(
-                pipeline_name, status, read_job(name), class_names, evaluator, drift
-            ),
-            budget_s,
-            f"reading {name or 'the pipeline job'}",
-        )
+        summary = call_with_timeout(read, budget_s, f"reading {name or 'the pipeline job'}")
     except Exception as error:  # whatever it is, the people waiting still hear the outcome
         logging.warning("Could not read the job's results: %s", error_line(error))
-        return FinishedJob(pipeline_name, status, None, error_line(error))
-    return FinishedJob(pipeline_name, status, summary)
+        found = model_run[0] if model_run else None
+        return FinishedJob(pipeline_name, status, None, error_line(error), found)
+    return FinishedJob(pipeline_name, status, summary, "", model_run[0])
 
 
 def job_message(job: FinishedJob) -> dict:
@@ -211,22 +222,29 @@ def _log_experiment(
         if parts is None:
             raise ValueError("the final status names no pipeline job to log the run of")
         location = f"projects/{parts['project']}/locations/{parts['region']}"
-        run = experiment_run(
-            location,
-            experiment,
-            parts["job"],
-            PipelineConfig.model_validate_json(run_config),
-            job.summary,
-            status.state,
-            job.unread,
-        )
+        config = PipelineConfig.model_validate_json(run_config)
         if send is None:
             region = parts["region"]
             credentials = connect(region)
             send = lambda call: vertex_api_send(call, region, credentials)  # noqa: E731
-        call_with_timeout(
-            lambda: log_experiment_run(run, send), budget_s, f"logging to experiment {experiment}"
-        )
+
+        def log() -> ExperimentRun:
+            histories, unread = _histories(job, config)
+            run = experiment_run(
+                location,
+                experiment,
+                parts["job"],
+                config,
+                job.summary,
+                status.state,
+                job.unread,
+                histories,
+                unread,
+            )
+            log_experiment_run(run, send)
+            return run
+
+        run = call_with_timeout(log, budget_s, f"logging to experiment {experiment}")
         logging.info("Logged the run to Vertex AI Experiments: %s", run.run_context)
     except Exception as error:  # the run's result stands whatever happened here
         logging.warning(
@@ -234,6 +252,19 @@ def _log_experiment(
             experiment,
             error_line(error),
         )
+
+
+def _histories(job: FinishedJob, config: PipelineConfig) -> tuple[dict, str]:
+    """The Trainer's per-epoch histories when they have a TensorBoard to go to, and why they
+    could not be read (the run is logged without them then)."""
+    if config.tracking.vertex_tensorboard is None or job.model_run is None:
+        return {}, ""
+    from tpu_pipeline.pipeline.tracking.record import histories_of
+
+    try:
+        return histories_of(job.model_run), ""
+    except Exception as error:  # the run's params and metrics still go
+        return {}, f"{job.model_run}: {error_line(error)}"
 
 
 @exit_handler

@@ -107,6 +107,12 @@ def _output(
     return None
 
 
+def model_run_uri(job: gca.PipelineJob) -> str | None:
+    """Where the Trainer wrote its TensorBoard logs (its `model_run`), if it ran."""
+    found = _output(_component_tasks(job), NodeIds.TRAINER, "model_run")
+    return found.uri if found is not None and found.uri else None
+
+
 def _rejection(tasks: dict[str, gca.PipelineTaskDetail], data_gate: gca.PipelineTaskDetail) -> str:
     """Why the DataGate stopped the run: ExampleValidator's anomalies, one per problem."""
     anomalies = _output(tasks, NodeIds.EXAMPLE_VALIDATOR, "anomalies", "split_names")

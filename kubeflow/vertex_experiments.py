@@ -13,8 +13,10 @@ high-level calls retry an unreachable API for about two minutes.
 The run is named after the pipeline job, so a retried exit handler updates the run
 it created instead of adding a second one. Its params are the resolved configuration
 and what the local tracker tags (pipeline/tracking/record.py: one list for both
-trackers); its metrics the run summary's final figures. Per-epoch histories need a
-Vertex AI TensorBoard instance behind the experiment, which this does not create.
+trackers); its metrics the run summary's final figures. With `tracking.vertex_tensorboard`
+its per-epoch histories follow as time series (kubeflow/vertex_time_series.py); without a
+TensorBoard instance Experiments has nowhere to keep them, and this creates none (an
+instance is billed for the storage it holds).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ from google.api_core import exceptions as api_exceptions
 from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import PipelineConfig
 from tpu_pipeline.kubeflow.vertex_requests import ApiCall
+from tpu_pipeline.kubeflow.vertex_time_series import (
+    BACKING_TENSORBOARD_KEY,
+    History,
+    TimeSeriesRun,
+    log_time_series,
+)
 from tpu_pipeline.pipeline.results.run_outcome import run_outcome
 from tpu_pipeline.pipeline.tracking.record import metrics_of, params_of
 from tpu_pipeline.serving_ops.vertex.baseline import metadata_call, store_in
@@ -42,8 +50,9 @@ EXPERIMENT_RUN_SCHEMA = "system.ExperimentRun"
 SCHEMA_VERSION = "0.0.1"
 EXPERIMENT_METADATA = {"experiment_deleted": False}
 PARAMS_KEY, METRICS_KEY, STATE_KEY = "_params", "_metrics", "_state"
-# The SDK's rule for a run's resource id, `<experiment>-<run>` (ExperimentRun._validate_run_id).
-MAX_RUN_ID = 128
+# The SDK's rule for a run's resource id, `<experiment>-<run>` (ExperimentRun._validate_run_id):
+# short enough for its TensorBoard run's Artifact id (`<run id>-tb-run`) to fit in 128.
+MAX_RUN_ID = 121
 # A run's state, as the SDK records it: an Execution.State name.
 STATES = {"SUCCEEDED": "COMPLETE", "FAILED": "FAILED", "CANCELLED": "CANCELLED"}
 
@@ -60,6 +69,8 @@ class ExperimentRun:
     params: dict[str, Any]
     metrics: dict[str, float]
     state: str
+    tensorboard: str | None = None
+    histories: dict[str, History] = dataclasses.field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
@@ -72,6 +83,23 @@ class ExperimentRun:
     @property
     def run_context(self) -> str:
         return f"{self.store}/contexts/{self.run_id}"
+
+    @property
+    def region(self) -> str:
+        return self.store.split("/")[3]
+
+    def time_series(self) -> TimeSeriesRun | None:
+        """Where its histories go as time series; None without a TensorBoard or histories."""
+        if self.tensorboard is None or not self.histories:
+            return None
+        return TimeSeriesRun(
+            self.tensorboard,
+            self.experiment,
+            self.run_name,
+            self.store,
+            self.run_id,
+            self.histories,
+        )
 
 
 def experiment_params(config: PipelineConfig, summary: RunSummary | None) -> dict[str, Any]:
@@ -99,15 +127,21 @@ def experiment_run(
     summary: RunSummary | None,
     dag_state: str,
     unread: str = "",
+    histories: dict[str, History] | None = None,
+    histories_unread: str = "",
 ) -> ExperimentRun:
     """The experiment run of the pipeline job `job_id` (in `projects/P/locations/R`).
 
     `summary` is None when the job's results could not be read (`unread` says why): the
-    run then holds its params and final state, and why there are no metrics.
+    run then holds its params and final state, and why there are no metrics. `histories`
+    are the Trainer's per-epoch series, sent when `tracking.vertex_tensorboard` is set
+    (`histories_unread`: why they could not be read).
     """
     params = experiment_params(config, summary)
     if unread:
         params["results_not_read"] = unread
+    if histories_unread:
+        params["histories_not_read"] = histories_unread
     return ExperimentRun(
         store=store_in(location),
         experiment=experiment,
@@ -115,6 +149,8 @@ def experiment_run(
         params=params,
         metrics=metrics_of(summary) if summary is not None else {},
         state=STATES.get(dag_state, "STATE_UNSPECIFIED"),
+        tensorboard=config.tracking.vertex_tensorboard,
+        histories=histories or {},
     )
 
 
@@ -128,13 +164,20 @@ def _run_context(run: ExperimentRun) -> gca.Context:
     )
 
 
+def experiment_metadata(run: ExperimentRun) -> dict[str, Any]:
+    """A new experiment's metadata, naming its TensorBoard as `aiplatform.init` does."""
+    if run.tensorboard is None:
+        return EXPERIMENT_METADATA
+    return {**EXPERIMENT_METADATA, BACKING_TENSORBOARD_KEY: run.tensorboard}
+
+
 def create_experiment_call(run: ExperimentRun) -> ApiCall:
     """CreateContext of the experiment (ALREADY_EXISTS after its first run: fine)."""
     context = gca.Context(
         display_name=run.experiment,
         schema_title=EXPERIMENT_SCHEMA,
         schema_version=SCHEMA_VERSION,
-        metadata=EXPERIMENT_METADATA,
+        metadata=experiment_metadata(run),
     )
     request = gca.CreateContextRequest(parent=run.store, context=context, context_id=run.experiment)
     return metadata_call("CreateContext", request)
@@ -163,8 +206,8 @@ def add_run_call(run: ExperimentRun) -> ApiCall:
 
 
 def log_experiment_run(run: ExperimentRun, send: Send) -> list[ApiCall]:
-    """Creates the experiment (if new) and the run (or updates it) and links them; returns the
-    calls sent, in order.
+    """Creates the experiment (if new) and the run (or updates it) and links them, then sends
+    its histories as time series when it has a TensorBoard; returns the calls sent, in order.
 
     Raises:
       Whatever `send` raises but ALREADY_EXISTS, which is expected on reruns.
@@ -182,4 +225,7 @@ def log_experiment_run(run: ExperimentRun, send: Send) -> list[ApiCall]:
             if on_exists is not None:
                 sent.append(on_exists)
                 send(on_exists)
+    series = run.time_series()
+    if series is not None:
+        sent += log_time_series(series, run.region, send)
     return sent

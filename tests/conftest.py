@@ -30,6 +30,19 @@ from tpu_pipeline.common.file_lock import held_lock  # noqa: E402
 MNIST_TFRECORD = BUILTIN_DATA_DIR / "mnist" / "mnist.tfrecord.gz"
 
 
+@pytest.fixture(autouse=True)
+def _absl_logger_level_restored():
+    """A command run in the test's process (`serving` quiets absl's logger for good, as a
+    process of its own may) leaves the level as it found it: the exit handler's tests read
+    its absl warnings, and failed when they ran after a `serving` command."""
+    import logging
+
+    absl = logging.getLogger("absl")
+    level = absl.level
+    yield
+    absl.setLevel(level)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Keeps the order below under `--dist loadscope`.
 

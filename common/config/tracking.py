@@ -22,6 +22,8 @@ MLFLOW_TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 MLFLOW_EXPERIMENT_NAME_ENV = "MLFLOW_EXPERIMENT_NAME"
 # Vertex AI's rule for an experiment's name (and so its Metadata context id).
 VERTEX_EXPERIMENT_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+# A Vertex AI TensorBoard instance's resource name.
+VERTEX_TENSORBOARD_PATTERN = r"^projects/[^/]+/locations/[^/]+/tensorboards/[^/]+$"
 
 
 class TrackingConfig(_Section):
@@ -77,6 +79,13 @@ class TrackingConfig(_Section):
         pattern=VERTEX_EXPERIMENT_PATTERN,
         description="Vertex AI Experiments experiment a Vertex AI run logs to from its exit "
         "handler (lower-case letters, digits and dashes); unset: none",
+    )
+    vertex_tensorboard: str | None = Field(
+        default=None,
+        pattern=VERTEX_TENSORBOARD_PATTERN,
+        description="Vertex AI TensorBoard instance behind vertex_experiment "
+        "(projects/P/locations/REGION/tensorboards/ID, in the pipeline's project and region), "
+        "where each run's per-epoch histories go as time series; unset: final metrics only",
     )
 
     def mlflow_uri(self, environ: Mapping[str, str] = os.environ) -> str | None:

@@ -8,6 +8,7 @@ it shows is what TensorBoard shows.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import shlex
 
@@ -18,7 +19,7 @@ EPOCH_PREFIX = "epoch_"
 PROFILE_DIR = pathlib.Path("plugins") / "profile"
 
 
-def _load(event_dir: pathlib.Path) -> event_accumulator.EventAccumulator:
+def _load(event_dir: str | os.PathLike) -> event_accumulator.EventAccumulator:
     # Size guidance 0 keeps every event; the default samples long runs down.
     guidance = {kind: 0 for kind in (event_accumulator.TENSORS, event_accumulator.IMAGES)}
     accumulator = event_accumulator.EventAccumulator(str(event_dir), size_guidance=guidance)
@@ -30,15 +31,19 @@ def _event_dirs(log_dir: pathlib.Path) -> list[pathlib.Path]:
     return sorted({path.parent for path in pathlib.Path(log_dir).rglob("events.out.tfevents.*")})
 
 
-def epoch_scalars(log_dir: pathlib.Path) -> dict[str, dict[str, list[float]]]:
+def epoch_scalars(log_dir: str | os.PathLike) -> dict[str, dict[str, list[float]]]:
     """`{"train": {"loss": [per epoch...]}, "validation": {...}}` from the epoch summaries.
 
-    A resumed training rewrites the epochs it repeats; the newest value wins.
+    `log_dir` may be a Cloud Storage URI (a Vertex AI run's `model_run`): TensorBoard reads
+    it through TensorFlow's file system, as it reads a local folder. A resumed training
+    rewrites the epochs it repeats; the newest value wins.
     """
+    from tensorboard.compat import tf
+
     scalars: dict[str, dict[str, list[float]]] = {}
     for split in ("train", "validation"):
-        event_dir = pathlib.Path(log_dir) / split
-        if not event_dir.is_dir():
+        event_dir = os.path.join(os.fspath(log_dir), split)  # pathlib mangles gs://
+        if not tf.io.gfile.isdir(event_dir):
             continue
         accumulator = _load(event_dir)
         for tag in accumulator.Tags()["tensors"]:

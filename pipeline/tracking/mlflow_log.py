@@ -10,7 +10,8 @@ it prints on stdout when a run ends and its upload progress bars.
 A pushed version is uploaded into the run (`model/`) and registered from there
 (`runs:/<run id>/model`): MLflow 3's server refuses a model version whose source is a
 local path outside the run's artifacts, such as the serving folder. The version's tags
-name the served folder it is a copy of.
+name the served folder it is a copy of, and the registered model's `serving` alias
+moves to it (pipeline/tracking/serving_log.py moves it when a person changes what serves).
 """
 
 from __future__ import annotations
@@ -33,6 +34,12 @@ if TYPE_CHECKING:
 
 SUMMARY_ARTIFACT = "summary.json"
 SOURCE_NAME = "tpu-pipeline run"
+# The registered model's alias for the version served now, and the tags naming each
+# version's folder in the serving folder and whether it serves.
+SERVING_ALIAS = "serving"
+SERVING_VERSION_TAG = "serving_version"
+SERVING_STATE_TAG = "serving_state"
+SERVING = "serving"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,11 +107,17 @@ def log_to_mlflow(tracked: TrackedRun, uri: str, tracking: TrackingConfig, pipel
     Raises:
       Whatever MLflow raises: the tracker is down, refuses, or answers too slowly.
     """
+    with mlflow_client(uri, tracking) as client:
+        return _log(client, tracked, uri, tracking, pipeline)
+
+
+@contextlib.contextmanager
+def mlflow_client(uri: str, tracking: TrackingConfig) -> Iterator:
+    """MLflow's client for `uri` (tracking and registry), its requests bounded meanwhile."""
     with bounded_requests(tracking.timeout_seconds):
         from mlflow import MlflowClient
 
-        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-        return _log(client, tracked, uri, tracking, pipeline)
+        yield MlflowClient(tracking_uri=uri, registry_uri=uri)
 
 
 def _log(client, tracked: TrackedRun, uri: str, tracking: TrackingConfig, pipeline: str) -> Logged:
@@ -154,6 +167,23 @@ def _register(
     client, tracked: TrackedRun, run_id: str, tracking: TrackingConfig, pipeline: str
 ) -> tuple[str, str]:
     """Registers the run's copy of the pushed version; returns ("name version N", source)."""
+    name = registered_model(client, tracking, pipeline)
+    pushed = tracked.pushed
+    data = {k: v for k, v in tracked.tags.items() if k in ("dataset", "spans", "git_commit")}
+    version, source = register_version(
+        client,
+        name,
+        run_id,
+        pushed.folder,
+        pushed.version,
+        data,
+        f"Serving version {pushed.version}, pushed to {pushed.folder}",
+    )
+    return f"{name} version {version.version}", source
+
+
+def registered_model(client, tracking: TrackingConfig, pipeline: str) -> str:
+    """The registered model the pipeline's versions go to, created if new; its name."""
     from mlflow.exceptions import MlflowException
     from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 
@@ -163,19 +193,35 @@ def _register(
     except MlflowException as error:
         if error.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
             raise
-    pushed = tracked.pushed
+    return name
+
+
+def register_version(
+    client,
+    name: str,
+    run_id: str,
+    served_folder: str,
+    serving_version: str,
+    tags: dict[str, str],
+    description: str,
+):
+    """Registers the copy of a served version that run `run_id` logged (`model/`), makes it
+    the registered model's `serving` alias (it serves now) and tags it with its served
+    folder and name; returns (the ModelVersion, its source)."""
     source = f"runs:/{run_id}/{MODEL_ARTIFACT}"
     version = client.create_model_version(
         name,
         source,
         run_id=run_id,
         tags={
-            "served_folder": pushed.folder,
-            "serving_version": pushed.version,
-            **{k: v for k, v in tracked.tags.items() if k in ("dataset", "spans", "git_commit")},
+            "served_folder": served_folder,
+            SERVING_VERSION_TAG: serving_version,
+            SERVING_STATE_TAG: SERVING,
+            **tags,
         },
-        description=f"Serving version {pushed.version}, pushed to {pushed.folder}",
+        description=description,
         await_creation_for=0,
     )
+    client.set_registered_model_alias(name, SERVING_ALIAS, version.version)
     client.set_tag(run_id, "registered_model_version", f"{name}/{version.version}")
-    return f"{name} version {version.version}", source
+    return version, source

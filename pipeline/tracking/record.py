@@ -144,12 +144,12 @@ def metrics_of(summary: RunSummary) -> dict[str, float]:
 
 def histories_of(model_run_uri: str | None) -> dict[str, list[tuple[int, float]]]:
     """Per-epoch training and validation metrics, learning rate and throughput, from the
-    Trainer's TensorBoard logs (none without them)."""
+    Trainer's TensorBoard logs in `model_run_uri` (a folder or a gs:// URI; none without)."""
     if not model_run_uri:
         return {}
     from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
 
-    scalars = epoch_scalars(pathlib.Path(model_run_uri))
+    scalars = epoch_scalars(model_run_uri)
     histories = {}
     for name, split, scalar in HISTORIES:
         values = scalars.get(split, {}).get(scalar) or []

@@ -143,6 +143,10 @@ def test_the_pushed_version_is_a_registered_version_from_what_the_run_logged(tra
     assert version.run_id == run_id and version.status == "READY"
     assert version.tags["served_folder"] == summary.pushed_model
     assert version.tags["serving_version"] == pathlib.Path(summary.pushed_model).name
+    # It serves: the registered model's `serving` alias names it.
+    assert version.tags["serving_state"] == "serving"
+    serving = client.get_model_version_by_alias(config.full_pipeline_name, "serving")
+    assert serving.version == version.version
     assert result.lines[1] == (
         f"registered: {config.full_pipeline_name} version {version.version} "
         f"from runs:/{run_id}/model"
