@@ -50,6 +50,7 @@ from tpu_pipeline.common.config.tracking import (
     MLFLOW_EXPERIMENT_NAME_ENV,
     MLFLOW_TRACKING_URI_ENV,
     VERTEX_EXPERIMENT_PATTERN,
+    VERTEX_TENSORBOARD_PATTERN,
     TrackingConfig,
 )
 from tpu_pipeline.common.config.trainer import (
@@ -92,6 +93,7 @@ __all__ = [
     "TPU_V5E_MACHINE_PREFIX",
     "UNTUNABLE_TRAINER_FIELDS",
     "VERTEX_EXPERIMENT_PATTERN",
+    "VERTEX_TENSORBOARD_PATTERN",
     "Accelerator",
     "BaselineTest",
     "ConfigError",
