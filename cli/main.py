@@ -83,8 +83,8 @@ LOGGED_COMMANDS = ("run", "schema", PREDICT_COMMAND)
 
 # Listed by hand: importing the model registry would load TensorFlow for `--help`.
 MODEL_HELP = (
-    "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20, efficientnet_b0, resnet50, "
-    "mobilenet_v2) or package.module:function"
+    "a built-in (cnn_bn, mnist_cnn, cifar10_cnn, resnet20, fast_cnn, efficientnet_b0, "
+    "resnet50, mobilenet_v2) or package.module:function"
 )
 
 

@@ -10,6 +10,10 @@ tags and preflight messages name the same layer in every run. The final softmax 
 computes in float32, whatever the precision policy, so losses and served probabilities
 keep full precision.
 
+A model whose first layers are computed from the data, not learned (a whitening
+layer), has an `initialize(model, images)` the Trainer calls with training images
+before the first step (`initialize_from_data`).
+
 A backbone module (one Keras application behind a new head, `_backbone.py`) also
 has a `BACKBONE`; only backbones take `trainer.pretrained_weights` and the
 fine-tuning phases (`trainer.frozen_backbone_epochs`).
@@ -23,12 +27,14 @@ import pkgutil
 from collections.abc import Callable
 
 import numpy as np
+import tensorflow as tf
 import tf_keras
 
 from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.models import _pretrained
 from tpu_pipeline.components.models._backbone import Backbone, freeze_backbone
+from tpu_pipeline.components.models._flops import forward_flops, training_flops
 from tpu_pipeline.components.models._user_model import (
     is_user_model,
     load_user_model_fn,
@@ -44,13 +50,17 @@ __all__ = [
     "check_backbone_settings",
     "check_model",
     "compile_model",
+    "forward_flops",
     "freeze_backbone",
+    "initialize_from_data",
     "is_backbone",
     "is_user_model",
     "load_pretrained_weights",
+    "needs_data_to_initialize",
     "require_downloadable_weights",
     "serving_copy",
     "serving_model",
+    "training_flops",
     "user_model_source",
     "weights_fingerprint",
 ]
@@ -68,6 +78,9 @@ _MODULES = {
     if not module.name.startswith("_")
 }
 MODEL_BUILDERS: dict[str, LogitsFn] = {name: module.logits for name, module in _MODULES.items()}
+DATA_INITIALIZERS: dict[str, Callable[[tf_keras.Model, np.ndarray], None]] = {
+    name: module.initialize for name, module in _MODULES.items() if hasattr(module, "initialize")
+}
 BACKBONES: dict[str, Backbone] = {
     name: module.BACKBONE for name, module in _MODULES.items() if hasattr(module, "BACKBONE")
 }
@@ -197,12 +210,45 @@ def build_model(
     return tf_keras.Model(inputs, probabilities, name=name.rpartition(":")[2])
 
 
+def needs_data_to_initialize(name: str) -> bool:
+    """Whether built-in model `name` computes some weights from training images."""
+    return name in DATA_INITIALIZERS
+
+
+def initialize_from_data(name: str, model: tf_keras.Model, images: np.ndarray) -> None:
+    """Sets the weights of `model` (built by `build_model(name, ...)`) that training
+    `images` [n, height, width, channels] decide; nothing for other models."""
+    if name in DATA_INITIALIZERS:
+        DATA_INITIALIZERS[name](model, images)
+
+
+@tf_keras.utils.register_keras_serializable(package="tpu_pipeline")
+class SmoothedSparseCrossentropy(tf_keras.losses.Loss):
+    """Cross-entropy of class probabilities against integer labels, the one-hot targets
+    smoothed: `label_smoothing` of the probability spread evenly over every class."""
+
+    def __init__(self, label_smoothing: float, **kwargs):
+        super().__init__(**kwargs)
+        self.label_smoothing = label_smoothing
+
+    def call(self, y_true, y_pred):
+        labels = tf.cast(tf.reshape(y_true, [-1]), tf.int32)
+        targets = tf.one_hot(labels, tf.shape(y_pred)[-1], dtype=y_pred.dtype)
+        return tf_keras.losses.categorical_crossentropy(
+            targets, y_pred, label_smoothing=self.label_smoothing
+        )
+
+    def get_config(self) -> dict:
+        return {**super().get_config(), "label_smoothing": self.label_smoothing}
+
+
 def compile_model(
     model: tf_keras.Model,
     optimizer: tf_keras.optimizers.Optimizer,
     jit_compile: bool,
     precision: str,
     steps_per_execution: int = 1,
+    label_smoothing: float = 0.0,
 ) -> None:
     """Compiles with sparse cross-entropy; float16 gets dynamic loss scaling.
 
@@ -213,12 +259,17 @@ def compile_model(
       precision: the Keras precision policy the model was built with.
       steps_per_execution: training steps per `tf.function` call, so an
         accelerator is not left idle waiting for the host between steps.
+      label_smoothing: the targets' share spread over every class (0: one-hot).
     """
     if precision == "mixed_float16":
         optimizer = tf_keras.mixed_precision.LossScaleOptimizer(optimizer)
     model.compile(
         optimizer=optimizer,
-        loss=tf_keras.losses.SparseCategoricalCrossentropy(),
+        loss=(
+            SmoothedSparseCrossentropy(label_smoothing)
+            if label_smoothing
+            else tf_keras.losses.SparseCategoricalCrossentropy()
+        ),
         # Weighted: the zero-weight examples that fill the last eval batch must not count.
         weighted_metrics=[tf_keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
         jit_compile=jit_compile,

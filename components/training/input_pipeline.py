@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
 from absl import logging
@@ -308,6 +309,37 @@ def _parse_and_decode_photo(
         return unit_range(pixels), label
 
     return decode
+
+
+def sample_images(
+    file_patterns: list[str],
+    transform_output: tft.TFTransformOutput,
+    dataset: DatasetConfig,
+    count: int,
+) -> np.ndarray:
+    """Up to `count` training images [n, height, width, channels] as evaluation sees them
+    (whole, no augmentation): the first records of the files in sorted order, the same
+    images on every run of the same data."""
+    files = sorted(_files(file_patterns))
+    records = _interleave(tf.data.Dataset.from_tensor_slices(files), True).take(count)
+    if dataset.stores_encoded_images:
+        decode = _parse_and_decode_photo(transform_output, dataset, None)
+        images = records.map(decode, tf.data.AUTOTUNE).map(lambda image, _: image)
+        batches = images.batch(1024)
+    else:
+        spec = transform_output.raw_feature_spec()
+
+        def transform(serialized: tf.Tensor) -> tf.Tensor:
+            raw = tf.io.parse_example(serialized, spec)
+            return transform_output.transform_raw_features(raw, drop_unused_features=True)[
+                IMAGE_KEY
+            ]
+
+        batches = records.batch(1024).map(transform, tf.data.AUTOTUNE)
+    arrays = [batch.numpy() for batch in batches]
+    if not arrays:
+        raise ValueError(f"no training images in {file_patterns} to initialize the model from")
+    return np.concatenate(arrays).reshape(-1, *dataset.image_shape)
 
 
 def count_labels(file_patterns: list[str], dataset: DatasetConfig) -> list[int]:

@@ -2,12 +2,12 @@
 
 Model Garden keeps the task (inputs, model) apart from the loop that runs it. Here
 `fit` is the task, read top to bottom: the datasets (`build_inputs`), the model
-(built under the strategy, pretrained or warm-started, wrapped for pruning), what
-training_info records of it, and the loop (`fine_tune.train_in_phases`: one phase, or
-a pretrained backbone's two, each through `loop.train`) in the worker's log folder.
-Each step is one call into the module of its concern, made once and in that order.
-The Trainer's `run_fn` calls `fit` once; the Tuner once per trial, so a trial trains
-exactly as the Trainer will.
+(built under the strategy, its data-computed layers set from training images,
+pretrained or warm-started, wrapped for pruning), what training_info records of it,
+and the loop (`fine_tune.train_in_phases`: one phase, or a pretrained backbone's two,
+each through `loop.train`) in the worker's log folder. Each step is one call into the
+module of its concern, made once and in that order. The Trainer's `run_fn` calls `fit`
+once; the Tuner once per trial, so a trial trains exactly as the Trainer will.
 """
 
 from __future__ import annotations
@@ -22,7 +22,12 @@ from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.multi_worker import lost_worker_is_an_error, worker_output_dir
 from tpu_pipeline.components.device.policy import TrainingPolicy, resolve_training_policy
 from tpu_pipeline.components.models import build_model as build_network
-from tpu_pipeline.components.models import is_backbone, load_pretrained_weights
+from tpu_pipeline.components.models import (
+    initialize_from_data,
+    is_backbone,
+    load_pretrained_weights,
+    needs_data_to_initialize,
+)
 from tpu_pipeline.components.training.augmentation import Augmentation
 from tpu_pipeline.components.training.class_weights import balanced_class_weights
 from tpu_pipeline.components.training.fine_tune import train_in_phases
@@ -32,6 +37,7 @@ from tpu_pipeline.components.training.input_pipeline import (
     distributed_training_dataset,
     global_batch_size,
     make_eval_dataset,
+    sample_images,
     steps_per_epoch,
 )
 from tpu_pipeline.components.training.pruning import (
@@ -41,6 +47,9 @@ from tpu_pipeline.components.training.pruning import (
 )
 from tpu_pipeline.components.training.setup import TrainingSetup
 from tpu_pipeline.components.training.warm_start import warm_start
+
+# Training images a data-initialized layer (a whitening layer) is computed from.
+INITIALIZING_IMAGES = 5000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,6 +157,11 @@ def fit(
         model = build_network(
             config.model, dataset.image_shape, dataset.num_classes, policy.precision, config.dropout
         )
+        if needs_data_to_initialize(config.model):  # e.g. a whitening layer
+            images = sample_images(
+                setup.train_files, setup.transform_output, dataset, INITIALIZING_IMAGES
+            )
+            initialize_from_data(config.model, model, images)
         if is_backbone(config.model):
             # Only backbones record it: other models' training_info stays as it was.
             loaded = load_pretrained_weights(model, config, dataset.image_shape)

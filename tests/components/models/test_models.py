@@ -4,6 +4,7 @@ import pathlib
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tf_keras
 
 from tpu_pipeline.common.config import ConfigError
@@ -84,3 +85,19 @@ def test_every_module_of_the_models_package_is_a_registered_model():
 
     assert set(MODEL_BUILDERS) == modules
     assert {"mnist_cnn", "cifar10_cnn"} <= modules
+
+
+def test_label_smoothing_spreads_the_targets_so_certainty_costs_loss():
+    model = build_model("mnist_cnn", (8, 8, 1), 4)
+    certain = np.array([[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0]], np.float32) * 0.996 + 0.001
+    labels = np.array([0, 1])
+    losses = {}
+    for smoothing in (0.0, 0.2):
+        compile_model(model, tf_keras.optimizers.SGD(), False, "float32", label_smoothing=smoothing)
+        loss = model.compute_loss(y=tf.constant(labels), y_pred=tf.constant(certain))
+        losses[smoothing] = float(loss)
+
+    # Targets 0.85 for the class and 0.05 for each other: -sum(t log p) over the rows.
+    expected = -(0.85 * np.log(0.997) + 3 * 0.05 * np.log(0.001))
+    assert losses[0.2] == pytest.approx(expected, rel=1e-3)
+    assert losses[0.0] == pytest.approx(-np.log(0.997), rel=1e-3)
