@@ -54,6 +54,8 @@ from tpu_pipeline.common.config.tracking import (
     TrackingConfig,
 )
 from tpu_pipeline.common.config.trainer import (
+    FAST_CNN_RECIPE,
+    MODEL_RECIPES,
     Accelerator,
     LearningRateDecay,
     LearningRateScaling,
@@ -62,6 +64,7 @@ from tpu_pipeline.common.config.trainer import (
     PromisedDevices,
     TrainerConfig,
     TrainingProcess,
+    WeightAveraging,
 )
 from tpu_pipeline.common.config.tuner import (
     UNTUNABLE_TRAINER_FIELDS,
@@ -84,9 +87,11 @@ __all__ = [
     "BUILTIN_DATASETS",
     "BUILTIN_DATA_DIR",
     "DEFAULT_DATASET",
+    "FAST_CNN_RECIPE",
     "HIDDEN",
     "MLFLOW_EXPERIMENT_NAME_ENV",
     "MLFLOW_TRACKING_URI_ENV",
+    "MODEL_RECIPES",
     "REPO_ROOT",
     "SECRET_ERROR",
     "SECRET_VERSION_PATTERN",
@@ -133,6 +138,7 @@ __all__ = [
     "TunerObjective",
     "VertexConfig",
     "VertexTrainerConfig",
+    "WeightAveraging",
     "explicit_fields",
     "load_config",
     "user_dataset",

@@ -119,7 +119,13 @@ def run_preflight(
             )
         checks.append(CheckResult("model_builds", "pass", f"{model.count_params():,} parameters"))
         optimizer = make_optimizer(trainer, global_batch_size(batch, replicas), 1, trainer.epochs)
-        compile_model(model, optimizer, jit_compile=True, precision=policy.precision)
+        compile_model(
+            model,
+            optimizer,
+            jit_compile=True,
+            precision=policy.precision,
+            label_smoothing=trainer.label_smoothing,
+        )
         checks.append(check_float32_outputs(model))
         specs = [tensor_specs[IMAGE_KEY], tensor_specs[LABEL_KEY]]
         try:

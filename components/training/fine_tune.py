@@ -119,7 +119,12 @@ def train_in_phases(
             if phase is not None:
                 freeze_backbone(model, frozen=not phase.backbone_trainable)
             compile_model(
-                model, optimizer, policy.jit_compile, policy.precision, policy.steps_per_execution
+                model,
+                optimizer,
+                policy.jit_compile,
+                policy.precision,
+                policy.steps_per_execution,
+                config.label_smoothing,
             )
         history = train(
             model,

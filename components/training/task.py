@@ -191,6 +191,8 @@ def fit(
         "epochs": config.epochs,
         "optimizer": config.optimizer,
         "learning_rate_decay": config.learning_rate_decay,
+        "label_smoothing": config.label_smoothing,
+        "weight_averaging": config.weight_averaging,
         "augmentation": dataclasses.asdict(inputs.augmentation),
         "class_weights": inputs.class_weights,
         "tensorflow": tf.__version__,

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import tf_keras
 
 from tpu_pipeline.common.config import ConfigError, TrainerConfig, load_config
@@ -76,3 +77,74 @@ def test_default_training_length_is_whole_epochs_over_the_data():
     config = TrainerConfig()
     assert config.train_steps is None and config.epochs >= 10
     assert config.learning_rate_decay == "cosine"
+
+
+def test_linear_decay_after_warmup_is_a_one_cycle_schedule_ending_at_zero():
+    rates = _rates(WarmupThenDecay(2.0, warmup_steps=23, total_steps=100, decay="linear"), 101)
+    assert rates.max() == pytest.approx(2.0) and rates[23] == pytest.approx(2.0)
+    np.testing.assert_allclose(np.diff(rates[23:]), -2.0 / 77, rtol=1e-4)  # a straight line
+    assert rates[100] == pytest.approx(0.0, abs=1e-6)
+
+
+def _train_steps(optimizer, steps: int, start: float = 1.0) -> tuple[tf.Variable, list[float]]:
+    """A weight pulled towards 0 by a constant gradient of 1: its value after each step."""
+    weight = tf.Variable(start)
+    values = []
+    for _ in range(steps):
+        optimizer.apply_gradients([(tf.constant(1.0), weight)])
+        values.append(float(weight.numpy()))
+    return weight, values
+
+
+def test_sgd_weight_decay_shrinks_weights_by_rate_times_decay_each_step():
+    config = TrainerConfig(optimizer="sgd", momentum=0.0, warmup_epochs=0, weight_decay=0.1)
+    decayed = make_optimizer(config, 64, 10, 10)
+    plain = make_optimizer(config.model_copy(update={"weight_decay": None}), 64, 10, 10)
+    rate = float(decayed.learning_rate)
+
+    weight, _ = _train_steps(decayed, 1, start=10.0)
+    assert float(weight.numpy()) == pytest.approx(10.0 * (1 - 0.1 * rate) - rate)
+    assert _train_steps(plain, 1, start=10.0)[1][0] == pytest.approx(10.0 - rate)
+
+
+def test_lookahead_restarts_from_the_average_every_five_steps_and_ends_on_it():
+    config = TrainerConfig(
+        optimizer="sgd",
+        momentum=0.0,
+        learning_rate=0.1,
+        learning_rate_decay="constant",
+        warmup_epochs=0,
+        weight_averaging="lookahead",
+    )
+    averaging = make_optimizer(config, 64, 10, 10)
+    weight = tf.Variable(1.0)
+    plain = [1.0 - 0.1 * step for step in range(1, 11)]  # the same steps without averaging
+    values, averages = [], []
+    for _ in range(10):
+        averaging.apply_gradients([(tf.constant(1.0), weight)])
+        values.append(float(weight.numpy()))
+        averages.append(float(averaging._model_variables_moving_average[0].numpy()))
+
+    assert values[:4] == pytest.approx(plain[:4], abs=1e-5)  # steps 1-4 train as usual
+    assert values[4] == pytest.approx(averages[4]) and values[4] > plain[4] + 0.01  # restarted
+    assert values[9] == pytest.approx(averages[9]) and values[5] != pytest.approx(averages[5])
+    weight.assign(0.0)
+    averaging.finalize_variable_values([weight])  # what fit does after the last epoch
+    assert float(weight.numpy()) == pytest.approx(averages[9])
+
+
+def test_ema_keeps_training_the_weights_and_exports_their_average():
+    config = TrainerConfig(
+        optimizer="sgd",
+        momentum=0.0,
+        learning_rate=0.1,
+        learning_rate_decay="constant",
+        warmup_epochs=0,
+        weight_averaging="ema",
+    )
+    averaging = make_optimizer(config, 64, 20, 20)
+    weight, values = _train_steps(averaging, 20)
+
+    np.testing.assert_allclose(values, 1.0 - 0.1 * np.arange(1, 21), atol=1e-5)  # unaffected
+    averaging.finalize_variable_values([weight])
+    assert 1.0 - 0.1 * 20 < float(weight.numpy()) < 1.0 - 0.1 * 15  # the recent steps' mean
