@@ -60,8 +60,10 @@ class CustomLoop:
         self.model = model
         self.strategy = strategy
         self._global_batch_size = global_batch_size
-        self._loss = tf_keras.losses.SparseCategoricalCrossentropy(
-            reduction=tf_keras.losses.Reduction.NONE
+        # The loss the model was compiled with (`trainer.label_smoothing` included), per
+        # example: the step weighs and sums it itself.
+        self._loss = type(model.loss).from_config(
+            {**model.loss.get_config(), "reduction": tf_keras.losses.Reduction.NONE}
         )
         with strategy.scope():
             self.train_metrics = _Metrics("")
@@ -167,5 +169,7 @@ def train_custom_loop(
         callback_list.on_epoch_end(epoch, logs)
         if model.stop_training:
             break
+    with strategy.scope():  # as `fit` ends: an averaged optimizer's weights become the model's
+        model.optimizer.finalize_variable_values(model.trainable_variables)
     callback_list.on_train_end()
     return history

@@ -18,6 +18,7 @@ from tpu_pipeline.components.models import build_model, compile_model
 from tpu_pipeline.components.trainer import run_fn
 from tpu_pipeline.components.training.custom_loop import train_custom_loop
 from tpu_pipeline.components.training.input_pipeline import EvalInput
+from tpu_pipeline.components.training.learning_rate import make_optimizer
 from tpu_pipeline.components.training.loop import train
 from tpu_pipeline.pipeline.report.run_store import open_latest_run
 from tpu_pipeline.pipeline.report.tensorboard_logs import epoch_scalars
@@ -35,19 +36,32 @@ def _weighted(data: tf.data.Dataset) -> tf.data.Dataset:
     return data.map(lambda images, labels: (images, labels, tf.ones_like(labels, tf.float32)))
 
 
-def _model(steps_per_execution: int = 1):
+# fast_cnn's recipe's loss and optimizer: smoothed targets, weights averaged by lookahead.
+SMOOTHED_LOOKAHEAD = TrainerConfig(
+    optimizer="sgd", label_smoothing=0.2, weight_averaging="lookahead", learning_rate=0.01
+)
+
+
+def _model(steps_per_execution: int = 1, recipe: TrainerConfig | None = None):
     # cifar10_cnn has no dropout: both loops must then compute exactly the same steps.
     tf.keras.utils.set_random_seed(1)
     model = build_model("cifar10_cnn", (8, 8, 1), 10)
-    optimizer = tf_keras.optimizers.Adam(1e-3)
-    compile_model(model, optimizer, False, "float32", steps_per_execution)
+    if recipe is None:
+        compile_model(model, tf_keras.optimizers.Adam(1e-3), False, "float32", steps_per_execution)
+    else:
+        optimizer = make_optimizer(recipe, 16, steps_per_epoch=6, total_steps=12)
+        compile_model(
+            model, optimizer, False, "float32", steps_per_execution, recipe.label_smoothing
+        )
     return model
 
 
-@pytest.mark.parametrize("steps_per_execution", [1, 3])
-def test_custom_loop_makes_the_same_updates_and_metrics_as_fit(steps_per_execution):
+@pytest.mark.parametrize(
+    ("steps_per_execution", "recipe"), [(1, None), (3, None), (3, SMOOTHED_LOOKAHEAD)]
+)
+def test_custom_loop_makes_the_same_updates_and_metrics_as_fit(steps_per_execution, recipe):
     data = _dataset(steps=6, batch=16)
-    by_fit, by_loop = _model(), _model()
+    by_fit, by_loop = _model(recipe=recipe), _model(recipe=recipe)
     for fit_start, loop_start in zip(by_fit.get_weights(), by_loop.get_weights(), strict=True):
         np.testing.assert_array_equal(fit_start, loop_start)
 
