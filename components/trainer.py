@@ -84,6 +84,7 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
             fn_args.serving_model_dir,
             training_info,
             grad_cam_layer=fn_args.custom_config.get(GRAD_CAM_LAYER_KEY),
+            test_time_flip=config.test_time_flip,
         )
     if setup.choice.num_workers > 1:
         # TFX checks on every worker that the model exists: the others wait for the chief's.

@@ -38,6 +38,7 @@ FAST_CNN_RECIPE = {
     "random_flip": True,
     "random_shift": 2 / 32,
     "random_crop_area": (1.0, 1.0),  # photos only: whole images, shifted
+    "test_time_flip": True,
 }
 # The TrainerConfig values a built-in model trains best with: `tpu-pipeline run` fills the
 # fields a user left unset from them (pipeline/wiring/recipe.py).
@@ -143,6 +144,12 @@ class TrainerConfig(_Section):
         "averaging over more steps as the run ends (up to ~20); lookahead: the same average, "
         "and training restarts from it every 5 steps (Zhang et al., 2019); none: the last "
         "step's weights",
+    )
+    test_time_flip: bool = Field(
+        default=False,
+        description="the exported model answers the mean of its answers for each image and "
+        "its mirror image (every signature: the evaluated model is the served one); doubles "
+        "the serving compute",
     )
     dropout: float | None = Field(
         default=None, ge=0, lt=1, description="dropout rate of models with dropout; None: theirs"

@@ -8,7 +8,10 @@
   stores pixel data, or a photo decoded and resized (0..255); the TFLite and
   TF.js conversions start from it (neither can parse examples or decode images).
 
-Each applies the Transform graph and returns class probabilities. It runs a
+Each applies the Transform graph and returns class probabilities; with test-time
+flips (`trainer.test_time_flip`) the mean of the model's answers for each image and
+its mirror image, in every signature, so the model the Evaluator measures and
+every served copy (TFLite and TF.js start from `pixels`) answer alike. It runs a
 float32 copy of the model with no XLA: training choices (bfloat16,
 jit_compile, the strategy) belong to the training hardware, and a CPU model
 server should not inherit them.
@@ -108,6 +111,7 @@ def export_serving_model(
     export_dir: str,
     training_info: dict[str, Any],
     grad_cam_layer: str | None = None,
+    test_time_flip: bool = False,
 ) -> None:
     """Saves `model` with its `serving_default`, `images` and `pixels` signatures.
 
@@ -122,6 +126,8 @@ def export_serving_model(
         the dataset fields it answers in (`SERVED_DATASET_KEY`).
       grad_cam_layer: the layer whose feature maps `FEATURE_MAP_GRADIENTS` returns
         (`explain.grad_cam_layer`); None: the last with a feature map.
+      test_time_flip: every signature answers the mean of the probabilities for
+        each image and its left-right mirror image (Grad-CAM's maps stay one view's).
 
     Raises:
       ValueError: `grad_cam_layer` is not a feature-map layer of the model.
@@ -136,6 +142,9 @@ def export_serving_model(
         scaled_values = scaled_8bit_values(model.tft_layer, dataset)
 
     def classify(images: tf.Tensor) -> dict[str, tf.Tensor]:
+        if test_time_flip:  # both views in one batch: one call of the model
+            both = model(tf.concat([images, tf.reverse(images, [2])], 0), training=False)
+            return {SERVING_OUTPUT_KEY: tf.reduce_mean(tf.stack(tf.split(both, 2)), axis=0)}
         return {SERVING_OUTPUT_KEY: model(images, training=False)}
 
     def transformed(raw: dict[str, tf.Tensor]) -> tf.Tensor:

@@ -76,6 +76,7 @@ def package_model(
                 package_dir,
                 training_info,
                 training_info.get(GRAD_CAM_LAYER_KEY),
+                training_info.get("test_time_flip", False),
             )
             served = PixelClassifier(package_dir)
     if served is trained:

@@ -193,6 +193,7 @@ def fit(
         "learning_rate_decay": config.learning_rate_decay,
         "label_smoothing": config.label_smoothing,
         "weight_averaging": config.weight_averaging,
+        "test_time_flip": config.test_time_flip,
         "augmentation": dataclasses.asdict(inputs.augmentation),
         "class_weights": inputs.class_weights,
         "tensorflow": tf.__version__,

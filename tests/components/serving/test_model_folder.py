@@ -131,3 +131,21 @@ def test_a_temperature_that_would_not_help_is_recorded_and_the_trained_model_ser
         ).read_bytes(), name
     assert _info(served)[TEMPERATURE_INFO_KEY] == {**fit.as_json(), "applied": False}
     assert read_measurements(served) is not None
+
+
+def test_a_temperature_scaled_copy_keeps_the_trained_models_test_time_flips(
+    trained, tmp_path, monkeypatch
+):
+    _, transform, files, images = trained
+    flipped_dir = str(tmp_path / "flipped")
+    model = build_model("mnist_cnn", DATASET.image_shape, DATASET.num_classes)
+    info = {"model": "mnist_cnn", "test_time_flip": True}  # as the Trainer records it
+    export_serving_model(model, transform, DATASET, flipped_dir, info, test_time_flip=True)
+    fit = TemperatureFit(0.5, 40, calibration_error_before=0.2, calibration_error_after=0.1)
+
+    served = _package((flipped_dir, transform, files, images), tmp_path, monkeypatch, fit)
+
+    answers = _answers(served, images).numpy()
+    # Each image and its mirror get the same answer: the mean of both views, either way.
+    np.testing.assert_allclose(answers, _answers(served, images[:, :, ::-1]), atol=1e-5)
+    assert not np.allclose(answers, _answers(flipped_dir, images), atol=1e-3)  # and scaled
