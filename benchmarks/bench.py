@@ -328,8 +328,8 @@ def bench_xla(settings: Settings) -> list[Row]:
 def bench_cpu_precision(settings: Settings) -> list[Row]:
     """mixed_bfloat16 / float32 on this CPU, per built-in CNN, in-memory batches.
 
-    CPUs with AMX or AVX512-BF16 (this machine's Xeon has both) run oneDNN's bfloat16
-    convolutions natively; the CPU default stays float32 until that is decided per CPU.
+    CPUs with AMX or AVX512-BF16 run oneDNN's bfloat16 convolutions natively; on such a
+    CPU the Trainer's default is mixed_bfloat16 (`components/device/policy.py`).
     """
     rows = []
     for name in CPU_BENCHED_MODELS:

@@ -62,8 +62,9 @@ class TrainerConfig(_Section):
     """How the Trainer trains: model, batch, steps and device choices.
 
     `jit_compile` and `precision` left unset follow the device: XLA and bfloat16
-    on TPU, XLA and float16 on GPU, neither on CPU (XLA:CPU measured slower for
-    these CNNs; see docs/benchmarks.md).
+    on TPU, XLA and float16 on GPU, no XLA on CPU (XLA:CPU measured slower for
+    these CNNs; see docs/benchmarks.md) and bfloat16 only on a CPU that computes it
+    natively (AVX512-BF16 or AMX), float32 elsewhere.
     """
 
     model: str = Field(

@@ -2,7 +2,10 @@
 
 TPUs only run XLA and are fastest in bfloat16; GPUs usually gain from XLA and
 float16 (with loss scaling); on CPU, oneDNN beat XLA:CPU for these CNNs
-(docs/benchmarks.md) and float32 is the only fast type. An accelerator spends
+(docs/benchmarks.md). A CPU that computes bfloat16 natively (AVX512-BF16 or AMX, read
+from its flags) trains in mixed_bfloat16: oneDNN then runs convolutions and matrix
+products in bfloat16 at the same accuracy (docs/benchmarks.md, "CIFAR-10"); any other
+CPU in float32, its only fast type. An accelerator spends
 most of a small model's step waiting for the host to launch it, so TPUs and
 GPUs run many steps per `tf.function` call (`steps_per_execution`); a CPU
 is its own host and gains little. The configuration can override each choice;
@@ -12,6 +15,8 @@ combinations that cannot work fail here, by name.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import pathlib
 
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.strategy import Device
@@ -30,19 +35,54 @@ DEVICE_DEFAULTS: dict[str, TrainingPolicy] = {
     # 50: the Cloud TPU guide's choice; any value up to steps_per_epoch helps there.
     "tpu": TrainingPolicy(jit_compile=True, precision="mixed_bfloat16", steps_per_execution=50),
     "gpu": TrainingPolicy(jit_compile=True, precision="mixed_float16", steps_per_execution=10),
+    # precision: float32, or mixed_bfloat16 on a CPU with bfloat16 arithmetic (`cpu_precision`).
     "cpu": TrainingPolicy(jit_compile=False, precision="float32", steps_per_execution=1),
 }
 
 
+# /proc/cpuinfo flags of CPUs with bfloat16 arithmetic (dot products into float32).
+BFLOAT16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+@functools.cache
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> frozenset[str]:
+    """The first CPU's feature flags (Linux); empty where the file is not there."""
+    try:
+        text = pathlib.Path(cpuinfo).read_text()
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def cpu_precision(flags: frozenset[str] | None = None) -> str:
+    """mixed_bfloat16 on a CPU with bfloat16 arithmetic, else float32."""
+    flags = cpu_flags() if flags is None else flags
+    return "mixed_bfloat16" if flags & BFLOAT16_CPU_FLAGS else "float32"
+
+
 def resolve_training_policy(
-    device: Device, num_replicas: int, config: TrainerConfig
+    device: Device,
+    num_replicas: int,
+    config: TrainerConfig,
+    flags: frozenset[str] | None = None,
 ) -> TrainingPolicy:
     """Returns the device's defaults, with the configuration's overrides applied.
+
+    Args:
+      device, num_replicas: what trains.
+      config: the Trainer settings; set fields win over the device's defaults.
+      flags: the CPU's feature flags (None: this machine's), for a CPU's precision.
 
     Raises:
       ValueError: the override cannot work on this device, naming the field.
     """
     default = DEVICE_DEFAULTS[device]
+    if device == "cpu":
+        default = dataclasses.replace(default, precision=cpu_precision(flags))
     jit_compile = default.jit_compile if config.jit_compile is None else config.jit_compile
     precision = config.precision or default.precision
     steps_per_execution = config.steps_per_execution or default.steps_per_execution

@@ -18,6 +18,7 @@ from tests.pipeline.e2e_helpers import (
     served_models,
     serving_accuracy,
 )
+from tpu_pipeline.components.device.policy import cpu_precision
 from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.warmup import read_warmup_requests
@@ -77,7 +78,8 @@ def test_pushed_model_records_how_it_was_trained(digits_run):
         (pathlib.Path(summary.pushed_model) / "assets.extra" / "training_info.json").read_text()
     )
     assert info["device"] == "cpu" and info["num_replicas"] == 1
-    assert info["jit_compile"] is False and info["precision"] == "float32"
+    # float32, or bfloat16 on a CPU that computes it (components/device/policy.py)
+    assert info["jit_compile"] is False and info["precision"] == cpu_precision()
     assert info["global_batch_size"] == config.trainer.per_replica_batch_size
     assert summary.trainer == info
 
