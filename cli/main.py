@@ -12,6 +12,7 @@ Exit codes: see EXIT_CODES_HELP (also in `--help`). Progress and diagnostics
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.metadata
 import os
@@ -217,7 +218,7 @@ def _run(args: argparse.Namespace) -> int:
         recognized = recognized_from_args(args, flags)
         config = config_from_args(args, flags, recognized)
         pipeline_name = config.full_pipeline_name
-        recipe = _recipe_for(config, explicit_from_args(args, flags))
+        recipe = _recipe_for(config, explicit_from_args(args, flags), args.verbose)
         chosen = recipe.to_json()
         for line in recognized_lines(recognized, config, args.save_config):
             print(line, file=sys.stderr, flush=True)
@@ -233,8 +234,9 @@ def _run(args: argparse.Namespace) -> int:
         raise
 
 
-def _recipe_for(config, explicit: frozenset[str]):
-    """The defaults the data decides (`pipeline/wiring/recipe.py`), in a few seconds at most."""
+def _recipe_for(config, explicit: frozenset[str], verbose: bool = False):
+    """The defaults the data decides (`pipeline/wiring/recipe.py`): a few seconds, and for
+    thousands of photos trained from scratch a few more to time the model's training here."""
     from tpu_pipeline.components import imagenet_files
     from tpu_pipeline.pipeline.data_tools.data_survey import survey_image_folder
     from tpu_pipeline.pipeline.wiring.recipe import choose_recipe
@@ -242,7 +244,21 @@ def _recipe_for(config, explicit: frozenset[str]):
     def imagenet_available(model: str, image_shape: tuple[int, int, int]) -> bool:
         return imagenet_files.is_available(imagenet_files.IMAGENET_FILES[model](image_shape))
 
-    return choose_recipe(config, explicit, survey_image_folder(config.dataset), imagenet_available)
+    def measure_rate(model: str, image_shape, num_classes: int, batch: int):
+        from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
+
+        quiet = contextlib.nullcontext()
+        if not verbose:
+            quiet_library_warnings()  # before TensorFlow loads, as the run does
+            # TensorFlow's C++ start-up lines go nowhere, as the run sends them to its log.
+            quiet = output_to_log_file(pathlib.Path(os.devnull))
+        with quiet:
+            from tpu_pipeline.components.training.probe import probe_training_rate
+
+            return probe_training_rate(config.trainer, model, image_shape, num_classes, batch)
+
+    survey = survey_image_folder(config.dataset)
+    return choose_recipe(config, explicit, survey, imagenet_available, measure_rate)
 
 
 def _require_reachable_weights(config) -> None:

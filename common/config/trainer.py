@@ -152,6 +152,13 @@ class TrainerConfig(_Section):
         "its mirror image (every signature: the evaluated model is the served one); doubles "
         "the serving compute",
     )
+    time_budget_minutes: float | None = Field(
+        default=None,
+        gt=0,
+        description="photos trained from scratch: the whole run's wall time the recipe plans "
+        "the model and epochs within, from a short probe of this device's speed; null: "
+        "45 minutes (pipeline/wiring/recipe.py)",
+    )
     dropout: float | None = Field(
         default=None, ge=0, lt=1, description="dropout rate of models with dropout; None: theirs"
     )

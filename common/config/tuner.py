@@ -31,6 +31,7 @@ UNTUNABLE_TRAINER_FIELDS = frozenset(
         "accelerator_memory_gib",
         "eval_steps",
         "seed",
+        "time_budget_minutes",  # plans a run's epochs before it starts; trials have theirs
     }
 )
 SearchValue = int | float | str | bool

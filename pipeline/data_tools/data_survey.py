@@ -38,11 +38,13 @@ class DataSurvey:
       median_short_side: the median of each sampled photo's shorter side, in pixels;
         None when no sampled file could be read as an image.
       sampled: how many photos the median is taken over.
+      eval_examples: photos in the eval split (which training validates on every epoch).
     """
 
     train_examples: int
     median_short_side: int | None
     sampled: int
+    eval_examples: int = 0
 
 
 def _files(data_dir: pathlib.Path, pattern: str) -> list[str]:
@@ -82,4 +84,4 @@ def survey_image_folder(dataset: DatasetConfig) -> DataSurvey | None:
     step = max(1, len(every) // SIZE_SAMPLE)
     sides = [side for side in map(_short_side, every[::step][:SIZE_SAMPLE]) if side]
     median = statistics.median_low(sides) if sides else None
-    return DataSurvey(len(train), median, len(sides))
+    return DataSurvey(len(train), median, len(sides), len(every) - len(train))

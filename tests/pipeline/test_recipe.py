@@ -7,16 +7,39 @@ import pytest
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.data_tools.data_survey import DataSurvey
 from tpu_pipeline.pipeline.wiring.recipe import (
+    AFTER_WORK_TRAINING_IMAGES,
     MIN_STEPS_PER_EPOCH,
+    OVERHEAD_SECONDS,
     PHOTO_BACKBONE,
     choose_batch,
     choose_epochs,
     choose_recipe,
+    plan_budget,
 )
 
 PHOTOS = DataSurvey(train_examples=245, median_short_side=100, sampled=64)
 ONLINE = lambda model, shape: True  # noqa: E731
 OFFLINE = lambda model, shape: False  # noqa: E731
+
+
+CIFAR_LIKE = DataSurvey(
+    train_examples=45_000, median_short_side=32, sampled=64, eval_examples=5_000
+)
+
+
+class Probe:
+    """Stands in for the training-rate probe: a fixed rate, and a record of what it timed."""
+
+    def __init__(self, images_per_second: float):
+        self.images_per_second = images_per_second
+        self.asked = []
+
+    def __call__(self, model, image_shape, num_classes, batch):
+        self.asked.append((model, image_shape, num_classes, batch))
+        return self
+
+    training_flops = 700_000_000
+    precision = "mixed_bfloat16"
 
 
 def _photo_config(**overrides):
@@ -167,3 +190,119 @@ def test_the_choices_go_to_the_summary_json_with_their_reasons():
         "value": 16,
         "reason": "15 steps an epoch, 5 of 245 left out of each",
     }
+
+
+def test_thousands_of_cifar_sized_photos_train_fast_cnn_for_what_the_budget_buys():
+    probe = Probe(images_per_second=1_000)
+
+    recipe = choose_recipe(_photo_config(), frozenset({"dataset"}), CIFAR_LIKE, ONLINE, probe)
+
+    trainer, dataset = recipe.config.trainer, recipe.config.dataset
+    assert probe.asked == [("fast_cnn", (32, 32, 3), 10, 1024)]
+    assert (trainer.model, trainer.pretrained_weights, dataset.image_shape) == (
+        "fast_cnn",
+        "none",
+        (32, 32, 3),
+    )
+    # Time to spare: the recipe's ~500,000 examples seen (10 epochs of CIFAR-10's 50,000).
+    assert trainer.epochs == 11 and trainer.warmup_epochs == pytest.approx(0.23 * 11)
+    assert trainer.per_replica_batch_size == 1024  # 473 steps: the recipe's own batch
+    assert (trainer.optimizer, trainer.label_smoothing, trainer.weight_averaging) == (
+        "sgd",
+        0.2,
+        "lookahead",
+    )
+    assert trainer.random_crop_area == (1.0, 1.0) and trainer.test_time_flip
+    budget = recipe.lines()[-1]
+    assert "fast_cnn at 1,000 images/s in mixed_bfloat16" in budget
+    assert "11 epochs: about 0.94 on CIFAR-10" in budget and "in all" in budget
+    assert recipe.to_json()["budget"]["epochs"] == 11
+
+
+def test_a_shorter_budget_plans_fewer_epochs_with_the_same_warmup_share():
+    probe = Probe(images_per_second=250)
+    config = _photo_config(**{"trainer.time_budget_minutes": 15})
+
+    recipe = choose_recipe(config, frozenset({"dataset", "trainer"}), CIFAR_LIKE, ONLINE, probe)
+
+    trainer, plan = recipe.config.trainer, recipe.budget
+    assert 1 <= trainer.epochs < 11 and trainer.epochs == plan.epochs
+    assert trainer.warmup_epochs == pytest.approx(0.23 * trainer.epochs)
+    assert plan.run_minutes <= 15 and plan.budget_minutes == 15
+    # Few epochs: smaller batches, so the run still takes a few hundred steps.
+    assert trainer.per_replica_batch_size == 256
+    assert f"{trainer.epochs} epochs (the budget's share of 11)" in recipe.lines()[-1]
+    assert "about 0.94" not in recipe.lines()[-1]
+
+
+def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
+    rate = Probe(images_per_second=100)
+    plan = plan_budget("fast_cnn", 9_000, 3_000, 60, target_epochs=50, rate=rate)
+
+    epoch_seconds = (9_000 + 3_000 / 3) / 100
+    overhead = OVERHEAD_SECONDS + 0.003 * 12_000 + AFTER_WORK_TRAINING_IMAGES / 100
+    assert plan.epochs == int((60 * 60 - overhead) // epoch_seconds)
+    assert plan.run_minutes == pytest.approx((plan.epochs * epoch_seconds + overhead) / 60, abs=0.1)
+    too_short = plan_budget("fast_cnn", 9_000, 3_000, 1, 50, rate)
+    assert too_short.epochs == 1 and too_short.run_minutes > 1  # at least one epoch
+    assert too_short.describe().endswith("(over the budget: one epoch is the least a run trains)")
+    assert "over the budget" not in plan.describe()
+
+
+def test_thousands_of_larger_photos_from_scratch_get_more_than_five_epochs_if_time_allows():
+    probe = Probe(images_per_second=2_000)
+    survey = DataSurvey(train_examples=3_000, median_short_side=80, sampled=64, eval_examples=300)
+
+    recipe = choose_recipe(_photo_config(), frozenset({"dataset"}), survey, OFFLINE, probe)
+
+    assert recipe.config.trainer.model == "resnet20"
+    assert recipe.config.trainer.epochs == 30 > choose_epochs(3_000, pretrained=False)
+    assert probe.asked == [("resnet20", (64, 64, 3), 10, 64)]
+
+
+def test_a_few_hundred_photos_keep_the_examples_seen_rule_without_a_probe():
+    probe = Probe(images_per_second=1_000)
+
+    recipe = choose_recipe(_photo_config(), frozenset({"dataset"}), PHOTOS, OFFLINE, probe)
+
+    assert probe.asked == [] and recipe.budget is None
+    assert recipe.config.trainer.model == "resnet20"
+    assert recipe.config.trainer.epochs == choose_epochs(PHOTOS.train_examples, pretrained=False)
+
+
+def test_fields_the_user_set_win_over_the_model_recipe_and_set_epochs_need_no_probe():
+    probe = Probe(images_per_second=1_000)
+    overrides = {"trainer.label_smoothing": 0.0, "trainer.epochs": 3, "trainer.optimizer": "adam"}
+    config = _photo_config(**overrides)
+    explicit = frozenset({"dataset", "trainer", *overrides})
+
+    recipe = choose_recipe(config, explicit, CIFAR_LIKE, ONLINE, probe)
+
+    trainer = recipe.config.trainer
+    assert probe.asked == [] and trainer.model == "fast_cnn"
+    assert (trainer.label_smoothing, trainer.epochs, trainer.optimizer) == (0.0, 3, "adam")
+    assert trainer.weight_averaging == "lookahead"  # unset: the recipe's
+    assert trainer.warmup_epochs == pytest.approx(0.69)  # its share of the 3 epochs set
+
+
+def test_a_named_fast_cnn_on_pixel_data_gets_its_recipe_but_digits_keep_their_handedness():
+    config = load_config(None, {"trainer.model": "fast_cnn"})  # digits: pixel values
+
+    recipe = choose_recipe(config, frozenset({"trainer", "trainer.model"}), None, OFFLINE)
+
+    trainer = recipe.config.trainer
+    assert (trainer.optimizer, trainer.epochs, trainer.per_replica_batch_size) == ("sgd", 10, 1024)
+    assert recipe.config.dataset.name == "digits"
+    assert trainer.label_smoothing == 0.2 and trainer.weight_averaging == "lookahead"
+    assert trainer.random_crop_area is None
+    assert trainer.random_flip is None and not trainer.test_time_flip  # no mirror images
+
+
+def test_fewer_photos_than_cifar_10_see_as_many_examples_in_more_epochs():
+    survey = DataSurvey(train_examples=10_000, median_short_side=32, sampled=64, eval_examples=500)
+
+    recipe = choose_recipe(_photo_config(), frozenset({"dataset"}), survey, ONLINE, Probe(1e6))
+
+    assert recipe.config.trainer.model == "fast_cnn"
+    assert recipe.config.trainer.epochs == 50  # 500,000 examples seen
+    assert recipe.config.trainer.per_replica_batch_size == 512  # 19 steps an epoch

@@ -24,12 +24,15 @@ class DataChoices:
     )
     chosen_defaults: dict[str, Any] | None = summary_key(
         "the fields chosen from the data (pipeline/wiring/recipe.py): value and reason each, "
-        "and the one line saying what a pretrained backbone out of reach was replaced with",
+        "the one line saying what a pretrained backbone out of reach was replaced with, and "
+        "`budget`, the time budget's plan when the epochs came from one (the probed rate, "
+        "epochs, what they buy, the minutes planned; else null)",
         null="nothing was chosen from the data (every field set, or not a folder of photos), "
         "and in a report rebuilt after the run",
         example={
             "fields": {"trainer.per_replica_batch_size": {"value": 32, "reason": "..."}},
             "fallback": None,
+            "budget": None,
         },
         default=None,
     )

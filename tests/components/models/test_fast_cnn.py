@@ -90,3 +90,23 @@ def test_forward_flops_count_the_whitening_layer_and_every_convolution():
     groups.append((3, 256, 256))
     convs = sum(2 * side * side * out * 9 * inputs for side, inputs, out in groups)
     assert forward_flops(model) == whitening + convs + 2 * 256 * 10
+
+
+@pytest.mark.slow  # XLA compiles the whole step: ~20 s on a loaded 2-core machine
+def test_the_whole_recipe_trains_in_one_xla_compiled_step_in_bfloat16_as_on_a_tpu():
+    from tpu_pipeline.common.config import MODEL_RECIPES, TrainerConfig
+    from tpu_pipeline.components.models import compile_model
+    from tpu_pipeline.components.training.learning_rate import make_optimizer
+
+    config = TrainerConfig(**{**MODEL_RECIPES["fast_cnn"], "random_crop_area": None})
+    images = _cifar_like(16, side=8)
+    model = build_model("fast_cnn", images.shape[1:], 10, "mixed_bfloat16")
+    initialize_from_data("fast_cnn", model, images)
+    optimizer = make_optimizer(config, 16, steps_per_epoch=2, total_steps=10)
+    compile_model(model, optimizer, True, "mixed_bfloat16", label_smoothing=0.2)
+
+    losses = [model.train_on_batch(images, np.arange(16) % 10) for _ in range(5)]
+
+    assert np.all(np.isfinite(losses)) and int(optimizer.iterations) == 5
+    average = optimizer._model_variables_moving_average[0]
+    np.testing.assert_allclose(average.numpy(), model.trainable_weights[0].numpy())  # step 5
