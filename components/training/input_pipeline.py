@@ -5,16 +5,18 @@ the accelerator receives dense float images of a static shape only. Pixel data i
 batched before parsing, so parsing and the Transform graph run once per batch,
 vectorised. Photos (stored encoded) are decoded one by one in parallel calls,
 training images as random crops (`random_resized_crop`, `components/images/decode.py`),
-evaluation images whole through the Transform graph, which decodes with the same ops. Every batch
-has the same size, which TPUs (and XLA in general) need to compile the step once:
-training drops the remainder of each pass (it repeats anyway); evaluation fills
-its last batch with examples weighted 0, so it sees every eval example once,
-even when the split is smaller than one batch.
+evaluation images whole through the Transform graph, which decodes with the same ops;
+photos trained whole (no random crops) are decoded once and cached as 8-bit pixels
+when they fit. Every batch has the same size, which TPUs (and XLA in general) need
+to compile the step once: training drops the remainder of each pass (it repeats
+anyway); evaluation fills its last batch with examples weighted 0, so it sees every
+eval example once, even when the split is smaller than one batch.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import tensorflow as tf
@@ -24,6 +26,7 @@ from absl import logging
 from tpu_pipeline.common.config import DatasetConfig
 from tpu_pipeline.components.contract import IMAGE_KEY, LABEL_KEY
 from tpu_pipeline.components.images.decode import (
+    MAX_8BIT,
     decode_encoded_image,
     random_resized_crop,
     unit_range,
@@ -34,6 +37,10 @@ from tpu_pipeline.components.training.augmentation import Augmentation
 # first pass: GZIP decompression was ~3/4 of the input's CPU per example, and caching
 # raised the input rate ~7x (docs/benchmarks.md). Larger sets stream from disk.
 CACHE_MAX_GZIP_BYTES = 128 * 2**20
+# Photos trained whole (no random crop) decode to the same pixels every pass: up to this
+# many bytes of them are kept decoded (8-bit) instead, which cut the input's CPU per
+# CIFAR-10 photo from ~130 to ~31 us (docs/benchmarks.md, "CIFAR-10").
+DECODED_CACHE_MAX_BYTES = 512 * 2**20
 
 NO_AUGMENTATION = Augmentation()
 
@@ -174,10 +181,19 @@ def make_dataset(
     paths = _files(file_patterns)
     shards, _ = shard
     records = host_records(paths, shard, seed)
-    if sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards:
+    fits = sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards
+    decoded = fits and _decoded_photos_fit(paths, dataset, augmentation, shards)
+    if decoded:  # the same pixels every pass: decoded once, cached 8-bit
+        decode = _parse_and_decode_8bit_photo(transform_output, dataset)
+        records = records.map(decode, tf.data.AUTOTUNE)
+    if fits:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
-    if not dataset.stores_encoded_images:  # pixel data: parsed and transformed a batch at a time
+    if decoded:  # 8-bit photos: scaled to 0..1 a batch at a time
+        batches = records.batch(batch_size, drop_remainder=True).map(
+            lambda images, labels: (unit_range(images), labels), tf.data.AUTOTUNE
+        )
+    elif not dataset.stores_encoded_images:  # pixel data: parsed and transformed a batch at a time
         batches = records.batch(batch_size, drop_remainder=True).map(
             _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
         )
@@ -192,6 +208,17 @@ def make_dataset(
         weights = tf.constant(class_weights, tf.float32)
         batches = batches.map(lambda images, labels: (images, labels, tf.gather(weights, labels)))
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _decoded_photos_fit(
+    paths: list[str], dataset: DatasetConfig, augmentation: Augmentation, shards: int
+) -> bool:
+    """Whether photos train whole (no random crop) and, decoded to 8-bit pixels, fit in
+    DECODED_CACHE_MAX_BYTES on each of `shards` hosts."""
+    if not dataset.stores_encoded_images or augmentation.crop_area is not None:
+        return False
+    decoded_bytes = math.prod(dataset.image_shape) * count_examples(paths)
+    return decoded_bytes <= DECODED_CACHE_MAX_BYTES * shards
 
 
 @dataclasses.dataclass(frozen=True)
@@ -340,6 +367,19 @@ def sample_images(
     if not arrays:
         raise ValueError(f"no training images in {file_patterns} to initialize the model from")
     return np.concatenate(arrays).reshape(-1, *dataset.image_shape)
+
+
+def _parse_and_decode_8bit_photo(transform_output: tft.TFTransformOutput, dataset: DatasetConfig):
+    """Parses one serialized example of an encoded photo and decodes it whole, as 8-bit
+    pixels (a quarter of float32's memory in a cache); `unit_range` of them is exactly what
+    `_parse_and_decode_photo` without a crop returns."""
+    decode = _parse_and_decode_photo(transform_output, dataset, None)
+
+    def decode_8bit(serialized: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+        pixels, label = decode(serialized)
+        return tf.cast(tf.round(pixels * MAX_8BIT), tf.uint8), label
+
+    return decode_8bit
 
 
 def count_labels(file_patterns: list[str], dataset: DatasetConfig) -> list[int]:

@@ -10,6 +10,7 @@ from PIL import Image
 from benchmarks.data import build_transform_graph, photo_dataset
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.images.decode import decode_encoded_image, unit_range
+from tpu_pipeline.components.training import input_pipeline
 from tpu_pipeline.components.training.augmentation import Augmentation
 from tpu_pipeline.components.training.input_pipeline import make_dataset, make_eval_dataset
 
@@ -83,3 +84,26 @@ def test_training_batches_are_random_crops_with_class_weights(photo_files):
     assert images.shape == (8, 24, 24, 3) and images.dtype == tf.float32
     assert 0.0 <= float(tf.reduce_min(images)) and float(tf.reduce_max(images)) <= 1.0
     np.testing.assert_array_equal(weights.numpy(), labels.numpy() + 1.0)
+
+
+@pytest.mark.parametrize("decoded_cache", [True, False])
+def test_whole_photos_train_as_evaluation_sees_them_decoded_once_or_every_pass(
+    photo_files, monkeypatch, decoded_cache
+):
+    pattern, photos, transform_output = photo_files
+    if not decoded_cache:  # too large for the decoded cache: the records are cached instead
+        monkeypatch.setattr(input_pipeline, "DECODED_CACHE_MAX_BYTES", 1)
+    expected = {
+        bytes(unit_range(decode_encoded_image(tf.constant(photo), PHOTOS)).numpy()): index % 3
+        for index, photo in enumerate(photos)
+    }
+
+    batches = make_dataset([pattern], transform_output, PHOTOS, 8, seed=1, shuffle_buffer=40)
+
+    seen = []
+    for images, labels in batches.take(10):  # two passes over the 40 photos
+        assert images.dtype == tf.float32 and images.shape == (8, 24, 24, 3)
+        for image, label in zip(images.numpy(), labels.numpy(), strict=True):
+            assert expected[bytes(image)] == label  # exactly a whole photo, with its label
+            seen.append(bytes(image))
+    assert sorted(seen[:40]) == sorted(seen[40:]) == sorted(expected)
