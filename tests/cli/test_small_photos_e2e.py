@@ -1,10 +1,12 @@
 """`tpu-pipeline run --data-dir` on a folder of CIFAR-sized photos: the recipe picks fast_cnn
-with its own recipe, the Trainer computes its whitening layer from the training photos, and
-the pushed model averages each photo's and its mirror's answers in its signatures.
+with its own recipe and plans its epochs from a probe of this machine, the Trainer computes
+its whitening layer from the training photos, and the pushed model averages each photo's and
+its mirror's answers in its signatures.
 
 The photos are generated: 32x32 JPEGs of three classes told apart by colour and layout, a
-few hundred of them (the recipe's threshold for "thousands" is lowered for the test). Short
-training: what is checked is the wiring, not the accuracy.
+few hundred of them (the recipe's threshold for "thousands" is lowered for the test). A
+one-minute budget plans the least a run trains, one epoch: what is checked is the wiring,
+not the accuracy.
 """
 
 from __future__ import annotations
@@ -54,10 +56,8 @@ def small_photos_run(tmp_path_factory):
         str(work / "out"),
         "--summary-json",
         str(work / "summary.json"),
-        "--train-steps",
-        "6",
         "--set",
-        "trainer.epochs=2",
+        "trainer.time_budget_minutes=1",
         "--set",
         "evaluator.accuracy_lower_bound=0",
         "--set",
@@ -87,6 +87,17 @@ def test_cifar_sized_photos_train_fast_cnn_with_its_own_recipe(small_photos_run)
     assert trained["test_time_flip"] is True and trained["learning_rate_decay"] == "linear"
     assert trained["augmentation"] == {"max_shift": [2, 2], "flip": True, "crop_area": None}
     assert trained["precision"] == cpu_precision()
+
+
+def test_the_epochs_come_from_the_time_budget_at_the_rate_probed_here(small_photos_run):
+    _, summary, _ = small_photos_run
+
+    plan = summary["chosen_defaults"]["budget"]
+    assert plan["model"] == "fast_cnn" and plan["precision"] == cpu_precision()
+    assert plan["images_per_second"] > 0 and plan["budget_minutes"] == 1
+    assert plan["epochs"] == 1 and plan["run_minutes"] > 1  # over the budget: one epoch
+    assert summary["chosen_defaults"]["fields"]["trainer.epochs"]["value"] == 1
+    assert summary["trainer"]["epochs"] == 1
 
 
 def test_the_pushed_model_whitens_with_the_training_photos_and_answers_both_views(
