@@ -107,15 +107,20 @@ def test_sgd_weight_decay_shrinks_weights_by_rate_times_decay_each_step():
     assert _train_steps(plain, 1, start=10.0)[1][0] == pytest.approx(10.0 - rate)
 
 
-def test_lookahead_restarts_from_the_average_every_five_steps_and_ends_on_it():
-    config = TrainerConfig(
+def _averaging_sgd(weight_averaging: str) -> TrainerConfig:
+    """Plain SGD at a constant 0.1, so each step moves a weight by exactly 0.1 x its gradient."""
+    return TrainerConfig(
         optimizer="sgd",
         momentum=0.0,
         learning_rate=0.1,
         learning_rate_decay="constant",
         warmup_epochs=0,
-        weight_averaging="lookahead",
+        weight_averaging=weight_averaging,
     )
+
+
+def test_lookahead_restarts_from_the_average_every_five_steps_and_ends_on_it():
+    config = _averaging_sgd("lookahead")
     averaging = make_optimizer(config, 64, 10, 10)
     weight = tf.Variable(1.0)
     plain = [1.0 - 0.1 * step for step in range(1, 11)]  # the same steps without averaging
@@ -134,14 +139,7 @@ def test_lookahead_restarts_from_the_average_every_five_steps_and_ends_on_it():
 
 
 def test_ema_keeps_training_the_weights_and_exports_their_average():
-    config = TrainerConfig(
-        optimizer="sgd",
-        momentum=0.0,
-        learning_rate=0.1,
-        learning_rate_decay="constant",
-        warmup_epochs=0,
-        weight_averaging="ema",
-    )
+    config = _averaging_sgd("ema")
     averaging = make_optimizer(config, 64, 20, 20)
     weight, values = _train_steps(averaging, 20)
 
