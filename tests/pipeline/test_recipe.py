@@ -215,7 +215,7 @@ def test_thousands_of_cifar_sized_photos_train_fast_cnn_for_what_the_budget_buys
     assert trainer.random_crop_area == (1.0, 1.0) and trainer.test_time_flip
     budget = recipe.lines()[-1]
     assert "fast_cnn at 1,000 images/s in mixed_bfloat16" in budget
-    assert "11 epochs: about 0.94 on CIFAR-10" in budget and "in all" in budget
+    assert "11 epochs: about 0.90 on CIFAR-10" in budget and "in all" in budget
     assert recipe.to_json()["budget"]["epochs"] == 11
 
 
@@ -232,7 +232,9 @@ def test_a_shorter_budget_plans_fewer_epochs_with_the_same_warmup_share():
     # Few epochs: smaller batches, so the run still takes a few hundred steps.
     assert trainer.per_replica_batch_size == 256
     assert f"{trainer.epochs} epochs (the budget's share of 11)" in recipe.lines()[-1]
-    assert "about 0.94" not in recipe.lines()[-1]
+    # Fewer examples seen than the measured 0.90 run: the lower class, not its words.
+    assert "about 0.90" not in recipe.lines()[-1]
+    assert "0.80 on CIFAR-10" in recipe.lines()[-1]
 
 
 def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
