@@ -20,6 +20,7 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import statistics
 import subprocess
@@ -567,7 +568,8 @@ def bench_e2e(settings: Settings) -> list[Row]:
         ],
         settings.workdir / "e2e-ours.log",
     )
-    our_accuracy = json.loads(summary.read_text())["metrics"]["accuracy"]
+    ours_summary = json.loads(summary.read_text())
+    our_accuracy = ours_summary["metrics"]["accuracy"]
     peers = {
         mode: run_measured(
             [sys.executable, "-m", "benchmarks.peer", str(peer_dir / mode), *flags],
@@ -611,16 +613,26 @@ def bench_e2e(settings: Settings) -> list[Row]:
                 ours["peak_rss_gb"] / peer["peak_rss_gb"],
             ),
         ]
-    return rows + startup_rows(settings, ours["lines"])
+    first_component_s = first_component_started(ours["lines"], ours_summary)
+    return rows + startup_rows(settings, first_component_s)
 
 
-def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list[Row]:
+def first_component_started(run_lines: list[tuple[float, str]], summary: dict) -> float:
+    """Seconds from the command to the start of the run's first component.
+
+    The summary JSON names the first component; its start line (`[ 1/N] ExampleGen  running`,
+    printed as it starts: `pipeline/local/runner.py`) is the one moment the JSON cannot give.
+    """
+    first = summary["components"][0]["id"]
+    start_line = re.compile(rf"\[\s*1/\d+\]\s+{re.escape(first)}\s+running")
+    started = next((t for t, text in run_lines if start_line.fullmatch(text.strip())), None)
+    if started is None:
+        raise ValueError(f"no `[ 1/N] {first}  running` line in the run's output")
+    return started
+
+
+def startup_rows(settings: Settings, first_component_s: float) -> list[Row]:
     """Command to first component, and the share of it spent importing libraries."""
-    # The first component's end line arrives when it ends and says how long it ran.
-    arrived, line = next(
-        (t, text) for t, text in run_lines if text.startswith("[ 1/") and text.endswith(" s")
-    )
-    first_component_s = arrived - float(line.split()[-2])
     imports = median_seconds(
         lambda: subprocess.run(
             [sys.executable, "-c", "import cli.main, pipeline.local.runner"],
