@@ -44,6 +44,7 @@ import tf_keras  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     attributions,
+    cifar_recipe,
     data,
     evaluator_slices,
     model_card,
@@ -109,11 +110,11 @@ class Settings:
     pipeline_divisor: int = 1
     # The models, shapes or formats a section measures, in its order: all (None) or the first n.
     cases: int | None = None
-    # Epochs of the trainings that follow a recipe of their own (photo_pipeline, pruning);
-    # None: the recipe's.
+    # Epochs of the trainings that follow a recipe of their own (photo_pipeline, pruning,
+    # cifar_recipe); None: the recipe's.
     epochs: int | None = None
-    # Training steps (in one epoch) of every `tpu-pipeline run` and the TFX peer's run;
-    # None: each one's own.
+    # Training steps (in one epoch) of every `tpu-pipeline run`, the TFX peer's run and
+    # cifar_recipe's training; None: each one's own.
     train_steps: int | None = None
     # `--set FIELD=VALUE` every `tpu-pipeline run` gets after its own: work no section
     # measures at this size, left out.
@@ -126,6 +127,8 @@ class Settings:
     photo_side: int = 96
     # Real photos for the photo_pipeline section: train/<class>/ and validation/<class>/.
     photos: pathlib.Path | None = None
+    # Real CIFAR-10 for the cifar_recipe section: train/<class>/*.jpg and test/<class>/*.jpg.
+    cifar: pathlib.Path | None = None
 
     def first(self, cases: Iterable[T]) -> list[T]:
         """The cases (models, shapes, formats) a section measures: every one, or the first few."""
@@ -563,10 +566,12 @@ def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
     return rows
 
 
-def matmul_flops_per_s(repeats: int, size: int = 2048, chain: int = 8) -> float:
-    """This machine's dense float32 matmul rate (the compute ceiling for the CNN's FLOPs)."""
-    a = tf.random.uniform([size, size])
-    b = tf.random.uniform([size, size]) / size
+def matmul_flops_per_s(
+    repeats: int, size: int = 2048, chain: int = 8, dtype: tf.DType = tf.float32
+) -> float:
+    """This machine's dense matmul rate in `dtype` (the compute ceiling for a CNN's FLOPs)."""
+    a = tf.cast(tf.random.uniform([size, size]), dtype)
+    b = tf.cast(tf.random.uniform([size, size]) / size, dtype)
 
     @tf.function
     def chained() -> tf.Tensor:
@@ -611,6 +616,54 @@ def bench_efficiency(settings: Settings) -> list[Row]:
                 )
             )
     return rows
+
+
+def bench_cifar_recipe(settings: Settings) -> list[Row]:
+    """fast_cnn with its recipe on CIFAR-10-shaped photos (benchmarks/cifar_recipe.py): its
+    images/s against the probe's, its FLOP/s against matmul's, its PFLOP against airbench94's."""
+    run = cifar_recipe.run_recipe(
+        settings.workdir,
+        settings.cifar,
+        cifar_recipe.CIFAR_TRAIN // settings.pipeline_divisor,
+        cifar_recipe.CIFAR_TEST // settings.pipeline_divisor,
+        settings.epochs,
+        settings.train_steps,
+    )
+    # The ceiling in the type the model computes in (bfloat16 where the CPU runs it natively).
+    compute = tf_keras.mixed_precision.Policy(run.probe.precision).compute_dtype
+    peak = matmul_flops_per_s(settings.repeats, dtype=tf.as_dtype(compute))
+    achieved = run.images_per_second * run.training_flops
+    source = "CIFAR-10" if run.real else "synthetic CIFAR-shaped"
+    trainer = run.trainer
+    epochs = f"{trainer.epochs} epoch" + ("s" if trainer.epochs > 1 else "")
+    figure = (
+        f"{run.train_images:,} {source} photos, batch {trainer.per_replica_batch_size}, {epochs}"
+    )
+    planned = run.planned_accuracy or "no figures"
+    airbench = f"{cifar_recipe.AIRBENCH94_PFLOP:g} PFLOP to {cifar_recipe.AIRBENCH94_ACCURACY:.2f}"
+    return [
+        Row(
+            "cifar_recipe",
+            f"fast_cnn recipe training images/s / the probe's ({run.probe.precision}), {figure}",
+            f"{run.images_per_second:,.0f} vs {run.probe.images_per_second:,.0f} images/s",
+            run.images_per_second / run.probe.images_per_second,
+        ),
+        Row(
+            "cifar_recipe",
+            f"fast_cnn recipe training FLOP/s / matmul FLOP/s ({compute}), {figure}",
+            f"{achieved / 1e9:,.1f} vs {peak / 1e9:,.1f} GFLOP/s "
+            f"({run.training_flops / 1e9:.2f} GFLOP/image)",
+            achieved / peak,
+        ),
+        Row(
+            "cifar_recipe",
+            f"training PFLOP to the reached accuracy / airbench94's {airbench}, {figure}",
+            f"{run.training_pflop:.3g} PFLOP to {run.accuracy:.3f} on {run.test_images:,} test "
+            f"photos ({run.images_seen:,} images seen, for which the recipe's plan says: "
+            f"{planned}) vs {airbench}",
+            run.training_pflop / cifar_recipe.AIRBENCH94_PFLOP,
+        ),
+    ]
 
 
 def run_measured(command: list[str], log: pathlib.Path) -> dict:
@@ -1589,6 +1642,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer_vs_fit": bench_trainer_vs_fit,
     "cpu_precision": bench_cpu_precision,
     "efficiency": bench_efficiency,
+    "cifar_recipe": bench_cifar_recipe,
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,
     "scale": bench_scale,
@@ -1680,6 +1734,12 @@ def main(argv: list[str] | None = None) -> int:
         "(default: synthetic photos)",
     )
     parser.add_argument(
+        "--cifar-dir",
+        type=pathlib.Path,
+        help="cifar_recipe: CIFAR-10 as train/<class>/*.jpg and test/<class>/*.jpg "
+        "(default: synthetic photos of its shape)",
+    )
+    parser.add_argument(
         "--scale-sizes",
         help="comma-separated record counts for the scale section, e.g. 10000,100000",
     )
@@ -1694,6 +1754,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick" if args.quick else "smoke" if args.smoke else "full",
         workdir,
         photos=args.photos,
+        cifar=args.cifar_dir,
     )
     if args.scale_sizes:
         sizes = tuple(int(n) for n in args.scale_sizes.split(","))

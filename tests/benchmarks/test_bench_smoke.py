@@ -29,6 +29,7 @@ SECTIONS = [
     pytest.param("trainer_vs_fit", marks=SLOW),
     "cpu_precision",
     "efficiency",
+    pytest.param("cifar_recipe", marks=SLOW),
     pytest.param("e2e", marks=SLOW),
     pytest.param("pipeline", marks=SLOW),
     pytest.param("scale", marks=SLOW),
