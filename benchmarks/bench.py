@@ -8,8 +8,11 @@ subset runs in a few minutes:
     python -m benchmarks.bench                        # every section
     python -m benchmarks.bench --only trainer,xla     # some sections
     python -m benchmarks.bench --quick                # fewer steps, smaller data
+    python -m benchmarks.bench --smoke                # the least that runs each section
 
-Results and the command that produced them go into docs/benchmarks.md.
+Results and the command that produced them go into docs/benchmarks.md. The test suite
+runs every section at smoke size (tests/benchmarks/test_bench_smoke.py), so a section
+the product's output or its own code broke fails a test, not a benchmark run.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ import json
 import os
 import pathlib
 import platform
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 from unittest import mock
 
 from tpu_pipeline import common  # noqa: F401 (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -39,6 +44,7 @@ import tf_keras  # noqa: E402
 
 from benchmarks import (  # noqa: E402
     attributions,
+    cifar_recipe,
     data,
     evaluator_slices,
     model_card,
@@ -70,6 +76,7 @@ MODEL_SHAPES = {
 CPU_BENCHED_MODELS = [name for name in MODEL_BUILDERS if name not in BACKBONES]
 # steps_per_execution measured against 1 (the spe section).
 SPE_N = 10
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,15 +93,102 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
+    """Every size a section works at: sections read their sizes here and nowhere else, so a
+    smaller size (`--quick`, `--smoke`) takes each section's own code path, only shorter.
+
+    `SIZES` below holds the three sizes; the folders come from the command line.
+    """
+
     repeats: int
-    steps: int
+    steps: int  # training steps of one timed `fit`
     batch: int
     large_batch: int
     scale_sizes: tuple[int, ...]
     workdir: pathlib.Path
+    # Records and photos of the whole-pipeline runs and photo folders: each section's
+    # full-size count divided by this (each keeps the few a split needs).
     pipeline_divisor: int = 1
+    # The models, shapes or formats a section measures, in its order: all (None) or the first n.
+    cases: int | None = None
+    # Epochs of the trainings that follow a recipe of their own (photo_pipeline, pruning,
+    # cifar_recipe); None: the recipe's.
+    epochs: int | None = None
+    # Training steps (in one epoch) of every `tpu-pipeline run`, the TFX peer's run and
+    # cifar_recipe's training; None: each one's own.
+    train_steps: int | None = None
+    # `--set FIELD=VALUE` every `tpu-pipeline run` gets after its own: work no section
+    # measures at this size, left out.
+    run_sets: tuple[str, ...] = ()
+    # Synthetic records the input-path sections read.
+    records: int = 4096
+    # Copies of the built-in data a `predict` job reads; None: PREDICT_DATA's (half a minute).
+    predict_copies: int | None = None
+    # The photo_pipeline section's image side.
+    photo_side: int = 96
     # Real photos for the photo_pipeline section: train/<class>/ and validation/<class>/.
     photos: pathlib.Path | None = None
+    # Real CIFAR-10 for the cifar_recipe section: train/<class>/*.jpg and test/<class>/*.jpg.
+    cifar: pathlib.Path | None = None
+
+    def first(self, cases: Iterable[T]) -> list[T]:
+        """The cases (models, shapes, formats) a section measures: every one, or the first few."""
+        return list(cases)[: self.cases]
+
+    def run_flags(self) -> list[str]:
+        """What every `tpu-pipeline run` adds after its own flags (`--set`s win over them and
+        over its config file): `train_steps` in one epoch, and `run_sets`."""
+        sets = list(self.run_sets)
+        if self.train_steps is not None:
+            sets += [f"trainer.train_steps={self.train_steps}", "trainer.epochs=1"]
+        return [flag for value in sets for flag in ("--set", value)]
+
+
+# The sizes `main` offers. Full: the figures of docs/benchmarks.md; quick: a few minutes a
+# section; smoke: the least that still runs each section end to end, for the test suite
+# (tests/benchmarks/test_bench_smoke.py), whose figures mean nothing.
+SIZES: dict[str, dict] = {
+    "full": {
+        "repeats": 5,
+        "steps": 50,
+        "batch": TrainerConfig().per_replica_batch_size,
+        "large_batch": 512,
+        "scale_sizes": (10_000, 100_000, 300_000),
+    },
+    "quick": {
+        "repeats": 3,
+        "steps": 20,
+        "batch": TrainerConfig().per_replica_batch_size,
+        "large_batch": 512,
+        "scale_sizes": (10_000, 30_000),
+        "pipeline_divisor": 10,
+        "epochs": 5,
+        "photo_side": 64,
+    },
+    "smoke": {
+        "repeats": 1,
+        "steps": 3,
+        "batch": 16,
+        "large_batch": 32,
+        "scale_sizes": (200,),
+        "pipeline_divisor": 1000,
+        "cases": 1,
+        "epochs": 1,
+        "train_steps": 2,
+        "run_sets": (
+            "serving.tflite_variants=[]",
+            "explain.mistakes=0",
+            "explain.correct_per_class=0",
+        ),
+        "records": 256,
+        "predict_copies": 1,
+        "photo_side": 32,
+    },
+}
+
+
+def sized(size: str, workdir: pathlib.Path, **folders: pathlib.Path | None) -> Settings:
+    """The Settings of one of SIZES, with the work folder and any real-data folders."""
+    return Settings(**SIZES[size], workdir=workdir, **folders)
 
 
 def median_seconds(fn: Callable[[], object], repeats: int) -> float:
@@ -231,7 +325,7 @@ def drain(dataset: tf.data.Dataset, batch: int, batches: int) -> Callable[[], fl
 def bench_trainer(settings: Settings) -> list[Row]:
     """Trainer input path vs model.fit(numpy), and the input pipeline's headroom."""
     dataset, batch, steps = data.MNIST_SHAPED, settings.batch, settings.steps
-    count = max(4096, batch * 8)
+    count = max(settings.records, batch * 8)
     pipeline_ds = trainer_input(settings, dataset, batch, count)
     # The input as it was before make_dataset cached small training sets (the "before" figure).
     with mock.patch.object(input_pipeline, "CACHE_MAX_GZIP_BYTES", 0):
@@ -286,7 +380,7 @@ def bench_xla(settings: Settings) -> list[Row]:
     """jit_compile on / off per built-in model, and whether the CPU default picks the faster."""
     rows = []
     default_jit = DEVICE_DEFAULTS["cpu"].jit_compile
-    for name in CPU_BENCHED_MODELS:
+    for name in settings.first(CPU_BENCHED_MODELS):
         dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
         batches = in_memory_batches(dataset, settings.batch)
         work = {
@@ -332,7 +426,7 @@ def bench_cpu_precision(settings: Settings) -> list[Row]:
     CPU the Trainer's default is mixed_bfloat16 (`components/device/policy.py`).
     """
     rows = []
-    for name in CPU_BENCHED_MODELS:
+    for name in settings.first(CPU_BENCHED_MODELS):
         dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
         batches = in_memory_batches(dataset, settings.batch)
         models = {}
@@ -369,9 +463,11 @@ def bench_steps_per_execution(settings: Settings) -> list[Row]:
     """
     rows = []
     steps = max(settings.steps, 2 * SPE_N) // SPE_N * SPE_N  # whole executions only
-    for name in CPU_BENCHED_MODELS:
+    for name in settings.first(CPU_BENCHED_MODELS):
         dataset = MODEL_SHAPES.get(name, data.CIFAR_SHAPED)
-        batches = trainer_input(settings, dataset, settings.batch, max(4096, settings.batch * 8))
+        batches = trainer_input(
+            settings, dataset, settings.batch, max(settings.records, settings.batch * 8)
+        )
         work = {
             spe: fit_steps(
                 cpu_model(name, dataset, steps_per_execution=spe),
@@ -406,10 +502,9 @@ def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
     added), and training with augmentation off, which tells its share apart.
     """
     rows = []
-    for name, dataset in [
-        ("resnet20", data.CIFAR_SHAPED),
-        ("mobilenet_v2", data.photo_dataset((224, 224, 3))),
-    ]:
+    for name, dataset in settings.first(
+        [("resnet20", data.CIFAR_SHAPED), ("mobilenet_v2", data.photo_dataset((224, 224, 3)))]
+    ):
         rates = trainer_vs_fit.histogram_rates(
             name, dataset, settings.workdir / f"histograms-{name}", settings.repeats
         )
@@ -424,7 +519,7 @@ def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
             )
         )
     photo_steps = 3 if settings.pipeline_divisor > 1 else 6
-    for case in trainer_vs_fit.cases(settings.steps, photo_steps):
+    for case in settings.first(trainer_vs_fit.cases(settings.steps, photo_steps)):
         photos = case.dataset.image_shape[0] > 100
         variants = {"trainer": {}}
         if not photos:  # the backbones' minutes of CPU go to the main figures only
@@ -471,10 +566,12 @@ def bench_trainer_vs_fit(settings: Settings) -> list[Row]:
     return rows
 
 
-def matmul_flops_per_s(repeats: int, size: int = 2048, chain: int = 8) -> float:
-    """This machine's dense float32 matmul rate (the compute ceiling for the CNN's FLOPs)."""
-    a = tf.random.uniform([size, size])
-    b = tf.random.uniform([size, size]) / size
+def matmul_flops_per_s(
+    repeats: int, size: int = 2048, chain: int = 8, dtype: tf.DType = tf.float32
+) -> float:
+    """This machine's dense matmul rate in `dtype` (the compute ceiling for a CNN's FLOPs)."""
+    a = tf.cast(tf.random.uniform([size, size]), dtype)
+    b = tf.cast(tf.random.uniform([size, size]) / size, dtype)
 
     @tf.function
     def chained() -> tf.Tensor:
@@ -495,7 +592,7 @@ def bench_efficiency(settings: Settings) -> list[Row]:
     pipeline_ds = trainer_input(settings, dataset, batch, count=batch * 4)
     peak = matmul_flops_per_s(settings.repeats)
     rows = []
-    for name in ("cifar10_cnn", "resnet20"):
+    for name in settings.first(("cifar10_cnn", "resnet20")):
         model = cpu_model(name, dataset)
         flops_per_example = training_flops(model)
         work = {
@@ -519,6 +616,54 @@ def bench_efficiency(settings: Settings) -> list[Row]:
                 )
             )
     return rows
+
+
+def bench_cifar_recipe(settings: Settings) -> list[Row]:
+    """fast_cnn with its recipe on CIFAR-10-shaped photos (benchmarks/cifar_recipe.py): its
+    images/s against the probe's, its FLOP/s against matmul's, its PFLOP against airbench94's."""
+    run = cifar_recipe.run_recipe(
+        settings.workdir,
+        settings.cifar,
+        cifar_recipe.CIFAR_TRAIN // settings.pipeline_divisor,
+        cifar_recipe.CIFAR_TEST // settings.pipeline_divisor,
+        settings.epochs,
+        settings.train_steps,
+    )
+    # The ceiling in the type the model computes in (bfloat16 where the CPU runs it natively).
+    compute = tf_keras.mixed_precision.Policy(run.probe.precision).compute_dtype
+    peak = matmul_flops_per_s(settings.repeats, dtype=tf.as_dtype(compute))
+    achieved = run.images_per_second * run.training_flops
+    source = "CIFAR-10" if run.real else "synthetic CIFAR-shaped"
+    trainer = run.trainer
+    epochs = f"{trainer.epochs} epoch" + ("s" if trainer.epochs > 1 else "")
+    figure = (
+        f"{run.train_images:,} {source} photos, batch {trainer.per_replica_batch_size}, {epochs}"
+    )
+    planned = run.planned_accuracy or "no figures"
+    airbench = f"{cifar_recipe.AIRBENCH94_PFLOP:g} PFLOP to {cifar_recipe.AIRBENCH94_ACCURACY:.2f}"
+    return [
+        Row(
+            "cifar_recipe",
+            f"fast_cnn recipe training images/s / the probe's ({run.probe.precision}), {figure}",
+            f"{run.images_per_second:,.0f} vs {run.probe.images_per_second:,.0f} images/s",
+            run.images_per_second / run.probe.images_per_second,
+        ),
+        Row(
+            "cifar_recipe",
+            f"fast_cnn recipe training FLOP/s / matmul FLOP/s ({compute}), {figure}",
+            f"{achieved / 1e9:,.1f} vs {peak / 1e9:,.1f} GFLOP/s "
+            f"({run.training_flops / 1e9:.2f} GFLOP/image)",
+            achieved / peak,
+        ),
+        Row(
+            "cifar_recipe",
+            f"training PFLOP to the reached accuracy / airbench94's {airbench}, {figure}",
+            f"{run.training_pflop:.3g} PFLOP to {run.accuracy:.3f} on {run.test_images:,} test "
+            f"photos ({run.images_seen:,} images seen, for which the recipe's plan says: "
+            f"{planned}) vs {airbench}",
+            run.training_pflop / cifar_recipe.AIRBENCH94_PFLOP,
+        ),
+    ]
 
 
 def run_measured(command: list[str], log: pathlib.Path) -> dict:
@@ -564,16 +709,23 @@ def bench_e2e(settings: Settings) -> list[Row]:
             str(ours_dir),
             "--summary-json",
             str(summary),
+            *settings.run_flags(),
         ],
         settings.workdir / "e2e-ours.log",
     )
-    our_accuracy = json.loads(summary.read_text())["metrics"]["accuracy"]
+    ours_summary = json.loads(summary.read_text())
+    our_accuracy = ours_summary["metrics"]["accuracy"]
+    peer_training = (
+        [] if settings.train_steps is None else ["--train-steps", str(settings.train_steps)]
+    )
+    # The fair comparison first: the peer run the way ours runs.
+    modes = settings.first([("in-process", ["--in-process"]), ("shipped", [])])
     peers = {
         mode: run_measured(
-            [sys.executable, "-m", "benchmarks.peer", str(peer_dir / mode), *flags],
+            [sys.executable, "-m", "benchmarks.peer", str(peer_dir / mode), *flags, *peer_training],
             settings.workdir / f"e2e-peer-{mode}.log",
         )
-        for mode, flags in (("shipped", []), ("in-process", ["--in-process"]))
+        for mode, flags in modes
     }
     rows = []
     for mode, peer in peers.items():
@@ -611,16 +763,26 @@ def bench_e2e(settings: Settings) -> list[Row]:
                 ours["peak_rss_gb"] / peer["peak_rss_gb"],
             ),
         ]
-    return rows + startup_rows(settings, ours["lines"])
+    first_component_s = first_component_started(ours["lines"], ours_summary)
+    return rows + startup_rows(settings, first_component_s)
 
 
-def startup_rows(settings: Settings, run_lines: list[tuple[float, str]]) -> list[Row]:
+def first_component_started(run_lines: list[tuple[float, str]], summary: dict) -> float:
+    """Seconds from the command to the start of the run's first component.
+
+    The summary JSON names the first component; its start line (`[ 1/N] ExampleGen  running`,
+    printed as it starts: `pipeline/local/runner.py`) is the one moment the JSON cannot give.
+    """
+    first = summary["components"][0]["id"]
+    start_line = re.compile(rf"\[\s*1/\d+\]\s+{re.escape(first)}\s+running")
+    started = next((t for t, text in run_lines if start_line.fullmatch(text.strip())), None)
+    if started is None:
+        raise ValueError(f"no `[ 1/N] {first}  running` line in the run's output")
+    return started
+
+
+def startup_rows(settings: Settings, first_component_s: float) -> list[Row]:
     """Command to first component, and the share of it spent importing libraries."""
-    # The first component's end line arrives when it ends and says how long it ran.
-    arrived, line = next(
-        (t, text) for t, text in run_lines if text.startswith("[ 1/") and text.endswith(" s")
-    )
-    first_component_s = arrived - float(line.split()[-2])
     imports = median_seconds(
         lambda: subprocess.run(
             [sys.executable, "-c", "import cli.main, pipeline.local.runner"],
@@ -682,7 +844,7 @@ def bench_pipeline(settings: Settings) -> list[Row]:
     """MNIST- and CIFAR-sized synthetic runs end to end: time per component, and e2e / Trainer."""
     rows = []
     shapes = {"mnist": data.MNIST_SHAPED, "cifar10": data.CIFAR_SHAPED}
-    for name, full_count in PIPELINE_RUNS:
+    for name, full_count in settings.first(PIPELINE_RUNS):
         count = full_count // settings.pipeline_divisor
         config = pipeline_run_config(settings, shapes[name], count)
         out = config.parent / "out"
@@ -698,6 +860,7 @@ def bench_pipeline(settings: Settings) -> list[Row]:
                 str(out),
                 "--summary-json",
                 str(summary),
+                *settings.run_flags(),
             ],
             config.parent / "run.log",
         )
@@ -754,17 +917,22 @@ def analyze_run(settings: Settings, dataset: DatasetConfig, count: int, beam_arg
     return seconds["statistics_s"] + seconds["transform_s"], run["peak_rss_gb"]
 
 
+def _thousands(count: int) -> str:
+    """10k for 10,000 records; a count under a thousand as it is."""
+    return f"{count // 1000}k" if count >= 1000 else str(count)
+
+
 def bench_scale(settings: Settings) -> list[Row]:
     """Transform + StatisticsGen seconds per record and peak memory as the data grows."""
     rows, largest = [], {}
-    for dataset in (data.MNIST_SHAPED, data.CIFAR_SHAPED):
+    for dataset in settings.first((data.MNIST_SHAPED, data.CIFAR_SHAPED)):
         results = {count: analyze_run(settings, dataset, count) for count in settings.scale_sizes}
         largest[dataset.name] = results[max(results)][0]
         small, large = min(results), max(results)
         per_record = {n: s / n * 1e6 for n, (s, _) in results.items()}
         spread = max(per_record.values()) / min(per_record.values())
         detail = ", ".join(
-            f"{n // 1000}k: {per_record[n]:.0f} us/rec {results[n][1]:.2f} GB"
+            f"{_thousands(n)}: {per_record[n]:.0f} us/rec {results[n][1]:.2f} GB"
             for n in sorted(results)
         )
         growth = results[large][1] / results[small][1]
@@ -773,7 +941,7 @@ def bench_scale(settings: Settings) -> list[Row]:
             Row("scale", f"{name} cost/record max / min", detail, spread, "<= 1.2", spread <= 1.2),
             Row(
                 "scale",
-                f"{name} peak RSS {large // 1000}k / {small // 1000}k",
+                f"{name} peak RSS {_thousands(large)} / {_thousands(small)}",
                 "",
                 growth,
                 "<= 1.2",
@@ -786,7 +954,8 @@ def bench_scale(settings: Settings) -> list[Row]:
     rows.append(
         Row(
             "scale",
-            f"Beam multi-process ({os.cpu_count()} workers) / in-process, mnist {count // 1000}k",
+            f"Beam multi-process ({os.cpu_count()} workers) / in-process, "
+            f"mnist {_thousands(count)}",
             f"{multi_s:.1f} vs {single_s:.1f} s",
             multi_s / single_s,
         )
@@ -806,7 +975,8 @@ def bench_photo_input(settings: Settings) -> list[Row]:
     from tpu_pipeline.components.training.augmentation import PHOTO_CROP_AREA, Augmentation
 
     workdir = settings.workdir / "photo-input"
-    count = 64 if settings.pipeline_divisor > 1 else 512
+    batch = 32
+    count = max(2 * batch, 512 // settings.pipeline_divisor)
     dataset = data.photo_dataset((224, 224, 3))
     records = workdir / "train.tfrecord.gz"
     graph_dir = workdir / "transform"
@@ -817,7 +987,6 @@ def bench_photo_input(settings: Settings) -> list[Row]:
         transform_output = tft.TFTransformOutput(str(graph_dir / "graph"))
     else:
         transform_output = data.build_transform_graph(str(records), dataset, graph_dir)
-    batch = 32
     trainer_ds = make_dataset(
         [str(records)],
         transform_output,
@@ -889,7 +1058,7 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
     from tpu_pipeline.components.example_gen.formats import FORMATS
 
     rows = []
-    for data_format, shape, count in PIXEL_SOURCES:
+    for data_format, shape, count in settings.first(PIXEL_SOURCES):
         count //= settings.pipeline_divisor
         sizes = {}
         for stored_as in (data_format, "npz"):
@@ -925,7 +1094,7 @@ def bench_pixel_ingest(settings: Settings) -> list[Row]:
 
 def bench_photo_ingest(settings: Settings) -> list[Row]:
     """ExampleGen on 533x400 JPEGs at 96 and 224 vs the floor, and at twice the photos."""
-    count = 200 if settings.pipeline_divisor > 1 else 1000
+    count = max(10, 1000 // settings.pipeline_divisor)
     photos = settings.workdir / f"ingest-photos-{count}"
     doubled = settings.workdir / f"ingest-photos-{2 * count}"
     if not photos.exists():
@@ -1006,8 +1175,8 @@ def photo_folder_dataset(
 
 def bench_photo_pipeline(settings: Settings) -> list[Row]:
     """The whole pipeline on a photo folder vs a plain Keras script: same network and epochs."""
-    quick = settings.pipeline_divisor > 1
-    count, side, epochs = (400, 64, 5) if quick else (2000, 96, 10)
+    count = max(20, 2000 // settings.pipeline_divisor)  # 10 classes: two photos each at least
+    side, epochs = settings.photo_side, settings.epochs or 10
     photos = settings.photos or settings.workdir / f"pipeline-photos-{count}"
     if settings.photos is None and not photos.exists():
         # Synthetic classes differ by scale, which random crops blur: real photos are fairer.
@@ -1036,7 +1205,15 @@ def bench_photo_pipeline(settings: Settings) -> list[Row]:
     )
     summary = settings.workdir / f"photos-{count}-summary.json"
     ours = run_measured(
-        [*TPU_PIPELINE, "run", "--config", str(config), "--summary-json", str(summary)],
+        [
+            *TPU_PIPELINE,
+            "run",
+            "--config",
+            str(config),
+            "--summary-json",
+            str(summary),
+            *settings.run_flags(),
+        ],
         settings.workdir / "photo-pipeline.log",
     )
     accuracy = json.loads(summary.read_text())["metrics"]["accuracy"]
@@ -1082,11 +1259,11 @@ PHOTO_MEMORY_PEAK_GB = 4.0
 
 def bench_photo_memory(settings: Settings) -> list[Row]:
     """Whole-run peak memory of a 224x224 photo run, and whether it grows with the eval split."""
-    quick = settings.pipeline_divisor > 1
-    train = PHOTO_MEMORY_TRAIN // settings.pipeline_divisor
+    full_size = settings.pipeline_divisor == 1
+    train = max(16, PHOTO_MEMORY_TRAIN // settings.pipeline_divisor)  # a batch at least
     peaks = {}
     for multiple in (1, 3):
-        evaluated = PHOTO_MEMORY_EVAL * multiple // settings.pipeline_divisor
+        evaluated = max(10, PHOTO_MEMORY_EVAL // settings.pipeline_divisor) * multiple
         photos = settings.workdir / f"memory-photos-{train}-{evaluated}"
         if not photos.exists():
             data.write_photo_folder(photos / "train", train, seed=0)
@@ -1115,7 +1292,7 @@ def bench_photo_memory(settings: Settings) -> list[Row]:
             )
         )
         run = run_measured(
-            [*TPU_PIPELINE, "run", "--config", str(config)],
+            [*TPU_PIPELINE, "run", "--config", str(config), *settings.run_flags()],
             settings.workdir / f"{photos.name}.log",
         )
         peaks[multiple] = (evaluated, run["peak_rss_gb"])
@@ -1131,7 +1308,7 @@ def bench_photo_memory(settings: Settings) -> list[Row]:
             large_peak / small_peak <= 1.1,
         )
     ]
-    if not quick:  # the 4 GB target is for the full-size run
+    if full_size:  # the 4 GB target is for the full-size run
         rows.append(
             Row(
                 "photo_memory",
@@ -1174,6 +1351,12 @@ def _pushed_model(settings: Settings, dataset: str) -> pathlib.Path:
                 "evaluator.accuracy_lower_bound=0",
                 "--set",
                 "serving.tflite_variants=[]",
+                # The sections that read the run time their own attributions.
+                "--set",
+                "explain.mistakes=0",
+                "--set",
+                "explain.correct_per_class=0",
+                *settings.run_flags(),
             ],
             settings.workdir / f"predict-train-{dataset}.log",
         )
@@ -1199,7 +1382,8 @@ def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]
     dataset = load_config(None, {"dataset": dataset_name}).dataset
     source = dataset.data_dir or str(run_dir / "data" / dataset_name)
     _, copies, pattern = PREDICT_DATA[dataset_name]
-    data_dir = settings.workdir / f"predict-data-{dataset_name}"
+    copies = settings.predict_copies or copies
+    data_dir = settings.workdir / f"predict-data-{dataset_name}-{copies}"
     if not data_dir.exists():
         for copy in range(copies):
             shutil.copytree(source, data_dir / f"copy-{copy}")
@@ -1275,7 +1459,7 @@ def bench_predict(settings: Settings, dataset_name: str = "digits") -> list[Row]
 def bench_evaluator_slices(settings: Settings) -> list[Row]:
     """The Evaluator with every slice against the whole split alone, digits and photos."""
     rows = []
-    for dataset in ("digits", "signs"):
+    for dataset in settings.first(("digits", "signs")):
         run_dir = _pushed_model(settings, dataset)
         seconds = evaluator_slices.slice_seconds(run_dir.parent, dataset, settings.repeats)
         rows.append(
@@ -1293,9 +1477,8 @@ def bench_evaluator_slices(settings: Settings) -> list[Row]:
 def bench_attributions(settings: Settings) -> list[Row]:
     """The Trainer's attribution step on a digits and a photo model (benchmarks/attributions.py)."""
     rows = []
-    for dataset, methods in (
-        ("digits", ("integrated_gradients",)),
-        ("signs", ("xrai", "integrated_gradients")),
+    for dataset, methods in settings.first(
+        [("digits", ("integrated_gradients",)), ("signs", ("xrai", "integrated_gradients"))]
     ):
         run_dir = _pushed_model(settings, dataset)
         timed = attributions.step_seconds(run_dir.parent, dataset, settings.repeats, methods)
@@ -1329,7 +1512,7 @@ def bench_model_card(settings: Settings) -> list[Row]:
         dataset: model_card.card_seconds(
             _pushed_model(settings, dataset).parent, dataset, settings.repeats
         )
-        for dataset in ("digits", "signs")
+        for dataset in settings.first(("digits", "signs"))
     }
     return [
         Row(
@@ -1345,7 +1528,7 @@ def bench_model_card(settings: Settings) -> list[Row]:
 def bench_runs(settings: Settings) -> list[Row]:
     """`tpu-pipeline runs` and `runs diff` on three runs, and logging a run to MLflow
     (benchmarks/runs_history.py)."""
-    run_dir = runs_history.three_runs(settings.workdir)
+    run_dir = runs_history.three_runs(settings.workdir, settings.run_flags())
     rows = []
     for args, figure in (
         (["runs", str(run_dir)], "`runs` on 3 runs, whole command"),
@@ -1378,7 +1561,7 @@ def bench_runs(settings: Settings) -> list[Row]:
 
 def bench_pruning(settings: Settings) -> list[Row]:
     """What trainer.pruning costs in accuracy and saves in gzipped size (benchmarks/pruning.py)."""
-    return pruning.rows(Row)
+    return pruning.rows(Row, settings.first(pruning.DATASETS), settings.epochs)
 
 
 # --- Preflight memory estimate -----------------------------------------------------------
@@ -1429,25 +1612,26 @@ def preflight_memory_rows(result: dict) -> list[Row]:
 def bench_preflight_memory(settings: Settings) -> list[Row]:
     """The preflight's Trainer memory estimate against the measured step, every built-in model."""
     rows = []
-    for name in MODEL_BUILDERS:
-        for side in PREFLIGHT_SIDES:
-            command = [
-                sys.executable,
-                "-m",
-                "benchmarks.trainer_memory",
-                name,
-                str(side),
-                str(PREFLIGHT_STEPS),
-                *map(str, PREFLIGHT_BATCHES),
-            ]
-            done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
-            if done.returncode:
-                last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                rows.append(Row("preflight_memory", f"FAILED {name} {side}: {last}", "", None))
-                continue
-            result = json.loads(done.stdout.strip().splitlines()[-1])
-            print(json.dumps(result), file=sys.stderr, flush=True)
-            rows += preflight_memory_rows(result)
+    for name, side in settings.first(
+        (name, side) for name in MODEL_BUILDERS for side in PREFLIGHT_SIDES
+    ):
+        command = [
+            sys.executable,
+            "-m",
+            "benchmarks.trainer_memory",
+            name,
+            str(side),
+            str(PREFLIGHT_STEPS),
+            *map(str, PREFLIGHT_BATCHES),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+        if done.returncode:
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            rows.append(Row("preflight_memory", f"FAILED {name} {side}: {last}", "", None))
+            continue
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        print(json.dumps(result), file=sys.stderr, flush=True)
+        rows += preflight_memory_rows(result)
     return rows
 
 
@@ -1458,6 +1642,7 @@ SECTIONS: dict[str, Callable[[Settings], list[Row]]] = {
     "trainer_vs_fit": bench_trainer_vs_fit,
     "cpu_precision": bench_cpu_precision,
     "efficiency": bench_efficiency,
+    "cifar_recipe": bench_cifar_recipe,
     "e2e": bench_e2e,
     "pipeline": bench_pipeline,
     "scale": bench_scale,
@@ -1520,12 +1705,6 @@ def format_table(rows: list[Row]) -> str:
     )
 
 
-def _scale_sizes(args: argparse.Namespace) -> tuple[int, ...]:
-    if args.scale_sizes:
-        return tuple(int(n) for n in args.scale_sizes.split(","))
-    return (10_000, 30_000) if args.quick else (10_000, 100_000, 300_000)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.bench", description=__doc__.split("\n")[0]
@@ -1533,10 +1712,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", help=f"comma-separated sections: {', '.join(SECTIONS)} (default: all)"
     )
-    parser.add_argument(
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument(
         "--quick",
         action="store_true",
         help="fewer repeats and steps, smaller scale sizes, pipeline runs at 1/10 size",
+    )
+    size.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the least that runs each section end to end (what the test suite runs); "
+        "its figures mean nothing",
     )
     parser.add_argument(
         "--workdir", type=pathlib.Path, help="keep data and runs here (default: a temp folder)"
@@ -1546,6 +1732,12 @@ def main(argv: list[str] | None = None) -> int:
         type=pathlib.Path,
         help="photo_pipeline: a folder of real photos, train/<class>/ and validation/<class>/ "
         "(default: synthetic photos)",
+    )
+    parser.add_argument(
+        "--cifar-dir",
+        type=pathlib.Path,
+        help="cifar_recipe: CIFAR-10 as train/<class>/*.jpg and test/<class>/*.jpg "
+        "(default: synthetic photos of its shape)",
     )
     parser.add_argument(
         "--scale-sizes",
@@ -1558,16 +1750,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown sections {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
     workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    settings = Settings(
-        repeats=3 if args.quick else 5,
-        steps=20 if args.quick else 50,
-        batch=TrainerConfig().per_replica_batch_size,
-        large_batch=512,
-        scale_sizes=_scale_sizes(args),
-        workdir=workdir,
-        pipeline_divisor=10 if args.quick else 1,
+    settings = sized(
+        "quick" if args.quick else "smoke" if args.smoke else "full",
+        workdir,
         photos=args.photos,
+        cifar=args.cifar_dir,
     )
+    if args.scale_sizes:
+        sizes = tuple(int(n) for n in args.scale_sizes.split(","))
+        settings = dataclasses.replace(settings, scale_sizes=sizes)
     skip_autograph_for_tf_keras()
     rows = []
     for name in sections:

@@ -75,9 +75,12 @@ def _split(dataset: DatasetConfig, pixels: np.ndarray, labels: np.ndarray) -> tu
     return images[train_part], labels[train_part], images[eval_part], labels[eval_part]
 
 
-def _train(dataset: DatasetConfig, sparsity: float, train_images, train_labels) -> tuple:
+def _train(
+    dataset: DatasetConfig, sparsity: float, train_images, train_labels, epochs: int | None
+) -> tuple:
     """The stripped model and what strip_pruned recorded (None unpruned)."""
-    config = TrainerConfig(pruning=PruningConfig(target_sparsity=sparsity) if sparsity else None)
+    pruned = PruningConfig(target_sparsity=sparsity) if sparsity else None
+    config = TrainerConfig(pruning=pruned, **({"epochs": epochs} if epochs else {}))
     tf_keras.utils.set_random_seed(config.seed)
     batch = config.per_replica_batch_size
     steps = len(train_labels) // batch
@@ -111,11 +114,12 @@ def _save_pixels_model(model: tf_keras.Model, dataset: DatasetConfig, folder: st
     model.save(folder, save_format="tf", signatures={PIXELS_SIGNATURE: serve})
 
 
-def measure(name: str, sparsity: float) -> dict:
-    """Accuracy and gzipped sizes of one dataset's model trained to one sparsity."""
+def measure(name: str, sparsity: float, epochs: int | None = None) -> dict:
+    """Accuracy and gzipped sizes of one dataset's model trained to one sparsity
+    (over `epochs`, or the Trainer's default)."""
     dataset, pixels, labels = DATASETS[name]()
     train_images, train_labels, eval_images, eval_labels = _split(dataset, pixels, labels)
-    trained, info = _train(dataset, sparsity, train_images, train_labels)
+    trained, info = _train(dataset, sparsity, train_images, train_labels, epochs)
     # What the Trainer exports: a fresh float32 build with the weights (no optimizer slots).
     model = serving_copy(trained.get_weights(), TrainerConfig().model, dataset)
     accuracy = float(np.mean(model.predict(eval_images, verbose=0).argmax(1) == eval_labels))
@@ -138,11 +142,17 @@ def measure(name: str, sparsity: float) -> dict:
     return figures
 
 
-def rows(row_type) -> list:
-    """The bench table's rows: per dataset and sparsity, accuracy and size against unpruned."""
+def rows(row_type, datasets=tuple(DATASETS), epochs: int | None = None) -> list:
+    """The bench table's rows: per dataset and sparsity, accuracy and size against unpruned.
+
+    Args:
+      row_type: the bench table's row class.
+      datasets: names in DATASETS to measure.
+      epochs: each training's epochs; None: the Trainer's default.
+    """
     result = []
-    for name in DATASETS:
-        baseline = measure(name, 0.0)
+    for name in datasets:
+        baseline = measure(name, 0.0, epochs)
         result.append(
             row_type(
                 "pruning",
@@ -153,7 +163,7 @@ def rows(row_type) -> list:
             )
         )
         for sparsity in SPARSITIES[1:]:
-            pruned = measure(name, sparsity)
+            pruned = measure(name, sparsity, epochs)
             drop = baseline["accuracy"] - pruned["accuracy"]
             result += [
                 row_type(

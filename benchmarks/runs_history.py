@@ -34,8 +34,12 @@ _CHILD = (
 )
 
 
-def three_runs(workdir: pathlib.Path) -> pathlib.Path:
-    """A run folder with three runs (made once per workdir); its path."""
+def three_runs(workdir: pathlib.Path, training: list[str] | None = None) -> pathlib.Path:
+    """A run folder with three runs (made once per workdir); its path.
+
+    `training`: `tpu-pipeline run` flags that set each run's training instead of 300 steps
+    (the benchmark's smoke size cuts it to a few); they come last, so they win.
+    """
     output = workdir / "runs-history"
     run_dir = output / "tpu-pipeline-digits"
     if (run_dir / "metadata.sqlite").exists():
@@ -43,7 +47,16 @@ def three_runs(workdir: pathlib.Path) -> pathlib.Path:
     for settings in RUNS:
         flags = [flag for setting in settings for flag in ("--set", setting)]
         subprocess.run(
-            [*TPU_PIPELINE, "run", "--output-dir", str(output), "--train-steps", "300", *flags],
+            [
+                *TPU_PIPELINE,
+                "run",
+                "--output-dir",
+                str(output),
+                "--train-steps",
+                "300",
+                *flags,
+                *(training or []),
+            ],
             check=True,
             cwd=REPO_ROOT,
             capture_output=True,

@@ -27,6 +27,7 @@ from tpu_pipeline.components.models import build_model, compile_model
 from tpu_pipeline.components.training.learning_rate import make_optimizer
 
 EPOCHS = 2  # the second is measured: the first traces the step and fills the input cache
+TRAIN_RECORDS, EVAL_RECORDS = "train.tfrecord.gz", "eval.tfrecord.gz"
 # Eval examples per training example: CIFAR-10's 10,000 test images to its 50,000.
 EVAL_FRACTION = 0.2
 
@@ -75,7 +76,7 @@ def cases(steps: int, photo_steps: int) -> list[Case]:
 def _records(workdir: pathlib.Path, dataset: DatasetConfig, count: int, seed: int) -> None:
     """`count` records of the dataset's kind: float pixels, or JPEG photos as ExampleGen
     stores them (533x400 for photos resized to 224, the source size for smaller ones)."""
-    path = workdir / f"{'train' if seed == 0 else 'eval'}.tfrecord.gz"
+    path = workdir / (TRAIN_RECORDS if seed == 0 else EVAL_RECORDS)
     if path.exists():
         return
     if not dataset.stores_encoded_images:
@@ -91,18 +92,24 @@ def _records(workdir: pathlib.Path, dataset: DatasetConfig, count: int, seed: in
 
 def transformed_split(workdir: pathlib.Path, dataset: DatasetConfig, train: int, evaluate: int):
     """Train and eval records of the dataset's shape, and the Transform graph analysed on them."""
-    import tensorflow_transform as tft
-
     _records(workdir, dataset, train, seed=0)
     _records(workdir, dataset, evaluate, seed=1)
+    return analysed_split(workdir, dataset)
+
+
+def analysed_split(workdir: pathlib.Path, dataset: DatasetConfig):
+    """The TRAIN_RECORDS and EVAL_RECORDS in `workdir`, and the Transform graph analysed on
+    the training records (made once per folder)."""
+    import tensorflow_transform as tft
+
     graph = workdir / "transform" / "graph"
     if graph.exists():
         transform_output = tft.TFTransformOutput(str(graph))
     else:
         transform_output = data.build_transform_graph(
-            str(workdir / "train.tfrecord.gz"), dataset, workdir / "transform"
+            str(workdir / TRAIN_RECORDS), dataset, workdir / "transform"
         )
-    return str(workdir / "train.tfrecord.gz"), str(workdir / "eval.tfrecord.gz"), transform_output
+    return str(workdir / TRAIN_RECORDS), str(workdir / EVAL_RECORDS), transform_output
 
 
 def trainer_config(case: Case, **overrides) -> TrainerConfig:
@@ -112,30 +119,42 @@ def trainer_config(case: Case, **overrides) -> TrainerConfig:
     )
 
 
-def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> EpochRate:
-    """The last epoch of `tpu_pipeline.components.training.task.fit`, exactly as `run_fn` trains."""
+def trainer_fit(
+    dataset: DatasetConfig,
+    config: TrainerConfig,
+    split,
+    run_dir: pathlib.Path,
+    train_steps: int | None,
+) -> tuple:
+    """`tpu_pipeline.components.training.task.fit` exactly as `run_fn` trains, on a split of
+    `transformed_split`: the trained model, its Keras history and its training_info."""
     from tpu_pipeline.components.device.strategy import resolve_strategy
     from tpu_pipeline.components.training import task
     from tpu_pipeline.components.training.setup import TrainingSetup
 
-    config = trainer_config(case, **overrides)
     train_file, eval_file, transform_output = split
     setup = TrainingSetup(
-        dataset=case.dataset,
+        dataset=dataset,
         choice=resolve_strategy(config),
         transform_output=transform_output,
         train_files=[train_file],
         eval_files=[eval_file],
         eval_steps=None,
     )
-    shutil.rmtree(run_dir, ignore_errors=True)
-    _, history, _ = task.fit(
+    shutil.rmtree(run_dir, ignore_errors=True)  # a backup left there would resume, not train
+    return task.fit(
         setup,
         config,
-        train_steps=case.steps * EPOCHS,
+        train_steps=train_steps,
         log_dir=str(run_dir / "logs"),
         backup_dir=str(run_dir / "backup"),
     )
+
+
+def trainer_epoch(case: Case, split, run_dir: pathlib.Path, **overrides) -> EpochRate:
+    """The last epoch of `tpu_pipeline.components.training.task.fit`, exactly as `run_fn` trains."""
+    config = trainer_config(case, **overrides)
+    _, history, _ = trainer_fit(case.dataset, config, split, run_dir, case.steps * EPOCHS)
     # EpochLogger's figures: training images/s (until validation starts) and the whole epoch.
     logs = history.history
     return EpochRate(logs["examples_per_second"][-1], case.steps * case.batch / logs["seconds"][-1])
