@@ -22,13 +22,14 @@ TFJS_VENV := .tfjs-venv
 TFJS_SYNCED := $(TFJS_VENV)/.synced-lock
 TFJS_NODE := clients/tfjs/node_modules/.package-lock.json
 
-.PHONY: help run test test-fast lint bench lock tfjs clean
+.PHONY: help run test test-fast lint bench bench-smoke lock tfjs clean
 
 help:
 	@echo "make run    run the pipeline on the built-in digits (ARGS=... for more flags)"
 	@echo "make test   lint and run the whole test suite"
 	@echo "make test-fast  lint and run every test not marked slow (the inner loop)"
 	@echo "make lock   re-resolve requirements.in into requirements.lock"
+	@echo "make bench-smoke  every benchmark section that runs a pipeline, at smoke size"
 	@echo "make bench  benchmarks vs peers and hardware (BENCH_ARGS=\"--quick --only trainer,xla\")"
 	@echo "make tfjs   convert the newest pushed model to TF.js and check it in Node (docs/serving/tfjs.md)"
 	@echo "make clean  remove the virtualenvs and outputs"
@@ -63,11 +64,16 @@ lint: $(SYNCED)
 PYTEST_ARGS ?= -n 2 --dist loadscope
 
 test: lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not bench_smoke" $(PYTEST_ARGS)
 
 # The unit tests of every module, without the real pipeline runs and trainings.
 test-fast: lint
-	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow and not bench_smoke" $(PYTEST_ARGS)
+
+# The benchmark sections that run a pipeline or a training, at smoke size (11 CPU minutes):
+# that `make bench` still runs after a change to the product's output. Not in `make test`.
+bench-smoke: $(SYNCED)
+	$(PY) -m pytest -m bench_smoke tests/benchmarks/test_bench_smoke.py $(PYTEST_ARGS)
 
 # Not part of `make test`: timings belong to the benchmark, never to unit tests.
 bench: $(SYNCED)
