@@ -54,6 +54,7 @@ from benchmarks import (  # noqa: E402
 )
 from benchmarks.flops import training_flops  # noqa: E402
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig  # noqa: E402
+from tpu_pipeline.common.owned_paths import UserPathError, claim_folder  # noqa: E402
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
 from tpu_pipeline.components.training import input_pipeline  # noqa: E402
@@ -1749,7 +1750,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
     workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-bench-"))
-    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        # Sections clear their own sub-folders (e2e-ours, a training's run folder) before
+        # they run: a folder the user named must be new, empty or the bench's own before.
+        claim_folder(workdir, "--workdir")
+    except UserPathError as error:
+        parser.error(str(error))
     settings = sized(
         "quick" if args.quick else "smoke" if args.smoke else "full",
         workdir,
