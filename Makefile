@@ -29,7 +29,7 @@ help:
 	@echo "make test   lint and run the whole test suite"
 	@echo "make test-fast  lint and run every test not marked slow (the inner loop)"
 	@echo "make lock   re-resolve requirements.in into requirements.lock"
-	@echo "make bench-smoke  every benchmark section that runs a pipeline, at smoke size"
+	@echo "make bench-smoke  every benchmark section at smoke size (part of make test too)"
 	@echo "make bench  benchmarks vs peers and hardware (BENCH_ARGS=\"--quick --only trainer,xla\")"
 	@echo "make tfjs   convert the newest pushed model to TF.js and check it in Node (docs/serving/tfjs.md)"
 	@echo "make clean  remove the virtualenvs and outputs"
@@ -64,16 +64,16 @@ lint: $(SYNCED)
 PYTEST_ARGS ?= -n 2 --dist loadscope
 
 test: lint
-	$(PY) -m pytest -m "not bench_smoke" $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The unit tests of every module, without the real pipeline runs and trainings.
 test-fast: lint
-	$(PY) -m pytest -m "not slow and not bench_smoke" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-# The benchmark sections that run a pipeline or a training, at smoke size (11 CPU minutes):
-# that `make bench` still runs after a change to the product's output. Not in `make test`.
+# Every benchmark section at smoke size (also part of `make test`): that `make bench` still
+# runs after a change to the product's output, without the rest of the suite.
 bench-smoke: $(SYNCED)
-	$(PY) -m pytest -m bench_smoke tests/benchmarks/test_bench_smoke.py $(PYTEST_ARGS)
+	$(PY) -m pytest tests/benchmarks/test_bench_smoke.py
 
 # Not part of `make test`: timings belong to the benchmark, never to unit tests.
 bench: $(SYNCED)

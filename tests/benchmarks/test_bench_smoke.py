@@ -20,9 +20,9 @@ FIGURES_HEADING = "## Sections and their figures"
 # Every section, in bench.SECTIONS' order. Those that run a whole pipeline (ours or the
 # TFX peer's) or a training, and the two that start a process per measurement to run
 # pipeline components (scale's statistics and Transform analysis, photo_ingest's
-# ExampleGen), 20-130 CPU seconds each and 11 CPU minutes together, are `bench_smoke`:
-# `make bench-smoke` runs them, `make test` leaves them out to keep the suite's time.
-SLOW = [pytest.mark.slow, pytest.mark.bench_smoke]
+# ExampleGen), 20-130 CPU seconds each and 11 CPU minutes together, are slow: in
+# `make test` and CI, not in `make test-fast`.
+SLOW = pytest.mark.slow
 SECTIONS = [
     "trainer",
     "xla",
