@@ -63,10 +63,12 @@ class ClientFilesystem(filesystem.Filesystem):
         bucket, key = _split(name)
         if "w" in mode:
             return _Upload(cls, name, binary="b" in mode)
-        blob = _client().bucket(bucket).get_blob(key)
-        if blob is None:
-            raise filesystem.NotFoundError(name)
-        data = blob.download_as_bytes()
+        from google.api_core import exceptions
+
+        try:  # one request: an object deleted after a lookup would be a NotFound of its own
+            data = _client().bucket(bucket).blob(key).download_as_bytes()
+        except exceptions.NotFound as missing:
+            raise filesystem.NotFoundError(name) from missing
         return io.BytesIO(data) if "b" in mode else io.StringIO(data.decode())
 
     @classmethod
@@ -156,11 +158,20 @@ class Bucket:
         self.uri = f"gs://{name}"
 
     def objects(self, prefix: str = "") -> dict[str, bytes]:
-        """Every object (under `prefix`, a path inside the bucket) by its name, with its bytes."""
-        return {
-            blob.name: blob.download_as_bytes()
-            for blob in _client().list_blobs(self.name, prefix=prefix)
-        }
+        """Every object (under `prefix`, a path inside the bucket) by its name, with its bytes.
+
+        An object listed and then deleted by another actor before its download (a push
+        giving its claim back while the other records a change) is gone: left out.
+        """
+        from google.api_core import exceptions
+
+        state = {}
+        for blob in _client().list_blobs(self.name, prefix=prefix):
+            try:
+                state[blob.name] = blob.download_as_bytes()
+            except exceptions.NotFound:
+                continue
+        return state
 
     def files_under(self, path: str, state: dict[str, bytes] | None = None) -> dict[str, bytes]:
         """The objects below `path` (a gs:// URI; in `state`, default now), by relative path."""
