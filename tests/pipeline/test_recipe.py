@@ -10,6 +10,7 @@ from tpu_pipeline.pipeline.wiring.recipe import (
     AFTER_WORK_TRAINING_IMAGES,
     MIN_STEPS_PER_EPOCH,
     OVERHEAD_SECONDS,
+    OVERHEAD_SECONDS_PER_PHOTO,
     PHOTO_BACKBONE,
     choose_batch,
     choose_epochs,
@@ -242,7 +243,9 @@ def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
     plan = plan_budget("fast_cnn", 9_000, 3_000, 60, target_epochs=50, rate=rate)
 
     epoch_seconds = (9_000 + 3_000 / 3) / 100
-    overhead = OVERHEAD_SECONDS + 0.003 * 12_000 + AFTER_WORK_TRAINING_IMAGES / 100
+    overhead = (
+        OVERHEAD_SECONDS + OVERHEAD_SECONDS_PER_PHOTO * 12_000 + AFTER_WORK_TRAINING_IMAGES / 100
+    )
     assert plan.epochs == int((60 * 60 - overhead) // epoch_seconds)
     assert plan.run_minutes == pytest.approx((plan.epochs * epoch_seconds + overhead) / 60, abs=0.1)
     too_short = plan_budget("fast_cnn", 9_000, 3_000, 1, 50, rate)
