@@ -18,13 +18,13 @@ from absl import logging
 from tpu_pipeline.common.config import DatasetConfig, ServingConfig
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.components.drift.reference import write_drift_reference
-from tpu_pipeline.components.models import serving_copy
+from tpu_pipeline.components.models import build_model
 from tpu_pipeline.components.serving.answers import PixelClassifier, eval_answers
 from tpu_pipeline.components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
     read_training_info,
-    trained_weights,
+    restore_exported_weights,
     write_training_info,
 )
 from tpu_pipeline.components.serving.temperature import (
@@ -68,7 +68,11 @@ def package_model(
         training_info = {**training_info, TEMPERATURE_INFO_KEY: fit.as_json()}
         logging.info("Temperature scaling: %s", fit.as_json())
         if fit.applied:  # the same weights again, its signatures answering the scaled softmax
-            model = serving_copy(trained_weights(trained_dir), training_info["model"], dataset)
+            model = build_model(
+                training_info["model"], dataset.image_shape, dataset.num_classes, "float32"
+            )
+            if not restore_exported_weights(model, trained_dir):
+                raise ValueError(f"{trained_dir} is not the {training_info['model']} it names")
             export_serving_model(
                 with_temperature(model, fit.temperature),
                 transform_output,

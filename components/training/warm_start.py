@@ -5,6 +5,8 @@ from __future__ import annotations
 import tf_keras
 from absl import logging
 
+from tpu_pipeline.components.serving.export import restore_exported_weights
+
 
 def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:
     """Copies the weights of a previous model (the last blessed one) into `model`.
@@ -13,10 +15,8 @@ def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:
     instead of from scratch. A base model of another architecture (the config
     changed) cannot lend its weights; training then starts from scratch.
     """
-    base_weights = tf_keras.models.load_model(base_model_dir, compile=False).get_weights()
-    if [w.shape for w in base_weights] != [w.shape for w in model.get_weights()]:
+    if not restore_exported_weights(model, base_model_dir):
         logging.warning("Not warm-starting: %s has another architecture", base_model_dir)
         return False
-    model.set_weights(base_weights)
     logging.info("Warm-started from %s", base_model_dir)
     return True
