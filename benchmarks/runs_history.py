@@ -26,7 +26,7 @@ RUNS = (
 )
 _CHILD = (
     "import sys\n"
-    "from cli.entry import main\n"  # what the console command runs
+    "from tpu_pipeline.cli.entry import main\n"  # what the console command runs
     "code = main(sys.argv[1:])\n"
     "loaded = any(m == 'tensorflow' or m.startswith('tensorflow.') for m in sys.modules)\n"
     "print('TENSORFLOW ' + ('LOADED' if loaded else 'NOT LOADED'), file=sys.stderr)\n"

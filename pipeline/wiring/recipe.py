@@ -207,12 +207,13 @@ class BudgetPlan:
             else ""
         )
         buys = f": {self.accuracy_class}" if self.accuracy_class else ""
+        epochs = f"{self.epochs} epoch" + ("s" if self.epochs != 1 else "")
         over = self.run_minutes > self.budget_minutes
         return (
             f"time budget {self.budget_minutes:g} min: this machine trains {self.model} at "
             f"{self.images_per_second:,.0f} images/s in {self.precision} "
             f"({self.training_flops / 1e9:.2f} GFLOP each, {flops / 1e9:,.0f} GFLOP/s); "
-            f"{self.epochs} epochs{short}{buys}; planned ~{self.training_minutes:.0f} min of "
+            f"{epochs}{short}{buys}; planned ~{self.training_minutes:.0f} min of "
             f"training, ~{self.run_minutes:.0f} min in all"
             + (" (over the budget: one epoch is the least a run trains)" if over else "")
         )

@@ -250,6 +250,7 @@ def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
     assert plan.run_minutes == pytest.approx((plan.epochs * epoch_seconds + overhead) / 60, abs=0.1)
     too_short = plan_budget("fast_cnn", 9_000, 3_000, 1, 50, rate)
     assert too_short.epochs == 1 and too_short.run_minutes > 1  # at least one epoch
+    assert "; 1 epoch" in too_short.describe() and "1 epochs" not in too_short.describe()
     assert too_short.describe().endswith("(over the budget: one epoch is the least a run trains)")
     assert "over the budget" not in plan.describe()
 
