@@ -34,6 +34,7 @@ from tpu_pipeline.common.config import ConfigError, DatasetConfig, TrainerConfig
 from tpu_pipeline.components.contract import IMAGE_KEY
 from tpu_pipeline.components.models import _pretrained
 from tpu_pipeline.components.models._backbone import Backbone, freeze_backbone
+from tpu_pipeline.components.models._exported import restore_exported_weights
 from tpu_pipeline.components.models._flops import forward_flops, training_flops
 from tpu_pipeline.components.models._user_model import (
     is_user_model,
@@ -58,6 +59,7 @@ __all__ = [
     "load_pretrained_weights",
     "needs_data_to_initialize",
     "require_downloadable_weights",
+    "restore_exported_weights",
     "serving_copy",
     "serving_model",
     "training_flops",

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -63,9 +62,6 @@ _SERVED_DATASET_FIELDS = {
 }  # fmt: skip
 # TF Serving ignores assets.extra; it travels with every pushed copy of the model.
 TRAINING_INFO_PATH = os.path.join("assets.extra", "training_info.json")
-# A checkpoint key's ending for a variable's value, and the keys not of the network's weights.
-_VARIABLE_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
-_NOT_THE_NETWORKS = ("optimizer/", "save_counter/")
 EIGHT_BIT_VALUES = 256
 
 
@@ -211,7 +207,7 @@ def export_serving_model(
         signatures[IMAGES_SIGNATURE] = serve_images
     # A trained model carries its optimizer: serving needs the weights only. No layer traces:
     # every reader calls the signatures or the gradients function, or restores the weights into
-    # a model it builds (`restore_exported_weights`); tracing each layer's call for Keras to
+    # a model it builds (`models.restore_exported_weights`); tracing each layer's call for Keras to
     # revive the model took 4 of a digits run's 36 CPU seconds, and every load paid for them.
     model.save(
         export_dir,
@@ -221,32 +217,6 @@ def export_serving_model(
         save_traces=False,
     )
     write_training_info(export_dir, training_info)
-
-
-def restore_exported_weights(model: tf_keras.Model, export_dir: str) -> bool:
-    """Gives `model` the weights of the model exported to `export_dir`, if it is the same network.
-
-    Read from the SavedModel's checkpoint by the object paths Keras gives both models (so no
-    class of the exported model is revived: a user's own layers need not be registered).
-    Returns False, leaving `model` as it was, when a weight of `model` is missing there or
-    has another shape (the configured network changed since).
-    """
-    exported = os.path.join(export_dir, tf.saved_model.VARIABLES_DIRECTORY, "variables")
-    exported_shapes = dict(tf.train.list_variables(exported))
-    with tempfile.TemporaryDirectory() as scratch:
-        # The paths of the model's own weights: its own checkpoint lists them.
-        own = os.path.join(scratch, "weights")
-        tf.train.Checkpoint(model).write(own)
-        own_shapes = {
-            path: shape
-            for path, shape in tf.train.list_variables(own)
-            if path.endswith(_VARIABLE_VALUE) and not path.startswith(_NOT_THE_NETWORKS)
-        }
-    if any(exported_shapes.get(path) != shape for path, shape in own_shapes.items()):
-        return False
-    # Keys of the exported graph `model` lacks (the Transform layer, the signatures) stay unread.
-    tf.train.Checkpoint(model).read(exported).expect_partial()
-    return True
 
 
 def read_training_info(export_dir: str) -> dict[str, Any]:

@@ -18,13 +18,12 @@ from absl import logging
 from tpu_pipeline.common.config import DatasetConfig, ServingConfig
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.components.drift.reference import write_drift_reference
-from tpu_pipeline.components.models import build_model
+from tpu_pipeline.components.models import build_model, restore_exported_weights
 from tpu_pipeline.components.serving.answers import PixelClassifier, eval_answers
 from tpu_pipeline.components.serving.export import (
     GRAD_CAM_LAYER_KEY,
     export_serving_model,
     read_training_info,
-    restore_exported_weights,
     write_training_info,
 )
 from tpu_pipeline.components.serving.temperature import (

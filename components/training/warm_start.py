@@ -5,7 +5,7 @@ from __future__ import annotations
 import tf_keras
 from absl import logging
 
-from tpu_pipeline.components.serving.export import restore_exported_weights
+from tpu_pipeline.components.models import restore_exported_weights
 
 
 def warm_start(model: tf_keras.Model, base_model_dir: str) -> bool:

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tf_keras
 
-from tpu_pipeline.components.serving.export import restore_exported_weights
+from tpu_pipeline.components.models import restore_exported_weights
 
 
 class _Doubled(tf_keras.layers.Layer):
