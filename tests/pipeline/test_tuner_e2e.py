@@ -34,7 +34,10 @@ def tuned_runs(tmp_path_factory, digits_run):
     config_file.write_text(
         yaml.safe_dump(
             {
-                "trainer": {"train_steps": untuned_config.trainer.train_steps},
+                "trainer": {  # the untuned run's schedule, so only the search differs
+                    "train_steps": untuned_config.trainer.train_steps,
+                    "epochs": untuned_config.trainer.epochs,
+                },
                 "tuner": {
                     "enabled": True,
                     "max_trials": 3,
