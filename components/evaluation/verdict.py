@@ -44,6 +44,25 @@ class PairedCounts:
     examples: int
 
 
+# TFMA computes accuracy in float32: 4,500 right answers of 5,000 read 0.89999998. A value
+# within float32's rounding of a bound meets it (one example of a million is 1e-6).
+FLOAT32_ROUNDING = 1e-6
+
+
+def _below(value: float, bound: float) -> bool:
+    """Whether an accuracy TFMA measured is below `bound`, by more than float32's rounding."""
+    return value < bound - FLOAT32_ROUNDING
+
+
+def _shown(value: float, bound: float) -> tuple[str, str]:
+    """`value` and `bound` to 4 decimals, or as many more as it takes to tell them apart
+    (44,999 of 50,000 is 0.89998, not "0.9000 is below the lower bound 0.9000")."""
+    digits = 4
+    while digits < 7 and f"{value:.{digits}f}" == f"{bound:.{digits}f}":
+        digits += 1
+    return f"{value:.{digits}f}", f"{bound:.{digits}f}"
+
+
 # What a slice bound made of a slice (`SliceJudgment.outcome`).
 MET = "met"
 BELOW = "below"
@@ -154,10 +173,9 @@ def judge(
     failures = []
     if accuracy is None:
         failures.append("TFMA measured no accuracy")
-    elif accuracy < rules.accuracy_lower_bound:
-        failures.append(
-            f"accuracy {accuracy:.4f} is below the lower bound {rules.accuracy_lower_bound:.4f}"
-        )
+    elif _below(accuracy, rules.accuracy_lower_bound):
+        value, bound = _shown(accuracy, rules.accuracy_lower_bound)
+        failures.append(f"accuracy {value} is below the lower bound {bound}")
     comparison = None
     if paired is not None:
         comparison = compare_with_baseline(
@@ -178,11 +196,11 @@ def judge(
         for s in of_kind:
             if s.examples < rules.slice_min_examples:
                 outcome = NOT_JUDGED
-            elif s.accuracy < bound:
+            elif _below(s.accuracy, bound):
                 outcome = BELOW
+                value, shown_bound = _shown(s.accuracy, bound)
                 failures.append(
-                    f"accuracy on {s.kind}={s.value} {s.accuracy:.4f} is below the lower bound "
-                    f"{bound:.4f}"
+                    f"accuracy on {s.kind}={s.value} {value} is below the lower bound {shown_bound}"
                 )
             else:
                 outcome = MET

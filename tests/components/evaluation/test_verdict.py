@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from tpu_pipeline.common.config import EvaluatorConfig
 from tpu_pipeline.components.evaluation.results import SliceMetrics
 from tpu_pipeline.components.evaluation.verdict import (
@@ -17,6 +19,7 @@ from tpu_pipeline.components.evaluation.verdict import (
 )
 
 BOUNDED = EvaluatorConfig(accuracy_lower_bound=0.5, slice_accuracy_lower_bounds={"image_size": 0.8})
+DOG_BOUND = EvaluatorConfig(accuracy_lower_bound=0.9, slice_accuracy_lower_bounds={"class": 0.9})
 SLICES = [
     SliceMetrics("class", "cat", 200, 0.95),
     SliceMetrics("image_size", "up to 64 px", 199, 0.96),
@@ -79,6 +82,29 @@ def test_a_clearly_worse_retrain_is_refused_however_high_its_accuracy():
 def test_the_overall_bound_still_refuses_a_model_as_good_as_its_baseline():
     verdict = judge(0.85, SLICES, PairedCounts(0, 0, 347), EvaluatorConfig())
     assert verdict.failures == ["accuracy 0.8500 is below the lower bound 0.9000"]
+
+
+def test_an_accuracy_at_the_bound_meets_it_though_float32_reads_it_below():
+    at_bound = float(np.float32(4500) / np.float32(5000))  # as TFMA reports 4,500 of 5,000
+    assert at_bound < 0.9
+
+    verdict = judge(at_bound, [SliceMetrics("class", "dog", 500, at_bound)], None, DOG_BOUND)
+
+    assert verdict.blessed and verdict.failures == []
+    assert [j.outcome for j in verdict.slice_judgments] == [MET]
+
+
+def test_an_accuracy_one_example_below_the_bound_is_refused_with_the_digits_that_show_it():
+    one_below = float(np.float32(44_999) / np.float32(50_000))
+    slices = [SliceMetrics("class", "dog", 5_000, float(np.float32(4_499) / np.float32(5_000)))]
+
+    verdict = judge(one_below, slices, None, DOG_BOUND)
+
+    assert not verdict.blessed
+    assert verdict.failures == [
+        "accuracy 0.89998 is below the lower bound 0.90000",
+        "accuracy on class=dog 0.8998 is below the lower bound 0.9000",
+    ]
 
 
 def test_the_verdict_reads_back_as_written():
