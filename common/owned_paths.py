@@ -21,8 +21,9 @@ A refusal is a `UserPathError` (a `ConfigError`: exit 2), one line naming the pa
 Dying between two writes: the marker lists the new content before the file is
 renamed into place, and keeps the old content's hash until after, so a process
 killed at any point leaves a file the marker still recognises. Two writers in one
-local folder update the marker under a lock on it; on an object store there is no
-lock, so a lost update can only make the next write refuse, never replace a user's file.
+local folder update the marker in turns, under a lock on the folder, and replace it
+whole, so a reader never sees half a marker; on an object store there is no lock,
+so a lost update can only make the next write refuse, never replace a user's file.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Callable, Iterator
 import portalocker
 
 from tpu_pipeline.common import fileio
-from tpu_pipeline.common.atomic_file import is_remote, replaced_when_done
+from tpu_pipeline.common.atomic_file import is_remote, replaced_when_done, write_text
 from tpu_pipeline.common.config import ConfigError
 
 MARKER = ".tpu-pipeline"
@@ -85,8 +86,11 @@ def _read_marker(folder: str) -> dict[str, list[str]] | None:
 def _updating_marker(folder: str) -> Iterator[dict[str, list[str]]]:
     """Yields the marker's file list to change; written back when the block ends.
 
-    Locally the read and the write happen under a lock on the marker itself,
-    rewritten in place (a rename would leave the lock on the old file).
+    Locally, writers take turns under a lock on the folder itself, and the marker
+    is replaced whole (`write_text`): a reader, who takes no lock, sees the old list
+    or the new one, and a writer killed mid-write leaves the old one. (Rewriting the
+    marker in place under a lock on it let a reader see it empty between the
+    truncate and the write, and refuse a file that was ours.)
     """
     path = _join(folder, MARKER)
     if is_remote(folder):
@@ -95,18 +99,14 @@ def _updating_marker(folder: str) -> Iterator[dict[str, list[str]]]:
         with fileio.open(path, "w") as handle:
             handle.write(_marker_text(files))
         return
-    with portalocker.Lock(path, mode="a+", timeout=30, fail_when_locked=False) as handle:
-        handle.seek(0)
-        try:
-            files = json.loads(handle.read() or "{}").get("files", {})
-        except (ValueError, AttributeError):
-            files = {}
+    folder_handle = os.open(folder, os.O_RDONLY)
+    try:
+        portalocker.lock(folder_handle, portalocker.LockFlags.EXCLUSIVE)  # dropped on death
+        files = _read_marker(folder) or {}
         yield files
-        handle.seek(0)
-        handle.truncate()
-        handle.write(_marker_text(files))
-        handle.flush()
-        os.fsync(handle.fileno())
+        write_text(path, _marker_text(files))
+    finally:
+        os.close(folder_handle)  # closing drops the lock
 
 
 def _marker_text(files: dict[str, list[str]]) -> str:

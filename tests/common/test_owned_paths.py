@@ -13,6 +13,7 @@ from tpu_pipeline.common.owned_paths import (
     MARKER,
     UserPathError,
     check_claimable,
+    check_replaceable,
     claim_folder,
     owned_file,
     write_owned,
@@ -72,26 +73,47 @@ def test_a_folder_named_as_a_file_is_refused(tmp_path):
         write_owned(tmp_path, "x", "--output")
 
 
+def _write_killed_at_the_rename(path, content: str, of_the_marker: bool) -> None:
+    """Runs `write_owned(path, content)` in a process killed (-9) as it renames the marker
+    into place (`of_the_marker`) or the file."""
+    script = (
+        "import os, signal, common.owned_paths as o\n"
+        "real = os.replace\n"
+        "def die_there(source, target):\n"
+        f"    if target.endswith(o.MARKER) != {of_the_marker}: return real(source, target)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "os.replace = die_there\n"
+        f"o.write_owned({str(path)!r}, {content!r}, '--summary-json')\n"
+    )
+    killed = subprocess.run([sys.executable, "-c", script], check=False)
+    assert killed.returncode == -9
+
+
 def test_a_writer_killed_between_the_marker_and_the_rename_leaves_a_file_we_may_replace(
     tmp_path,
 ):
     """kill -9 inside the write: whichever content is on disk, the marker recognises it."""
     path = tmp_path / "s.json"
     write_owned(path, "old", "--summary-json")
-    script = (
-        "import os, signal, common.owned_paths as o\n"
-        "real = os.replace\n"
-        "def die(*a): os.kill(os.getpid(), signal.SIGKILL)\n"
-        "os.replace = die\n"
-        f"o.write_owned({str(path)!r}, 'new', '--summary-json')\n"
-    )
-    killed = subprocess.run([sys.executable, "-c", script], check=False)
-    assert killed.returncode == -9
-    assert path.read_text() == "old"
 
+    _write_killed_at_the_rename(path, "new", of_the_marker=False)
+    assert path.read_text() == "old"
     write_owned(path, "after", "--summary-json")
 
     assert path.read_text() == "after"
+
+
+def test_a_writer_killed_while_replacing_the_marker_leaves_the_old_marker_whole(tmp_path):
+    """kill -9 as the marker itself is replaced: the old list stays, every file still ours."""
+    write_owned(tmp_path / "s.json", "old", "--summary-json")
+    before = (tmp_path / MARKER).read_text()
+
+    _write_killed_at_the_rename(tmp_path / "t.json", "new", of_the_marker=True)
+    assert (tmp_path / MARKER).read_text() == before
+    write_owned(tmp_path / "s.json", "after", "--summary-json")
+    write_owned(tmp_path / "t.json", "after", "--summary-json")
+
+    assert (tmp_path / "s.json").read_text() == (tmp_path / "t.json").read_text() == "after"
 
 
 def test_a_non_empty_folder_without_the_marker_is_refused_and_untouched(tmp_path):
@@ -182,3 +204,25 @@ def test_the_marker_is_not_left_locked_or_half_written_by_two_writers(tmp_path):
     write_owned(tmp_path / "a.json", "again", "--output")  # each is still known as ours
     write_owned(tmp_path / "b.json", "again", "--output")
     assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text() == "again"
+
+
+def test_a_reader_never_sees_the_marker_half_written_while_another_process_writes(tmp_path):
+    """Checking one of our files while another process keeps writing beside it never refuses it."""
+    write_owned(tmp_path / "ours.json", "kept", "--output")
+    script = (
+        "import common.owned_paths as o\n"
+        "for i in range(100):\n"
+        f"    o.write_owned({str(tmp_path / 'other.json')!r}, str(i), '--output')\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", script])
+    checks, refused = 0, []
+    while writer.poll() is None:
+        checks += 1
+        try:
+            check_replaceable(tmp_path / "ours.json", "--output")
+        except UserPathError as error:
+            refused.append(str(error))
+
+    assert writer.returncode == 0
+    assert checks > 100  # the checks overlapped the writes
+    assert refused == []
