@@ -164,10 +164,13 @@ def claim_folder(
       UserPathError: see `check_claimable`; nothing is changed.
     """
     folder = os.fspath(folder)
-    unmarked = check_claimable(folder, what, adopt)
+    check_claimable(folder, what, adopt)  # refused before anything is made
     fileio.makedirs(folder)
     with _updating_marker(folder) as files:
-        if unmarked:  # empty, or adopted: the files in it are the product's
+        # Looked at again in turn with the other writers: one may have marked the folder
+        # meanwhile, or a user's file appeared in it, which is refused, never adopted.
+        if not fileio.exists(_join(folder, MARKER)):
+            check_claimable(folder, what, adopt)
             for name in _entries(folder):
                 path = _join(folder, name)
                 if name != MARKER and not fileio.isdir(path):

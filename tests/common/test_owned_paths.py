@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
+from tpu_pipeline.common import owned_paths
 from tpu_pipeline.common.owned_paths import (
     MARKER,
     UserPathError,
@@ -129,6 +130,26 @@ def test_a_non_empty_folder_without_the_marker_is_refused_and_untouched(tmp_path
         "name a new or empty folder"
     )
     assert sorted(p.name for p in folder.iterdir()) == ["cat.jpg"]
+
+
+def test_a_users_file_that_appears_while_an_empty_folder_is_claimed_is_refused_not_adopted(
+    tmp_path, monkeypatch
+):
+    """Empty when looked at, a photo of the user's in it by the time the marker is written."""
+    folder = tmp_path / "explained"
+    folder.mkdir()
+    makedirs = owned_paths.fileio.makedirs
+
+    def makedirs_then_the_user_copies_a_photo(path):
+        makedirs(path)
+        (folder / "cat.jpg").write_bytes(b"jpeg")
+
+    monkeypatch.setattr(owned_paths.fileio, "makedirs", makedirs_then_the_user_copies_a_photo)
+
+    with pytest.raises(UserPathError, match="holds files tpu-pipeline did not write"):
+        claim_folder(folder, "--explain-dir")
+
+    assert sorted(p.name for p in folder.iterdir()) == ["cat.jpg"]  # no marker adopting it
 
 
 def test_new_empty_and_marked_folders_are_claimed_and_a_users_file_added_later_stays(tmp_path):
