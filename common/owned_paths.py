@@ -22,8 +22,9 @@ Dying between two writes: the marker lists the new content before the file is
 renamed into place, and keeps the old content's hash until after, so a process
 killed at any point leaves a file the marker still recognises. Two writers in one
 local folder update the marker in turns, under a lock on the folder, and replace it
-whole, so a reader never sees half a marker; on an object store there is no lock,
-so a lost update can only make the next write refuse, never replace a user's file.
+whole, so a reader never sees half a marker; on an object store (or a file system
+that cannot lock a folder) there are no turns, so a lost update can only make the
+next write refuse, never replace a user's file.
 """
 
 from __future__ import annotations
@@ -83,30 +84,44 @@ def _read_marker(folder: str) -> dict[str, list[str]] | None:
 
 
 @contextlib.contextmanager
+def _writers_turn(folder: str) -> Iterator[None]:
+    """Holds, for the block, one writer's turn at the marker of the local `folder`.
+
+    The turn is a lock on the folder itself, which the kernel drops when its holder
+    dies however it dies, so the folder gains no lock file of its own. Where the file
+    system cannot lock a folder (NFS may refuse; an object store has no locks at all),
+    writers go without turns: a lost update can then only make a later write refuse.
+    """
+    if is_remote(folder):
+        yield
+        return
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        with contextlib.suppress(portalocker.LockException, OSError):
+            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
+        yield
+    finally:
+        os.close(handle)  # closing drops the lock
+
+
+@contextlib.contextmanager
 def _updating_marker(folder: str) -> Iterator[dict[str, list[str]]]:
     """Yields the marker's file list to change; written back when the block ends.
 
-    Locally, writers take turns under a lock on the folder itself, and the marker
-    is replaced whole (`write_text`): a reader, who takes no lock, sees the old list
-    or the new one, and a writer killed mid-write leaves the old one. (Rewriting the
-    marker in place under a lock on it let a reader see it empty between the
-    truncate and the write, and refuse a file that was ours.)
+    Writers take turns (`_writers_turn`), and the marker is replaced whole: a reader,
+    who takes no turn, sees the old list or the new one, and a writer killed mid-write
+    leaves the old one. (Rewriting the marker in place under a lock on it let a reader
+    see it empty between the truncate and the write, and refuse a file that was ours.)
     """
     path = _join(folder, MARKER)
-    if is_remote(folder):
+    with _writers_turn(folder):
         files = _read_marker(folder) or {}
         yield files
-        with fileio.open(path, "w") as handle:
-            handle.write(_marker_text(files))
-        return
-    folder_handle = os.open(folder, os.O_RDONLY)
-    try:
-        portalocker.lock(folder_handle, portalocker.LockFlags.EXCLUSIVE)  # dropped on death
-        files = _read_marker(folder) or {}
-        yield files
-        write_text(path, _marker_text(files))
-    finally:
-        os.close(folder_handle)  # closing drops the lock
+        if is_remote(folder):  # one object: it appears whole when its upload ends
+            with fileio.open(path, "w") as handle:
+                handle.write(_marker_text(files))
+        else:
+            write_text(path, _marker_text(files))
 
 
 def _marker_text(files: dict[str, list[str]]) -> str:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import portalocker
 import pytest
 
 from tests.components.object_store import object_store  # noqa: F401 (a fixture)
@@ -247,3 +248,19 @@ def test_a_reader_never_sees_the_marker_half_written_while_another_process_write
     assert writer.returncode == 0
     assert checks > 100  # the checks overlapped the writes
     assert refused == []
+
+
+def test_where_a_folder_cannot_be_locked_writes_still_land_and_are_listed(tmp_path, monkeypatch):
+    """NFS may refuse a lock on a folder: one writer then goes without a turn, as on gs://."""
+
+    def refused(handle, flags):
+        raise portalocker.LockException("Bad file descriptor")
+
+    monkeypatch.setattr(owned_paths.portalocker, "lock", refused)
+
+    claim_folder(tmp_path / "out", "--output")
+    write_owned(tmp_path / "out" / "p.csv", "one", "--output")
+    write_owned(tmp_path / "out" / "p.csv", "two", "--output")
+
+    assert (tmp_path / "out" / "p.csv").read_text() == "two"
+    assert sorted(json.loads((tmp_path / "out" / MARKER).read_text())["files"]) == ["p.csv"]
