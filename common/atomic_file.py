@@ -38,6 +38,12 @@ def fsync_path(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def scratch_prefix(name: str) -> str:
+    """How the hidden scratch folders of `replaced_when_done` for a file `name` begin:
+    what a writer killed mid-write leaves beside it is recognisable as the product's."""
+    return f".{name}.partial-"
+
+
 @contextlib.contextmanager
 def replaced_when_done(path: str | os.PathLike) -> Iterator[str]:
     """Yields where to write `path`'s new content; it replaces `path` only if the block succeeds.
@@ -46,7 +52,7 @@ def replaced_when_done(path: str | os.PathLike) -> Iterator[str]:
     """
     path = os.fspath(path)
     folder, name = os.path.split(path)
-    scratch = os.path.join(folder, f".{name}.partial-{uuid.uuid4().hex[:12]}")
+    scratch = os.path.join(folder, f"{scratch_prefix(name)}{uuid.uuid4().hex[:12]}")
     if is_remote(path):
         from tpu_pipeline.common.tfx_api import (
             fileio,  # TensorFlow's file systems, only when needed

@@ -39,7 +39,12 @@ from collections.abc import Callable, Iterator
 import portalocker
 
 from tpu_pipeline.common import fileio
-from tpu_pipeline.common.atomic_file import is_remote, replaced_when_done, write_text
+from tpu_pipeline.common.atomic_file import (
+    is_remote,
+    replaced_when_done,
+    scratch_prefix,
+    write_text,
+)
 from tpu_pipeline.common.config import ConfigError
 
 MARKER = ".tpu-pipeline"
@@ -129,7 +134,10 @@ def _marker_text(files: dict[str, list[str]]) -> str:
 
 
 def _entries(folder: str) -> list[str]:
-    return [name.rstrip("/") for name in fileio.listdir(folder)]
+    """The names in `folder`, but for what a writer killed while writing the marker left
+    (its scratch folder: the product's, and all a killed first claim leaves)."""
+    names = (name.rstrip("/") for name in fileio.listdir(folder))
+    return [name for name in names if not name.startswith(scratch_prefix(MARKER))]
 
 
 def check_claimable(

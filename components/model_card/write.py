@@ -26,7 +26,7 @@ from typing import Any
 import jinja2
 
 from tpu_pipeline.common import fileio, gcs_objects
-from tpu_pipeline.common.atomic_file import replaced_when_done
+from tpu_pipeline.common.atomic_file import replaced_when_done, scratch_prefix
 
 CARD_JSON = "model_card.json"
 CARD_HTML = "model_card.html"
@@ -86,7 +86,7 @@ def read_model_card(version_dir: str) -> dict[str, Any] | None:
 
 
 def _remove_partials_left_by_a_killed_writer(version_dir: str) -> None:
-    partials = tuple(f".{name}.partial-" for name in (CARD_HTML, CARD_JSON))
+    partials = tuple(scratch_prefix(name) for name in (CARD_HTML, CARD_JSON))
     for entry in fileio.listdir(version_dir):
         if entry.rstrip("/").startswith(partials):
             fileio.rmtree(os.path.join(version_dir, entry.rstrip("/")))

@@ -264,3 +264,23 @@ def test_where_a_folder_cannot_be_locked_writes_still_land_and_are_listed(tmp_pa
 
     assert (tmp_path / "out" / "p.csv").read_text() == "two"
     assert sorted(json.loads((tmp_path / "out" / MARKER).read_text())["files"]) == ["p.csv"]
+
+
+def test_a_first_claim_killed_while_writing_the_marker_leaves_a_folder_claimed_next_time(
+    tmp_path,
+):
+    """kill -9 as the new folder's first marker is renamed into place: only its scratch is left."""
+    folder = tmp_path / "explained"
+    script = (
+        "import os, signal, common.owned_paths as o\n"
+        "def die(source, target): os.kill(os.getpid(), signal.SIGKILL)\n"
+        "os.replace = die\n"
+        f"o.claim_folder({str(folder)!r}, '--explain-dir')\n"
+    )
+    assert subprocess.run([sys.executable, "-c", script], check=False).returncode == -9
+    assert not (folder / MARKER).exists() and list(folder.iterdir())  # its scratch folder
+
+    claim_folder(folder, "--explain-dir")
+    write_owned(folder / "maps.npz", "ours", "--explain-dir")
+
+    assert json.loads((folder / MARKER).read_text())["files"].keys() == {"maps.npz"}
