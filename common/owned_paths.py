@@ -94,19 +94,17 @@ def _writers_turn(folder: str) -> Iterator[None]:
 
     The turn is a lock on the folder itself, which the kernel drops when its holder
     dies however it dies, so the folder gains no lock file of its own. Where the file
-    system cannot lock a folder (NFS may refuse; an object store has no locks at all),
-    writers go without turns: a lost update can then only make a later write refuse.
+    system cannot lock a folder or open it for reading (NFS may refuse; an object store
+    has no locks at all), writers go without turns: a lost update can then only make
+    a later write refuse.
     """
-    if is_remote(folder):
+    with contextlib.ExitStack() as turn:
+        if not is_remote(folder):
+            with contextlib.suppress(portalocker.LockException, OSError):
+                handle = os.open(folder, os.O_RDONLY)
+                turn.callback(os.close, handle)  # closing drops the lock
+                portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
         yield
-        return
-    handle = os.open(folder, os.O_RDONLY)
-    try:
-        with contextlib.suppress(portalocker.LockException, OSError):
-            portalocker.lock(handle, portalocker.LockFlags.EXCLUSIVE)
-        yield
-    finally:
-        os.close(handle)  # closing drops the lock
 
 
 @contextlib.contextmanager
