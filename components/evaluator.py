@@ -13,6 +13,7 @@ TFX names the executor by this module's path in compiled pipelines, so it stays 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from tpu_pipeline.common.config import EvaluatorConfig
 from tpu_pipeline.common.tfx_api import (
     BaseBeamComponent,
     Channel,
+    ChannelParameter,
     Evaluator,
     ExecutionParameter,
     artifact_utils,
@@ -46,12 +48,16 @@ from tpu_pipeline.components.evaluation.verdict import VERDICT_FILE, Verdict, ju
 from tpu_pipeline.components.packager import split_files
 from tpu_pipeline.components.serving.answers import PixelClassifier
 from tpu_pipeline.components.serving.eval_outcomes import record_eval_outcomes
+from tpu_pipeline.components.span_shift_gate import SPAN_SHIFT_KEY, push_hold
 
 CUSTOM_CONFIG_KEY = standard_component_specs.CUSTOM_CONFIG_KEY
 
 
 def judge_evaluation(
-    evaluation_uri: str, rules: EvaluatorConfig, class_names: Sequence[str]
+    evaluation_uri: str,
+    rules: EvaluatorConfig,
+    class_names: Sequence[str],
+    held_back: str | None = None,
 ) -> Verdict:
     """Judges TFMA's output in `evaluation_uri` by `rules` and writes the verdict beside it.
 
@@ -59,6 +65,9 @@ def judge_evaluation(
       evaluation_uri: the Evaluator's output folder (local or gs://).
       rules: the `evaluator:` section.
       class_names: every class's name in label order, to name class slices.
+      held_back: why the SpanShiftGate holds the model back (`span_shift_gate.push_hold`),
+        a failure of its own: a held-back model is not blessed, so it never becomes the
+        baseline the next run is compared with and started from (the served model stays).
 
     Raises:
       ValueError: TFMA measured a baseline but not the examples only one model got right.
@@ -74,6 +83,10 @@ def judge_evaluation(
     verdict = judge(
         candidate.get("accuracy"), slice_metrics(evaluation_uri, class_names, rules), paired, rules
     )
+    if held_back is not None:
+        verdict = dataclasses.replace(
+            verdict, blessed=False, failures=[*verdict.failures, held_back]
+        )
     with fileio.open(os.path.join(evaluation_uri, VERDICT_FILE), "w") as handle:
         handle.write(verdict.to_json())
     return verdict
@@ -94,8 +107,12 @@ class EvaluatorExecutor(tfx_evaluator_executor.Executor):
             output_dict[standard_component_specs.EVALUATION_KEY]
         )
         dataset = read_dataset(custom_config)
+        gate_verdicts = input_dict.get(SPAN_SHIFT_KEY) or []
         verdict = judge_evaluation(
-            evaluation_uri, read_evaluator(custom_config), dataset.class_names
+            evaluation_uri,
+            read_evaluator(custom_config),
+            dataset.class_names,
+            held_back=push_hold(gate_verdicts[0].read()) if gate_verdicts else None,
         )
         # Each eval example's outcome, for `runs diff` (which examples flipped between runs).
         model = artifact_utils.get_single_instance(input_dict[standard_component_specs.MODEL_KEY])
@@ -161,11 +178,16 @@ def _write_blessing(
 
 
 class JudgingEvaluatorSpec(standard_component_specs.EvaluatorSpec):
-    """TFX's Evaluator parameters, and the sections the verdict is judged by."""
+    """TFX's Evaluator parameters, and the sections the verdict is judged by; its inputs,
+    and the SpanShiftGate's verdict where `drift.block_push` places the gate."""
 
     PARAMETERS = {
         **standard_component_specs.EvaluatorSpec.PARAMETERS,
         CUSTOM_CONFIG_KEY: ExecutionParameter(type=str),
+    }
+    INPUTS = {
+        **standard_component_specs.EvaluatorSpec.INPUTS,
+        SPAN_SHIFT_KEY: ChannelParameter(type=standard_artifacts.JsonValue, optional=True),
     }
 
 
@@ -183,12 +205,15 @@ class JudgingEvaluator(Evaluator):
         baseline_model: Any,
         eval_config: Any,
         custom_config: dict[str, Any],
+        span_shift: Any | None = None,
     ):
-        """Like TFX's Evaluator, plus `custom_config` (`contract.evaluator_sections`)."""
+        """Like TFX's Evaluator, plus `custom_config` (`contract.evaluator_sections`) and the
+        SpanShiftGate's `span_shift` verdict (none: no gate, nothing held back)."""
         spec = JudgingEvaluatorSpec(
             examples=examples,
             model=model,
             baseline_model=baseline_model,
+            span_shift=span_shift,
             eval_config=eval_config,
             example_splits=json_utils.dumps(None),
             fairness_indicator_thresholds=json_utils.dumps(None),

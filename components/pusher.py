@@ -12,7 +12,8 @@ went and which server ran it. Each version it publishes gets a model card in its
 StatisticsGen's statistics, two inputs TFX's own Pusher does not take; the PushedModel
 records where (`model_card`). With `drift.block_push`, the SpanShiftGate's verdict is a
 third input (`span_shift`): a span whose images moved from the served model's is not
-pushed, and `push_refused` says why (`components/span_shift_gate.py`). A Pusher that
+pushed (the Evaluator refused its model for it too), and `push_refused` says why
+(`components/span_shift_gate.py`). A Pusher that
 publishes elsewhere too (serving_ops/vertex/pusher.py) runs the same check through
 `check_serving`, honours the same verdict, and is asked before a new version is copied
 (`_before_copy`), so its refusal leaves nothing served.
@@ -55,7 +56,7 @@ from tpu_pipeline.components.serving.publish import PushResult, push_model_versi
 from tpu_pipeline.components.serving.server_check import ServingCheckResult, check_model
 from tpu_pipeline.components.serving.versions import push_refusal, serving_lock
 from tpu_pipeline.components.serving.warmup import WARMUP_FILE, write_warmup_requests
-from tpu_pipeline.components.span_shift_gate import push_hold
+from tpu_pipeline.components.span_shift_gate import SPAN_SHIFT_KEY, push_hold
 
 ALREADY_PUSHED_PROPERTY = "already_pushed"
 # Why a blessed model was not published (a pin, the model was rolled back, or the span
@@ -73,8 +74,6 @@ MODEL_CARD_ERROR_PROPERTY = "model_card_error"
 EVALUATION_KEY = standard_component_specs.EVALUATION_KEY
 STATISTICS_KEY = standard_component_specs.STATISTICS_KEY
 EXAMPLES_KEY = standard_component_specs.EXAMPLES_KEY
-# The SpanShiftGate's verdict (`drift.block_push`), a JsonValue.
-SPAN_SHIFT_KEY = "span_shift"
 # In the PushedModel's folder: the Trainer's model with warmup requests, when no
 # ServingPackager made them (`serving.package: false`).
 SERVABLE_COPY_DIR = "servable_model"
@@ -101,15 +100,16 @@ class AtomicPusherExecutor(tfx_pusher_executor.Executor):
         )
         # An interrupt that some library swallowed on its way up must still stop the push.
         raise_if_interrupted("the push")
-        if not self.CheckBlessing(input_dict):
-            self._MarkNotPushed(pushed_model)
-            return
+        # A held-back span first: the Evaluator refused the model for it too, and this says why.
         verdicts = input_dict.get(SPAN_SHIFT_KEY) or []
         hold = push_hold(verdicts[0].read()) if verdicts else None
         if hold is not None:
-            logging.warning("Blessed model not pushed: %s", hold)
+            logging.warning("Model not pushed: %s", hold)
             self._MarkNotPushed(pushed_model)
             pushed_model.set_string_custom_property(PUSH_REFUSED_PROPERTY, hold)
+            return
+        if not self.CheckBlessing(input_dict):
+            self._MarkNotPushed(pushed_model)
             return
         destination = pusher_pb2.PushDestination()
         proto_utils.json_to_proto(

@@ -232,7 +232,8 @@ def create_pipeline(
 ) -> tfx_pipeline.Pipeline:
     """Builds ExampleGen -> validation -> Transform -> Trainer -> ServingPackager -> Evaluator
     -> Pusher, and the Explainer beside the last two; with `drift.block_push` on data in
-    spans, the SpanShiftGate beside the Evaluator, whose verdict the Pusher obeys.
+    spans, the SpanShiftGate before the Evaluator, whose verdict the Evaluator and the Pusher
+    obey.
 
     Args:
       config: the run's configuration (dataset, trainer, evaluator, caching, Beam).
@@ -340,15 +341,10 @@ def create_pipeline(
             examples=example_gen.outputs["examples"],
             custom_config=json.dumps(explainer_sections(config, version), sort_keys=True),
         ).with_id(NodeIds.EXPLAINER)
-    evaluator = JudgingEvaluator(
-        examples=example_gen.outputs["examples"],
-        model=served_model,
-        baseline_model=baseline_resolver.outputs["model"],
-        eval_config=build_eval_config(dataset),
-        custom_config=evaluator_sections(config),
-    ).with_id(NodeIds.EVALUATOR)
     # A span whose images moved from the served model's must not be published: the same
-    # check the run summary reports, made before the Pusher (components/span_shift_gate.py).
+    # check the run summary reports, made before the Evaluator, which refuses such a model
+    # (so it never becomes the next run's baseline), and the Pusher, which says why
+    # (components/span_shift_gate.py).
     span_shift_gate = None
     if dataset.reads_spans and config.drift.block_push:
         span_shift_gate = SpanShiftGate(
@@ -356,12 +352,21 @@ def create_pipeline(
             baseline_model=baseline_resolver.outputs["model"],
             drift_config=config.drift.model_dump_json(),
         ).with_id(NodeIds.SPAN_SHIFT_GATE)
+    gate_verdict = span_shift_gate.outputs[VERDICT_KEY] if span_shift_gate else None
+    evaluator = JudgingEvaluator(
+        examples=example_gen.outputs["examples"],
+        model=served_model,
+        baseline_model=baseline_resolver.outputs["model"],
+        eval_config=build_eval_config(dataset),
+        custom_config=evaluator_sections(config),
+        span_shift=gate_verdict,
+    ).with_id(NodeIds.EVALUATOR)
     pusher = overrides.pusher_class(
         model=served_model,
         model_blessing=evaluator.outputs["blessing"],
         evaluation=evaluator.outputs["evaluation"],
         statistics=statistics_gen.outputs["statistics"],
-        span_shift=span_shift_gate.outputs[VERDICT_KEY] if span_shift_gate else None,
+        span_shift=gate_verdict,
         # The Trainer's model has no warmup requests: the Pusher makes them from the eval split.
         examples=None if packager else example_gen.outputs["examples"],
         push_destination=pusher_pb2.PushDestination(

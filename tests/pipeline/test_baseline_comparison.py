@@ -100,3 +100,18 @@ def test_how_sure_says_better_worse_or_chance_at_the_confidence_asked():
     assert how_sure(5, 4).startswith("not significantly better at 95% confidence: could be chance")
     assert how_sure(1, 9).startswith("significantly worse at 95% confidence (McNemar p = 0.0")
     assert how_sure(4, 5).startswith("not significantly worse at 95% confidence (McNemar p = ")
+
+
+def test_a_model_the_span_shift_gate_holds_back_is_refused_whatever_its_figures(tmp_path):
+    """Better than its baseline and above every bound, but its span moved: not blessed, so it
+    never becomes the baseline of the next run; the verdict beside TFMA's output says why."""
+    output = write_evaluation(
+        str(tmp_path), LABELS, _answers([]), baseline_probabilities=_answers(range(10))
+    )
+    hold = "held back by drift.block_push: the new span's images moved from the served model's"
+
+    verdict = judge_evaluation(output, EvaluatorConfig(), NAMES, held_back=hold)
+
+    assert not verdict.blessed and verdict.failures == [hold]
+    assert read_verdict(output) == verdict
+    assert judge_evaluation(output, EvaluatorConfig(), NAMES).blessed  # the figures alone bless

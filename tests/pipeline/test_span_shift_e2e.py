@@ -19,6 +19,7 @@ from sklearn.datasets import load_digits
 
 from tests.conftest import run_cli, small_digits_config
 from tests.pipeline.e2e_helpers import mlmd_store
+from tpu_pipeline.cli.main import main
 from tpu_pipeline.pipeline.local.runner import run_local
 from tpu_pipeline.pipeline.results.run_message import run_message
 from tpu_pipeline.pipeline.results.run_record import custom_property
@@ -138,3 +139,21 @@ def test_inverted_digits_are_held_back_before_the_pusher_with_exit_3(spans):
     assert summary["push_note"].startswith("held back by drift.block_push: ")
     assert sorted(p.name for p in config.serving_dir.iterdir()) == served_before
     assert f"pushed: nothing ({summary['push_note']})" in result.stdout.splitlines()
+    # Refused by the Evaluator too, so it is never the baseline: the scheduler's next tick on
+    # the same span compares it with the served model again, and holds it back again (it
+    # was compared with the held-back model, found no shift and pushed it).
+    assert not summary["blessed"] and summary["push_note"] in summary["blessing_reason"]
+    gated = config.model_copy(
+        update={"drift": config.drift.model_copy(update={"block_push": True})}
+    )
+    next_tick = run_local(gated, io.StringIO())
+    assert next_tick.succeeded and next_tick.span_shifted, next_tick.error
+    assert not next_tick.blessed and next_tick.pushed_model is None
+    assert next_tick.push_note.startswith("held back by drift.block_push: ")
+    assert sorted(p.name for p in config.serving_dir.iterdir()) == served_before
+    # Looked at and accepted by a person: blessed by hand, it is published after all.
+    bless = ["serving", "bless", "--reason", "the inversion is the new normal"]
+    assert main([*bless, *args[args.index("--fail-on-drift") + 1 :]]) == 0
+    assert len([p for p in config.serving_dir.iterdir() if p.name.isdigit()]) == (
+        len([name for name in served_before if name.isdigit()]) + 1
+    )
