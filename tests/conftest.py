@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import pathlib
 import pickle
+import shutil
 import subprocess
 import sys
 
@@ -116,6 +118,96 @@ def digits_run(tmp_path_factory):
     config, summary = once_per_session(tmp_path_factory, "digits-run", run)
     assert summary.succeeded, summary.error  # a failed run fails every worker, run once
     return config, summary
+
+
+# The README's worked photo example, as a user types it (tests/cli/test_photos_e2e.py).
+SIGNS_README_COMMAND = ".venv/bin/tpu-pipeline run --dataset signs --summary-json signs.json"
+# The surest mistakes the signs run explains with XRAI (~2.5 s a photo here).
+SIGNS_EXPLAINED_MISTAKES = 3
+
+
+@pytest.fixture(scope="session")
+def signs_run(tmp_path_factory):
+    """The README's photo command on the shipped hand photos, shortened: one real run shared
+    (read only) by the photo tests and the benchmark smoke's `predict_photos`.
+
+    Returns (exit code, the summary JSON, the run's configuration).
+    """
+
+    def run(out: pathlib.Path):
+        from tpu_pipeline.cli.main import main
+        from tpu_pipeline.components import imagenet_files
+
+        out.mkdir(parents=True)
+        summary_path = out / "summary.json"
+        command = SIGNS_README_COMMAND.split()[2:]
+        command[command.index("--summary-json") + 1] = str(summary_path)
+        # Shorter than the README's 30 epochs, and the offline recipe wherever the tests run.
+        settings = [
+            "--output-dir",
+            str(out),
+            "--train-steps",
+            "30",
+            "--set",
+            "evaluator.accuracy_lower_bound=0",
+            "--set",
+            "serving.tflite_variants=[float32]",
+            "--set",
+            f"explain.mistakes={SIGNS_EXPLAINED_MISTAKES}",
+            "--set",
+            "explain.correct_per_class=0",
+        ]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(imagenet_files, "is_available", lambda weights: False)
+            code = main(["run", *command, *settings])
+        config = load_config(
+            None, {"dataset": "signs", "output_dir": str(out), "trainer.train_steps": 30}
+        )
+        return code, json.loads(summary_path.read_text()), config
+
+    return once_per_session(tmp_path_factory, "signs-run", run)
+
+
+# The two digits runs after the session's first in `three_digits_runs`: each may lose a
+# little accuracy against the first and still be blessed.
+LATER_DIGITS_RUNS = {"serving.tflite_variants": [], "evaluator.max_accuracy_drop": 0.05}
+# The refused run's training: one step an epoch, too few for 0.9 on any CPU (40 steps were
+# blessed on an Intel Xeon with AMX, whose kernels round otherwise: 0.9+ in 40 steps).
+SHORT_DIGITS_TRAIN_STEPS = 3
+
+
+@pytest.fixture(scope="session")
+def three_digits_runs(digits_run, tmp_path_factory):
+    """A run folder of three real runs, shared (read only) by the `runs` command's tests and
+    the benchmark smoke's `runs`: the session's digits run (copied, so it stays as it was),
+    then a run trained far shorter (refused) and one trained as the first (blessed, pushed
+    as a new version), each reported as `tpu-pipeline run` reports it.
+
+    Returns (run folder, output folder, the three summaries, oldest first).
+    """
+    config, first = digits_run
+
+    def make(root: pathlib.Path):
+        from tpu_pipeline.pipeline.local.runner import run_local
+        from tpu_pipeline.pipeline.report import write_report
+
+        run_dir = root / config.run_dir.name
+        shutil.copytree(config.run_dir, run_dir)
+
+        def run(**overrides):
+            run_config = small_digits_config(root, **LATER_DIGITS_RUNS, **overrides)
+            summary = run_local(run_config, io.StringIO())
+            assert summary.succeeded, summary.error
+            write_report(run_config.run_dir, summary, run_config)
+            return summary
+
+        short = run(**{"trainer.train_steps": SHORT_DIGITS_TRAIN_STEPS})
+        again = run()
+        assert not short.blessed and again.blessed and again.push_note == "new version"
+        return run_dir, root, [short, again]
+
+    run_dir, root, later = once_per_session(tmp_path_factory, "three-digits-runs", make)
+    return run_dir, root, [first, *later]
 
 
 def run_cli(*args: str, timeout: int = 600) -> subprocess.CompletedProcess:

@@ -11,17 +11,16 @@ them with the same ops.
 from __future__ import annotations
 
 import glob
-import json
 import pathlib
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from tests.conftest import SIGNS_EXPLAINED_MISTAKES, SIGNS_README_COMMAND
 from tests.pipeline.e2e_helpers import eval_answers, split_files
-from tpu_pipeline.cli.main import EXIT_OK, main
-from tpu_pipeline.common.config import BUILTIN_DATA_DIR, load_config
-from tpu_pipeline.components import imagenet_files
+from tpu_pipeline.cli.main import EXIT_OK
+from tpu_pipeline.common.config import BUILTIN_DATA_DIR
 from tpu_pipeline.components.contract import IMAGE_HEIGHT_FEATURE
 from tpu_pipeline.components.serving.answers import eval_pixels
 from tpu_pipeline.components.serving.export import (
@@ -35,49 +34,15 @@ from tpu_pipeline.pipeline.report.collect import collect_report
 pytestmark = pytest.mark.slow
 
 PHOTOS = BUILTIN_DATA_DIR / "sign-language-digits"
-# README, "Photos": the worked example, as a user types it.
-README_COMMAND = ".venv/bin/tpu-pipeline run --dataset signs --summary-json signs.json"
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
-EXPLAINED_MISTAKES = 3
-
-
-@pytest.fixture(scope="module")
-def photo_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("signs")
-    summary_path = out / "summary.json"
-    command = README_COMMAND.split()[2:]
-    command[command.index("--summary-json") + 1] = str(summary_path)
-    # Shorter than the README's 30 epochs, and the offline recipe wherever the tests run.
-    settings = [
-        "--output-dir",
-        str(out),
-        "--train-steps",
-        "30",
-        "--set",
-        "evaluator.accuracy_lower_bound=0",
-        "--set",
-        "serving.tflite_variants=[float32]",
-        # XRAI costs ~2.5 s a photo here: three mistakes and one right answer.
-        "--set",
-        f"explain.mistakes={EXPLAINED_MISTAKES}",
-        "--set",
-        "explain.correct_per_class=0",
-    ]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(imagenet_files, "is_available", lambda weights: False)
-        code = main(["run", *command, *settings])
-    config = load_config(
-        None, {"dataset": "signs", "output_dir": str(out), "trainer.train_steps": 30}
-    )
-    return code, json.loads(summary_path.read_text()), config
 
 
 def test_the_readme_shows_this_command():
-    assert f"{README_COMMAND}\n" in README.read_text()
+    assert f"{SIGNS_README_COMMAND}\n" in README.read_text()
 
 
-def test_the_photo_run_takes_the_recipe_chosen_from_the_photos(photo_run):
-    code, summary, _ = photo_run
+def test_the_photo_run_takes_the_recipe_chosen_from_the_photos(signs_run):
+    code, summary, _ = signs_run
 
     chosen = summary["chosen_defaults"]
     assert code == EXIT_OK, summary["error"]
@@ -96,8 +61,8 @@ def _examples(config, split: str) -> list[tf.train.Example]:
     return [tf.train.Example.FromString(record.numpy()) for record in records]
 
 
-def test_the_photo_run_succeeds_and_pushes(photo_run):
-    code, summary, _ = photo_run
+def test_the_photo_run_succeeds_and_pushes(signs_run):
+    code, summary, _ = signs_run
 
     assert code == EXIT_OK, summary["error"]
     assert summary["pushed_model"] and summary["trainer"]["model"] == "resnet20"
@@ -105,8 +70,8 @@ def test_the_photo_run_succeeds_and_pushes(photo_run):
     assert augmentation["flip"] and augmentation["crop_area"] == [0.25, 1.0]
 
 
-def test_example_gen_stores_the_photos_bytes_shuffled_into_shards(photo_run):
-    _, _, config = photo_run
+def test_example_gen_stores_the_photos_bytes_shuffled_into_shards(signs_run):
+    _, _, config = signs_run
     sources = {
         path.read_bytes()
         for path in PHOTOS.glob("*/*/*.JPG")
@@ -125,8 +90,8 @@ def test_example_gen_stores_the_photos_bytes_shuffled_into_shards(photo_run):
     assert len(set(first_labels)) > 3  # not in folder order
 
 
-def test_every_signature_classifies_a_photo_the_same_way(photo_run):
-    code, summary, config = photo_run
+def test_every_signature_classifies_a_photo_the_same_way(signs_run):
+    code, summary, config = signs_run
     assert code == EXIT_OK
     model = tf.saved_model.load(summary["pushed_model"])
     example = _examples(config, "Split-eval")[0]
@@ -141,8 +106,8 @@ def test_every_signature_classifies_a_photo_the_same_way(photo_run):
     np.testing.assert_allclose(from_examples.numpy(), from_bytes.numpy(), atol=1e-6)
 
 
-def test_the_report_shows_the_photos_sizes_and_formats(photo_run):
-    _, summary, config = photo_run
+def test_the_report_shows_the_photos_sizes_and_formats(signs_run):
+    _, summary, config = signs_run
 
     report = collect_report(config.run_dir, None, config)
 
@@ -153,8 +118,8 @@ def test_the_report_shows_the_photos_sizes_and_formats(photo_run):
     assert pathlib.Path(summary["pushed_model"]).is_dir()
 
 
-def test_the_summary_slices_the_eval_photos_by_class_format_and_stored_size(photo_run):
-    code, summary, config = photo_run
+def test_the_summary_slices_the_eval_photos_by_class_format_and_stored_size(signs_run):
+    code, summary, config = signs_run
     assert code == EXIT_OK, summary["error"]
     examples = _examples(config, "Split-eval")
     probabilities, labels = eval_answers(summary["pushed_model"], config)
@@ -180,17 +145,17 @@ def test_the_summary_slices_the_eval_photos_by_class_format_and_stored_size(phot
         assert slice_["accuracy"] == pytest.approx(right[mask].mean(), abs=1e-6), key
 
 
-def test_the_report_explains_the_surest_mistakes_with_xrai_on_the_served_model(photo_run):
-    code, _, config = photo_run
+def test_the_report_explains_the_surest_mistakes_with_xrai_on_the_served_model(signs_run, tmp_path):
+    code, _, config = signs_run
     assert code == 0
     report = collect_report(config.run_dir, None, config)
     explained = report.attributions
     assert explained.method == "xrai"  # photos: regions, not scattered pixels
     assert explained.settings["baselines"] == ["black", "white"]
-    assert [c.mistake for c in explained.chosen] == [True] * EXPLAINED_MISTAKES
+    assert [c.mistake for c in explained.chosen] == [True] * SIGNS_EXPLAINED_MISTAKES
     probabilities = [c.probability for c in explained.chosen]
     assert probabilities == sorted(probabilities, reverse=True)
-    assert explained.maps.shape == (EXPLAINED_MISTAKES, *config.dataset.image_shape[:2])
+    assert explained.maps.shape == (SIGNS_EXPLAINED_MISTAKES, *config.dataset.image_shape[:2])
     assert explained.maps.min() >= 0 and explained.maps.max() == pytest.approx(1.0, abs=1e-3)
     # Regions are ranked: a map of one photo holds several levels, not a per-pixel noise.
     assert 2 <= len(np.unique(explained.maps[0])) <= 64
@@ -202,5 +167,5 @@ def test_the_report_explains_the_surest_mistakes_with_xrai_on_the_served_model(p
     answers = served.signatures["pixels"](pixels=pixels)["probabilities"].numpy()
     assert list(answers.argmax(axis=1)) == [c.predicted for c in explained.chosen]
     np.testing.assert_allclose(answers.max(axis=1), probabilities, atol=1e-5)
-    html = write_report(config.run_dir, output_dir=config.run_dir / "explained-report")
+    html = write_report(config.run_dir, output_dir=tmp_path / "explained-report")
     assert "XRAI maps of what drove" in html.html.read_text(encoding="utf-8")

@@ -1,29 +1,26 @@
 """`tpu-pipeline runs` and `runs diff` on a run folder of three real runs, without TensorFlow.
 
-The folder holds the session's digits run (copied, so it stays as it was), then a run
-trained far shorter (refused) and one trained as the first (blessed, pushed as a new
-version), each reported as `tpu-pipeline run` reports it. The commands run in a child
-process, as a user runs them, which says whether TensorFlow was loaded.
+The folder is the session's `three_digits_runs` (tests/conftest.py): its digits run
+(copied, so it stays as it was), then a run trained far shorter (refused) and one trained
+as the first (blessed, pushed as a new version), each reported as `tpu-pipeline run`
+reports it. The commands run in a child process, as a user runs them, which says whether
+TensorFlow was loaded.
 How fast they answer is measured by the benchmark (`make bench BENCH_ARGS="--only runs"`).
 """
 
 from __future__ import annotations
 
-import io
 import json
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import small_digits_config
+from tests.conftest import SHORT_DIGITS_TRAIN_STEPS as SHORT
 from tpu_pipeline.common.config import REPO_ROOT
 from tpu_pipeline.components.serving.eval_outcomes import EVAL_OUTCOMES_FILE
-from tpu_pipeline.pipeline.local.runner import run_local
-from tpu_pipeline.pipeline.report import write_report
 from tpu_pipeline.pipeline.runs.history import read_history
 
 pytestmark = pytest.mark.slow
@@ -38,8 +35,6 @@ _CHILD = (
     "print('TENSORFLOW ' + ('LOADED' if loaded else 'NOT LOADED'), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
-# Both later runs may lose a little accuracy against the first and still be blessed.
-LATER = {"serving.tflite_variants": [], "evaluator.max_accuracy_drop": 0.05}
 
 
 def tpu_pipeline(
@@ -58,27 +53,6 @@ def tpu_pipeline(
     return done.returncode, done.stdout.splitlines(), err[:-1]
 
 
-@pytest.fixture(scope="module")
-def three_runs(digits_run, tmp_path_factory):
-    """(run folder, output folder, the three summaries, oldest first)."""
-    config, first = digits_run
-    root = tmp_path_factory.mktemp("three-runs")
-    run_dir = root / config.run_dir.name
-    shutil.copytree(config.run_dir, run_dir)
-
-    def run(**overrides):
-        run_config = small_digits_config(root, **LATER, **overrides)
-        summary = run_local(run_config, io.StringIO())
-        assert summary.succeeded, summary.error
-        write_report(run_config.run_dir, summary, run_config)
-        return summary
-
-    short = run(**{"trainer.train_steps": 40})
-    again = run()
-    assert not short.blessed and again.blessed and again.push_note == "new version"
-    return run_dir, root, [first, short, again]
-
-
 def blocks(lines: list[str]) -> dict[int, list[str]]:
     """`runs` output by run number: each run's heading and its indented lines."""
     found: dict[int, list[str]] = {}
@@ -91,8 +65,8 @@ def blocks(lines: list[str]) -> dict[int, list[str]]:
     return found
 
 
-def test_runs_lists_every_run_newest_first_with_what_changed_and_what_served(three_runs):
-    run_dir, _, (first, short, again) = three_runs
+def test_runs_lists_every_run_newest_first_with_what_changed_and_what_served(three_digits_runs):
+    run_dir, _, (first, short, again) = three_digits_runs
     code, out, err = tpu_pipeline("runs", str(run_dir))
     assert code == 0 and err == []
     assert out[0] == f"tpu-pipeline-digits in {run_dir}: 3 run(s), newest first"
@@ -102,9 +76,9 @@ def test_runs_lists_every_run_newest_first_with_what_changed_and_what_served(thr
     assert "  blessed and pushed  (" in newest[0] and "  not blessed  (" in middle[0]
     assert "  blessed and pushed  (" in oldest[0]
     assert oldest[2] == "    config: first run of this folder"
-    assert "trainer.train_steps: 300 -> 40" in middle[2]
+    assert f"trainer.train_steps: 300 -> {SHORT}" in middle[2]
     assert "serving.tflite_variants" in middle[2]  # the later runs measure no TFLite variant
-    assert newest[2] == "    config: since #2: trainer.train_steps: 40 -> 300"
+    assert newest[2] == f"    config: since #2: trainer.train_steps: {SHORT} -> 300"
     assert all(block[1].startswith("    data: span 0, data ") for block in runs.values())
     assert newest[1].endswith(", same as #2)") and middle[1].endswith(", same as #3)")
     baseline = f"(baseline {first.metrics['accuracy']:.4f})"
@@ -142,12 +116,12 @@ def _flipped(run_dir: pathlib.Path, older: int, newer: int) -> tuple[int, int]:
     return worse, better
 
 
-def test_runs_diff_compares_the_two_newest_down_to_the_examples_that_flipped(three_runs):
-    run_dir, _, (_, short, again) = three_runs
+def test_runs_diff_compares_the_two_newest_down_to_the_examples_that_flipped(three_digits_runs):
+    run_dir, _, (_, short, again) = three_digits_runs
     code, out, err = tpu_pipeline("runs", str(run_dir), "diff")
     assert code == 0 and err == []
     assert out[0].startswith("from #2 (") and " to #1 (" in out[0]
-    assert out[1:3] == ["configuration:", "  trainer.train_steps: 40 -> 300"]
+    assert out[1:3] == ["configuration:", f"  trainer.train_steps: {SHORT} -> 300"]
     assert "data: no difference" in out
     accuracy = f"  accuracy: {short.metrics['accuracy']:.4f} -> {again.metrics['accuracy']:.4f} ("
     assert any(line.startswith(accuracy) for line in out)
@@ -161,19 +135,19 @@ def test_runs_diff_compares_the_two_newest_down_to_the_examples_that_flipped(thr
     assert "  wrong -> right:" in out
 
 
-def test_runs_diff_takes_the_runs_by_number(three_runs):
-    run_dir, *_ = three_runs
+def test_runs_diff_takes_the_runs_by_number(three_digits_runs):
+    run_dir, *_ = three_digits_runs
     code, out, _ = tpu_pipeline("runs", str(run_dir), "diff", "3", "2")
     assert code == 0 and out[0].startswith("from #3 (")
     worse, better = _flipped(run_dir, 3, 2)
     assert worse > 0
     line = next(line for line in out if line.startswith("examples: "))
     assert f"{worse} right -> wrong, {better} wrong -> right" in line
-    assert "  trainer.train_steps: 300 -> 40" in out
+    assert f"  trainer.train_steps: 300 -> {SHORT}" in out
 
 
-def test_the_run_folder_comes_from_the_flags_as_for_report(three_runs):
-    run_dir, root, _ = three_runs
+def test_the_run_folder_comes_from_the_flags_as_for_report(three_digits_runs):
+    run_dir, root, _ = three_digits_runs
     by_folder = tpu_pipeline("runs", str(run_dir))
     by_flags = tpu_pipeline("runs", "--dataset", "digits", "--output-dir", str(root))
     assert by_flags == by_folder
@@ -184,8 +158,8 @@ def test_the_run_folder_comes_from_the_flags_as_for_report(three_runs):
     ) == tpu_pipeline("runs", str(run_dir), "diff")
 
 
-def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_runs, tmp_path):
-    run_dir, *_ = three_runs
+def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_digits_runs, tmp_path):
+    run_dir, *_ = three_digits_runs
     code, out, err = tpu_pipeline("runs", str(tmp_path / "none"))
     assert (code, out) == (2, [])
     assert err == [  # as every command that takes a run says it (cli/run_folder.py)
@@ -197,8 +171,8 @@ def test_a_missing_run_folder_or_run_is_exit_2_in_one_line(three_runs, tmp_path)
     assert err[0].startswith(f"tpu-pipeline: runs diff: no run in {run_dir} match '7'")
 
 
-def test_the_report_links_to_the_previous_runs_report_and_charts_the_last_runs(three_runs):
-    run_dir, _, _ = three_runs
+def test_the_report_links_to_the_previous_runs_report_and_charts_the_last_runs(three_digits_runs):
+    run_dir, _, _ = three_digits_runs
     history = read_history(run_dir)
     report = run_dir / "report"
     page = (report / "report.html").read_text()
