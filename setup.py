@@ -42,5 +42,5 @@ setup(
         "jinja2",
         "portalocker",
     ],
-    entry_points={"console_scripts": [f"tpu-pipeline={PACKAGE}.cli.entry:main"]},
+    entry_points={"console_scripts": [f"tpu-pipeline={PACKAGE}.cli.entry:console_main"]},
 )

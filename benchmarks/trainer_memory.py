@@ -31,7 +31,7 @@ from tpu_pipeline.common.config import TrainerConfig  # noqa: E402
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from tpu_pipeline.components.models import build_model, compile_model  # noqa: E402
 from tpu_pipeline.components.preflight.memory import estimate_memory  # noqa: E402
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras  # noqa: E402
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code  # noqa: E402
 from tpu_pipeline.components.training.learning_rate import make_optimizer  # noqa: E402
 
 CLASSES = 10
@@ -46,7 +46,7 @@ def _status_bytes(field: str) -> int:
 
 
 def measure(model_name: str, side: int, steps: int, batches: list[int]) -> dict:
-    skip_autograph_for_tf_keras()
+    skip_autograph_for_graph_safe_code()
     cpu = DEVICE_DEFAULTS["cpu"]
     model = build_model(model_name, (side, side, 3), CLASSES, cpu.precision)
     optimizer = make_optimizer(TrainerConfig(model=model_name), max(batches), steps, steps)

@@ -10,6 +10,9 @@ answers in well under a second (docs/benchmarks.md, section `runs`).
 from __future__ import annotations
 
 import sys
+from typing import NoReturn
+
+from tpu_pipeline.cli.process_exit import exit_after_cleanup
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -24,5 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     return main_with_every_command(argv)
 
 
+def console_main() -> NoReturn:
+    """The console script: the command, then the end of the process (cli/process_exit.py)."""
+    exit_after_cleanup(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -29,6 +29,7 @@ from tpu_pipeline.cli.config_flags import (
 )
 from tpu_pipeline.cli.data_commands import add_data_commands, run_data_command
 from tpu_pipeline.cli.predict_command import PREDICT_COMMAND, add_predict_command, run_predict
+from tpu_pipeline.cli.process_exit import exit_after_cleanup
 from tpu_pipeline.cli.report_commands import (
     REPORT_COMMANDS,
     add_report_commands,
@@ -509,4 +510,4 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_after_cleanup(main())

@@ -20,7 +20,7 @@ from tpu_pipeline.components.device.multi_worker import wait_for_all_workers
 from tpu_pipeline.components.models import serving_model
 from tpu_pipeline.components.preflight import require_preflight
 from tpu_pipeline.components.serving.export import export_serving_model
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 from tpu_pipeline.components.training.hyperparameters import apply_hyperparameters, tuned_values
 from tpu_pipeline.components.training.separate_process import (
     TrainingRequest,
@@ -45,7 +45,7 @@ def run_fn(fn_args: FnArgs, process: str = "same") -> None:
     if process == "same" and trains_in_child(config, dataset):
         train_in_child(TrainingRequest.from_fn_args(fn_args))
         return
-    skip_autograph_for_tf_keras()
+    skip_autograph_for_graph_safe_code()
     # Keyed by what the training reads, so a retried Trainer resumes from its last epoch.
     backup_dir = backup_dir_for(
         fn_args.model_run_dir,

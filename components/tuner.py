@@ -36,7 +36,7 @@ from tpu_pipeline.common.tfx_api import (
 )
 from tpu_pipeline.components.contract import read_dataset, read_trainer, read_tuner
 from tpu_pipeline.components.preflight import require_preflight
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 from tpu_pipeline.components.training.hyperparameters import (
     TRIAL_RECORD,
     TRIALS_SUBDIR,
@@ -235,7 +235,7 @@ class PipelineTuner(base_tuner.BaseTuner):
 
 def tuner_fn(fn_args: FnArgs) -> TunerFnResult:
     """TFX's entry point: a KerasTuner search whose trials train like the Trainer."""
-    skip_autograph_for_tf_keras()
+    skip_autograph_for_graph_safe_code()
     config = read_tuner(fn_args.custom_config)
     trainer_config = read_trainer(fn_args.custom_config)
     oracle = build_oracle(config, trainer_config.epochs, trainer_config.seed)

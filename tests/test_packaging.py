@@ -64,7 +64,7 @@ def test_the_wheel_adds_one_import_name_to_site_packages(wheel):
 def test_the_command_runs_from_the_one_import_name(wheel):
     (entry_points,) = [n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt")]
 
-    assert "tpu-pipeline = tpu_pipeline.cli.entry:main" in wheel.read(entry_points).decode()
+    assert "tpu-pipeline = tpu_pipeline.cli.entry:console_main" in wheel.read(entry_points).decode()
 
 
 def test_every_file_the_packages_read_at_run_time_is_in_the_wheel(wheel):

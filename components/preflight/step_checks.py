@@ -15,7 +15,7 @@ import tensorflow as tf
 import tf_keras
 
 from tpu_pipeline.components.preflight.report import CheckResult, failed
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 from tpu_pipeline.components.training.custom_loop import CustomLoop
 
 
@@ -49,7 +49,7 @@ def trace_train_step(
     loop: str = "fit",
 ) -> tuple[tf.types.experimental.GenericFunction, tf.Graph]:
     """Traces the loop's training step (forward, loss, gradients, update) under XLA."""
-    skip_autograph_for_tf_keras()
+    skip_autograph_for_graph_safe_code()
     # Variables are created outside the traced step, as a TPU step requires.
     model.optimizer.build(model.trainable_variables)
     replica_step = replica_train_step(model, loop, image_spec.shape[0])

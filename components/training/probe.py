@@ -19,7 +19,7 @@ import tf_keras
 from tpu_pipeline.common.config import TrainerConfig
 from tpu_pipeline.components.device.policy import resolve_training_policy
 from tpu_pipeline.components.models import build_model, compile_model, training_flops
-from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 
 PROBE_STEPS = 3
 # The probe's batch: large enough for a CPU's per-image rate, small enough to take seconds.
@@ -63,7 +63,7 @@ def measure_training_rate(
       precision: the Keras precision policy to train in.
       steps: timed steps.
     """
-    skip_autograph_for_tf_keras()  # ~11 s of converting tf_keras otherwise (STACK.md)
+    skip_autograph_for_graph_safe_code()  # ~11 s of converting tf_keras otherwise (STACK.md)
     model = build_model(model_name, image_shape, num_classes, precision)
     compile_model(model, tf_keras.optimizers.SGD(1e-3, momentum=0.9), False, precision)
     rng = np.random.default_rng(0)

@@ -28,6 +28,7 @@ from tpu_pipeline.common.memory_meter import MemoryMeter, MemoryPeak, highest
 from tpu_pipeline.common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
 from tpu_pipeline.components.models import require_downloadable_weights
+from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 from tpu_pipeline.pipeline.data_tools.schema_tools import (
     bootstrap_schema,
     check_pixel_feature_type,
@@ -239,6 +240,8 @@ def run_local(
         # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
         # not just the logger's level: TensorFlow resets the logger from that flag.
         absl_logging.set_verbosity(absl_logging.INFO)
+        # Every component runs in this process: none of them converts our graph code.
+        skip_autograph_for_graph_safe_code()
         if new_schema is not None:
             bootstrapped = _bootstrap_schema(pipeline, new_schema, config, record, progress)
         LocalDagRunner().run(pipeline)

@@ -72,9 +72,9 @@ def settings(tmp_path_factory):
     """Smoke sizes, one work folder for the module: sections that read a finished run of the
     same dataset (predict, attributions, model_card, ...) share it, as in a real bench run."""
     from benchmarks import bench
-    from tpu_pipeline.components.training.autograph import skip_autograph_for_tf_keras
+    from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 
-    skip_autograph_for_tf_keras()  # as bench.main does before any section
+    skip_autograph_for_graph_safe_code()  # as bench.main does before any section
     return bench.sized("smoke", tmp_path_factory.mktemp("bench"))
 
 
