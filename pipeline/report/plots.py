@@ -316,19 +316,18 @@ def sample_predictions(
         return None
     rows = -(-len(samples.images) // columns)
     figure = Figure(figsize=(1.4 * columns, 1.8 * rows + _SUPTITLE_INCHES))
-    grid = _image_grid(figure, rows, columns, title_lines=2, title_points=8)
-    for index, axes in enumerate(grid.flat):
-        axes.axis("off")
-        if index >= len(samples.images):
-            continue
-        image = samples.images[index]
-        axes.imshow(image[..., 0] if image.shape[-1] == 1 else _unit_range(image), cmap="gray_r")
+    grid = _ImageGrid(figure, rows, columns, title_lines=2, title_points=8)
+    for index, image in enumerate(samples.images):
+        if image.shape[-1] == 1:
+            grid.show(index, image[..., 0], cmap="gray_r")
+        else:
+            grid.show(index, _unit_range(image))
         wrong = samples.predicted[index] != samples.true_labels[index]
         predicted = class_names[samples.predicted[index]]
         true = class_names[samples.true_labels[index]]
-        axes.set_title(
+        grid.title(
+            index,
             f"{predicted} ({true})\n{samples.confidence[index]:.0%}",
-            fontsize=8,
             color="tab:red" if wrong else "black",
         )
     figure.suptitle("predicted (true) and confidence; mistakes in red", fontsize=9)
@@ -346,21 +345,20 @@ def attribution_maps(
     rows = -(-count // pairs_per_row)
     title_lines = 3 if any(answer.source for answer in attributions.chosen) else 2
     figure = Figure(figsize=(2.6 * pairs_per_row, 1.7 * rows + _SUPTITLE_INCHES))
-    grid = _image_grid(figure, rows, 2 * pairs_per_row, title_lines, title_points=7)
-    for axes in grid.flat:
-        axes.axis("off")
+    grid = _ImageGrid(figure, rows, 2 * pairs_per_row, title_lines, title_points=7)
     for index, answer in enumerate(attributions.chosen):
-        image_axes, map_axes = grid.flat[2 * index], grid.flat[2 * index + 1]
         image = attributions.images[index]
         shown = image[..., 0] if image.shape[-1] == 1 else image
-        image_axes.imshow(shown, cmap="gray", vmin=0, vmax=255)
-        map_axes.imshow(shown, cmap="gray", vmin=0, vmax=255)
-        map_axes.imshow(attributions.maps[index], cmap="inferno", alpha=0.6, vmin=0, vmax=1)
+        grid.show(2 * index, shown, cmap="gray", vmin=0, vmax=255)
+        grid.show(2 * index + 1, shown, cmap="gray", vmin=0, vmax=255)
+        grid.show(
+            2 * index + 1, attributions.maps[index], cmap="inferno", alpha=0.6, vmin=0, vmax=1
+        )
         true = class_names[answer.label] if answer.label is not None else "?"
         title = f"{true} -> {class_names[answer.predicted]}\n{answer.probability:.1%}"
         if answer.source:  # a batch job's record: the end of its file name and its index
             title += f"\n{answer.source.rsplit('/', 1)[-1][-24:]}"
-        image_axes.set_title(title, fontsize=7, color="tab:red" if answer.mistake else "black")
+        grid.title(2 * index, title, color="tab:red" if answer.mistake else "black")
     figure.suptitle(
         f"true (? if unlabelled) -> predicted and its probability, beside the "
         f"{attributions.method_name} map (bright: drove the prediction); mistakes in red",
@@ -371,25 +369,68 @@ def attribution_maps(
 
 # Room above an image grid for its one-line suptitle.
 _SUPTITLE_INCHES = 0.35
+# Space between two images of a row, as a fraction of a cell's width.
+_IMAGE_GAP = 0.08
+# Between an image and its title, as matplotlib puts an axes' title.
+_TITLE_PAD_POINTS = 6.0
 
 
-def _image_grid(
-    figure: Figure, rows: int, columns: int, title_lines: int, title_points: float
-) -> np.ndarray:
-    """[rows, columns] axes for images, each with room for its title above it.
+class _ImageGrid:
+    """Cells of `rows` x `columns` images, each with room for its title above it, on ONE axes.
 
-    Laid out once by arithmetic: the grid's shape is known, and a layout engine measured
-    every title on each draw (a third of the report's drawing time, most of it here).
+    An axes per image cost more than everything else in drawing the report: creating
+    ~30 axes and drawing each one's frame, ticks and layout for pictures that show none
+    of them. Here the images are placed on one hidden axes whose units are the figure's
+    inches (top-left origin), each fitted into its cell keeping its aspect, centred.
     """
-    width, height = figure.get_size_inches()
-    title = title_lines * title_points * 1.3 / 72 + 0.05  # inches: lines, leading, a gap
-    top = 1 - (_SUPTITLE_INCHES + title) / height
-    bottom = 0.02
-    axes_height = ((top - bottom) * height - (rows - 1) * title) / rows
-    figure.subplots_adjust(
-        left=0.01, right=0.99, bottom=bottom, top=top, wspace=0.08, hspace=title / axes_height
-    )
-    return np.atleast_2d(figure.subplots(rows, columns, squeeze=False))
+
+    def __init__(
+        self, figure: Figure, rows: int, columns: int, title_lines: int, title_points: float
+    ):
+        width, height = figure.get_size_inches()
+        left, bottom = 0.01, 0.02
+        top = 1 - _SUPTITLE_INCHES / height
+        self._axes = figure.add_axes((left, bottom, 1 - 2 * left, top - bottom))
+        self._axes.set_axis_off()
+        self._span = ((1 - 2 * left) * width, (top - bottom) * height)
+        self._columns = columns
+        self._cell = (self._span[0] / columns, self._span[1] / rows)
+        self._title_inches = title_lines * title_points * 1.3 / 72 + 0.05  # lines and a gap
+        self._title_points = title_points
+
+    def _box(self, index: int) -> tuple[float, float, float, float]:
+        """Cell `index`'s image box: left, top, width, height in inches from the top-left."""
+        row, column = divmod(index, self._columns)
+        cell_width, cell_height = self._cell
+        width = cell_width * (1 - _IMAGE_GAP)
+        left = column * cell_width + (cell_width - width) / 2
+        return left, row * cell_height + self._title_inches, width, cell_height - self._title_inches
+
+    def show(self, index: int, image: np.ndarray, **imshow_kwargs) -> None:
+        """Draws `image` in cell `index`, fitted to its box; a second call draws over the first."""
+        left, top, width, height = self._box(index)
+        scale = min(width / image.shape[1], height / image.shape[0])
+        shown_width, shown_height = image.shape[1] * scale, image.shape[0] * scale
+        x0, y0 = left + (width - shown_width) / 2, top + (height - shown_height) / 2
+        extent = (x0, x0 + shown_width, y0 + shown_height, y0)
+        self._axes.imshow(image, extent=extent, aspect="auto", **imshow_kwargs)
+        # imshow fits the limits to each image it adds: put back the whole grid's.
+        self._axes.set_xlim(0, self._span[0])
+        self._axes.set_ylim(self._span[1], 0)
+
+    def title(self, index: int, text: str, color: str) -> None:
+        """`text` centred above cell `index`'s box, where an axes' title would be."""
+        left, top, width, _ = self._box(index)
+        self._axes.annotate(
+            text,
+            (left + width / 2, top),
+            xytext=(0, _TITLE_PAD_POINTS),
+            textcoords="offset points",
+            ha="center",
+            va="baseline",
+            fontsize=self._title_points,
+            color=color,
+        )
 
 
 def _unit_range(image: np.ndarray) -> np.ndarray:
