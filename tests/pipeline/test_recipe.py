@@ -7,7 +7,8 @@ import pytest
 from tpu_pipeline.common.config import load_config
 from tpu_pipeline.pipeline.data_tools.data_survey import DataSurvey
 from tpu_pipeline.pipeline.wiring.recipe import (
-    AFTER_WORK_TRAINING_IMAGES,
+    AFTER_WORK_INFERENCE_IMAGES,
+    EPOCH_RATE_SHARE,
     MIN_STEPS_PER_EPOCH,
     OVERHEAD_SECONDS,
     OVERHEAD_SECONDS_PER_PHOTO,
@@ -29,10 +30,14 @@ CIFAR_LIKE = DataSurvey(
 
 
 class Probe:
-    """Stands in for the training-rate probe: a fixed rate, and a record of what it timed."""
+    """Stands in for the training-rate probe: fixed rates, and a record of what it timed.
 
-    def __init__(self, images_per_second: float):
+    The float32 forward pass runs at twice the training rate unless given.
+    """
+
+    def __init__(self, images_per_second: float, inference: float | None = None):
         self.images_per_second = images_per_second
+        self.float32_inference_images_per_second = inference or 2 * images_per_second
         self.asked = []
 
     def __call__(self, model, image_shape, num_classes, batch):
@@ -216,12 +221,14 @@ def test_thousands_of_cifar_sized_photos_train_fast_cnn_for_what_the_budget_buys
     assert trainer.random_crop_area == (1.0, 1.0) and trainer.test_time_flip
     budget = recipe.lines()[-1]
     assert "fast_cnn at 1,000 images/s in mixed_bfloat16" in budget
+    assert "answers 2,000 images/s in float32" in budget  # the work after training's rate
     assert "11 epochs: about 0.90 on CIFAR-10" in budget and "in all" in budget
     assert recipe.to_json()["budget"]["epochs"] == 11
+    assert recipe.to_json()["budget"]["float32_images_per_second"] == 2_000
 
 
 def test_a_shorter_budget_plans_fewer_epochs_with_the_same_warmup_share():
-    probe = Probe(images_per_second=250)
+    probe = Probe(images_per_second=250, inference=600)
     config = _photo_config(**{"trainer.time_budget_minutes": 15})
 
     recipe = choose_recipe(config, frozenset({"dataset", "trainer"}), CIFAR_LIKE, ONLINE, probe)
@@ -239,12 +246,12 @@ def test_a_shorter_budget_plans_fewer_epochs_with_the_same_warmup_share():
 
 
 def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
-    rate = Probe(images_per_second=100)
+    rate = Probe(images_per_second=100, inference=400)
     plan = plan_budget("fast_cnn", 9_000, 3_000, 60, target_epochs=50, rate=rate)
 
-    epoch_seconds = (9_000 + 3_000 / 3) / 100
+    epoch_seconds = (9_000 + 3_000 / 3) / (100 * EPOCH_RATE_SHARE)
     overhead = (
-        OVERHEAD_SECONDS + OVERHEAD_SECONDS_PER_PHOTO * 12_000 + AFTER_WORK_TRAINING_IMAGES / 100
+        OVERHEAD_SECONDS + OVERHEAD_SECONDS_PER_PHOTO * 12_000 + AFTER_WORK_INFERENCE_IMAGES / 400
     )
     assert plan.epochs == int((60 * 60 - overhead) // epoch_seconds)
     assert plan.run_minutes == pytest.approx((plan.epochs * epoch_seconds + overhead) / 60, abs=0.1)
@@ -253,6 +260,18 @@ def test_the_plan_fits_epochs_and_validation_beside_the_rest_of_the_run():
     assert "; 1 epoch" in too_short.describe() and "1 epochs" not in too_short.describe()
     assert too_short.describe().endswith("(over the budget: one epoch is the least a run trains)")
     assert "over the budget" not in plan.describe()
+
+
+def test_the_work_after_training_is_planned_at_the_float32_rate_not_the_training_rate():
+    # A CPU with bfloat16 units trains 2-3x faster than it runs the float32 after-work:
+    # the same training rate with a slower forward pass leaves time for fewer epochs.
+    def epochs(inference: float) -> int:
+        rate = Probe(images_per_second=800, inference=inference)
+        return plan_budget("fast_cnn", 45_000, 5_000, 15, target_epochs=11, rate=rate).epochs
+
+    assert epochs(inference=4_000) == 11
+    assert epochs(inference=1_000) == 9
+    assert epochs(inference=500) < 9
 
 
 def test_thousands_of_larger_photos_from_scratch_get_more_than_five_epochs_if_time_allows():
