@@ -167,7 +167,8 @@ class TrainerConfig(_Section):
         ge=0,
         lt=0.5,
         description="training images move by up to this fraction of their height and width "
-        "(whole pixels, rounded down; zero fill); 0 turns it off; null: 0.1 for pixel data, "
+        "(whole pixels, rounded down; the border filled with zeros, a photo's with its mirror "
+        "image); 0 turns it off; null: 0.1 for pixel data, "
         "0 for photos (which get random crops instead)",
     )
     random_flip: bool | None = Field(

@@ -7,7 +7,9 @@ encoded) get the ImageNet recipe: a random resized crop at decode time
 data such as digits gets a whole-pixel shift of the zero-padded batch: exact (no
 resampling blur), each image with its own offset, and shape-preserving, so batches stay
 static for XLA; small training sets gain most, as the model sees a digit a pixel or two
-off centre as the same digit.
+off centre as the same digit. A shifted photo (the `fast_cnn` recipe shifts whole
+photos instead of cropping them) is padded with its own mirror image, as airbench pads
+CIFAR-10: a photo's scene goes on past its border, a digit's black background does not.
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ class Augmentation:
       max_shift: the largest move, in pixels, (down/up, right/left).
       flip: mirror left-right, each image with probability 1/2.
       crop_area: photos: the range of the photo's area a random crop covers; None: no crop.
+      mirror_border: a shift fills the rows and columns it brings in with the image's
+        mirror image (its edge row not repeated); otherwise with zeros.
     """
 
     max_shift: tuple[int, int] = (0, 0)
     flip: bool = False
     crop_area: tuple[float, float] | None = None
+    mirror_border: bool = False
 
     @classmethod
     def from_config(cls, config: TrainerConfig, dataset: DatasetConfig) -> Augmentation:
@@ -56,6 +61,7 @@ class Augmentation:
             max_shift=(int(shift * height), int(shift * width)),
             flip=photos if config.random_flip is None else config.random_flip,
             crop_area=None if crop is None or tuple(crop) == (1.0, 1.0) else tuple(crop),
+            mirror_border=photos,
         )
 
     @property
@@ -73,7 +79,8 @@ class Augmentation:
         batch, height, width = tf.shape(images)[0], images.shape[1], images.shape[2]
         shift_y, shift_x = self.max_shift
         if shift_y or shift_x:
-            padded = tf.pad(images, [[0, 0], [shift_y, shift_y], [shift_x, shift_x], [0, 0]])
+            padding = [[0, 0], [shift_y, shift_y], [shift_x, shift_x], [0, 0]]
+            padded = tf.pad(images, padding, "REFLECT" if self.mirror_border else "CONSTANT")
             top = tf.random.uniform([batch], 0, 2 * shift_y + 1, tf.int32)
             left = tf.random.uniform([batch], 0, 2 * shift_x + 1, tf.int32)
             rows = top[:, None] + tf.range(height)[None, :]

@@ -87,7 +87,12 @@ def test_cifar_sized_photos_train_fast_cnn_with_its_own_recipe(small_photos_run)
     assert trained["model"] == "fast_cnn" and trained["optimizer"] == "sgd"
     assert trained["label_smoothing"] == 0.2 and trained["weight_averaging"] == "lookahead"
     assert trained["test_time_flip"] is True and trained["learning_rate_decay"] == "linear"
-    assert trained["augmentation"] == {"max_shift": [2, 2], "flip": True, "crop_area": None}
+    assert trained["augmentation"] == {
+        "max_shift": [2, 2],
+        "flip": True,
+        "crop_area": None,
+        "mirror_border": True,
+    }
     assert trained["precision"] == cpu_precision()
 
 

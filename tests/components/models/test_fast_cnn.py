@@ -83,6 +83,21 @@ def test_a_trained_copy_serves_the_same_answers_in_float32(precision):
     np.testing.assert_allclose(copy(images), model(images), atol=tolerance)
 
 
+def test_batchnorm_statistics_keep_six_tenths_of_the_old_value_at_each_step():
+    """airbench's BatchNorm momentum, 0.4 in PyTorch's terms (the new batch's share)."""
+    images = _cifar_like(32)
+    model = build_model("fast_cnn", images.shape[1:], 2)
+    initialize_from_data("fast_cnn", model, images)
+    norm = model.get_layer("group1_conv1_bn")
+    batch = tf_keras.Model(model.inputs, norm.input)(images).numpy()
+    before = norm.moving_mean.numpy().copy()
+
+    model(images, training=True)
+
+    expected = 0.6 * before + 0.4 * batch.mean(axis=(0, 1, 2))
+    np.testing.assert_allclose(norm.moving_mean.numpy(), expected, rtol=1e-4, atol=1e-5)
+
+
 def test_forward_flops_count_the_whitening_layer_and_every_convolution():
     model = build_model("fast_cnn", (32, 32, 3), 10)
     whitening = 2 * 31 * 31 * 24 * (2 * 2 * 3)

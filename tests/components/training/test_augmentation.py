@@ -30,13 +30,17 @@ def test_shift_is_the_configured_fraction_in_whole_pixels(image_shape, shift):
 def test_photos_default_to_random_crops_and_flips_without_shifts():
     augmentation = Augmentation.from_config(TrainerConfig(), PHOTOS)
 
-    assert augmentation == Augmentation(max_shift=(0, 0), flip=True, crop_area=PHOTO_CROP_AREA)
+    assert augmentation == Augmentation(
+        max_shift=(0, 0), flip=True, crop_area=PHOTO_CROP_AREA, mirror_border=True
+    )
 
 
 def test_configured_values_win_over_the_defaults_of_the_kind_of_data():
     config = TrainerConfig(random_flip=False, random_shift=0.05, random_crop_area=(1.0, 1.0))
 
-    assert Augmentation.from_config(config, PHOTOS) == Augmentation(max_shift=(4, 4))
+    assert Augmentation.from_config(config, PHOTOS) == Augmentation(
+        max_shift=(4, 4), mirror_border=True
+    )
     assert Augmentation.from_config(TrainerConfig(random_flip=True), _pixel_data((8, 8, 1))).flip
 
 
@@ -63,6 +67,31 @@ def test_pixels_shifted_in_from_outside_are_zero():
     moved = Augmentation(max_shift=(3, 3))(tf.ones((64, 8, 8, 1))).numpy()
     zero_rows = (moved == 0).all(axis=(2, 3)).sum(axis=1)
     assert set(zero_rows) <= {0, 1, 2, 3} and zero_rows.max() > 0
+
+
+def test_a_shifted_photo_brings_in_its_mirror_image_and_pixel_data_zeros():
+    assert not Augmentation.from_config(TrainerConfig(), _pixel_data((28, 28, 1))).mirror_border
+    shift = 2
+    rows, columns = np.meshgrid(np.arange(1, 9), np.arange(1, 9), indexing="ij")
+    image = (10 * rows + columns).astype(np.float32)[None, :, :, None]  # every pixel its own
+    tf.random.set_seed(3)
+    moved = Augmentation(max_shift=(shift, shift), mirror_border=True)(
+        tf.constant(np.repeat(image, 64, axis=0))
+    ).numpy()
+
+    mirrored = np.pad(image[0, :, :, 0], shift, mode="reflect")  # the edge row not repeated
+    offsets = {
+        (top, left)
+        for one in moved[..., 0]
+        for top in range(2 * shift + 1)
+        for left in range(2 * shift + 1)
+        if np.array_equal(one, mirrored[top : top + 8, left : left + 8])
+    }
+    assert len(offsets) > 1 and not np.any(moved == 0)
+    assert all(
+        any(np.array_equal(one, mirrored[t : t + 8, c : c + 8]) for t, c in offsets)
+        for one in moved[..., 0]
+    )
 
 
 def test_flip_mirrors_some_images_and_leaves_the_others():
