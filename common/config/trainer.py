@@ -173,7 +173,8 @@ class TrainerConfig(_Section):
     )
     random_flip: bool | None = Field(
         default=None,
-        description="mirror training images left-right at random; null: on for photos "
+        description="mirror training images left-right: at random where photos are randomly "
+        "cropped, else by turns (each image in every other pass); null: on for photos "
         "(encoded images), off for pixel data such as digits",
     )
     random_crop_area: tuple[float, float] | None = Field(

@@ -32,16 +32,23 @@ class Augmentation:
 
     Attributes:
       max_shift: the largest move, in pixels, (down/up, right/left).
-      flip: mirror left-right, each image with probability 1/2.
+      flip: mirror left-right: each image with probability 1/2, or by turns
+        (`flip_alternates`).
       crop_area: photos: the range of the photo's area a random crop covers; None: no crop.
       mirror_border: a shift fills the rows and columns it brings in with the image's
         mirror image (its edge row not repeated); otherwise with zeros.
+      flip_alternates: whole images (no crop) flip by turns, not at random: each is
+        mirrored in every other pass over the data (airbench's alternating flip, which
+        shows a model both views of every image in any two passes; measured on CIFAR-10 in
+        docs/benchmarks.md). The input pipeline does it (`input_pipeline.make_dataset`),
+        as it knows the passes; this class's call then leaves the flips alone.
     """
 
     max_shift: tuple[int, int] = (0, 0)
     flip: bool = False
     crop_area: tuple[float, float] | None = None
     mirror_border: bool = False
+    flip_alternates: bool = False
 
     @classmethod
     def from_config(cls, config: TrainerConfig, dataset: DatasetConfig) -> Augmentation:
@@ -57,17 +64,25 @@ class Augmentation:
         if crop is None and photos:
             crop = PHOTO_CROP_AREA
         height, width, _ = dataset.image_shape
+        flip = photos if config.random_flip is None else config.random_flip
+        crop_area = None if crop is None or tuple(crop) == (1.0, 1.0) else tuple(crop)
         return cls(
             max_shift=(int(shift * height), int(shift * width)),
-            flip=photos if config.random_flip is None else config.random_flip,
-            crop_area=None if crop is None or tuple(crop) == (1.0, 1.0) else tuple(crop),
+            flip=flip,
+            crop_area=crop_area,
             mirror_border=photos,
+            flip_alternates=flip and crop_area is None,
         )
 
     @property
     def per_batch(self) -> bool:
-        """Whether `__call__` changes a batch (the crop happens earlier, per photo)."""
-        return self.max_shift != (0, 0) or self.flip
+        """Whether `__call__` changes a batch (the crop and alternating flips happen earlier)."""
+        return self.max_shift != (0, 0) or self.random_flip
+
+    @property
+    def random_flip(self) -> bool:
+        """Whether each image of a batch is mirrored with probability 1/2."""
+        return self.flip and not self.flip_alternates
 
     def __call__(self, images: tf.Tensor) -> tf.Tensor:
         """`images` [batch, height, width, channels], each shifted and flipped independently.
@@ -87,7 +102,7 @@ class Augmentation:
             columns = left[:, None] + tf.range(width)[None, :]
             images = tf.gather(padded, rows, axis=1, batch_dims=1)
             images = tf.gather(images, columns, axis=2, batch_dims=1)
-        if self.flip:
+        if self.random_flip:
             mirror = tf.random.uniform([batch]) < 0.5
             images = tf.where(mirror[:, None, None, None], tf.reverse(images, [2]), images)
         return images

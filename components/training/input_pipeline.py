@@ -175,31 +175,42 @@ def make_dataset(
         share (`host_records`): whole files, and every `shards`-th record of the files
         left over when their count is not a multiple of the hosts.
       augmentation: applied after the cache, so every pass draws new crops, shifts
-        and flips.
+        and flips; whole images flip by turns (`Augmentation.flip_alternates`), each
+        mirrored in every other pass.
       class_weights: the loss weight of each class's examples; None weighs all 1.
     """
     paths = _files(file_patterns)
     shards, _ = shard
     records = host_records(paths, shard, seed)
+    # Alternating flips: every element carries whether to mirror the example (`_by_turns`).
+    alternate = augmentation.flip_alternates
+    if alternate:
+        records = records.map(lambda record: (record, _mirrored_first(record)))
     fits = sum(tf.io.gfile.stat(path).length for path in paths) <= CACHE_MAX_GZIP_BYTES * shards
     decoded = fits and _decoded_photos_fit(paths, dataset, augmentation, shards)
     if decoded:  # the same pixels every pass: decoded once, cached 8-bit
         decode = _parse_and_decode_8bit_photo(transform_output, dataset)
-        records = records.map(decode, tf.data.AUTOTUNE)
+        records = records.map(_carrying_flips(decode, alternate), tf.data.AUTOTUNE)
     if fits:
         records = records.cache()
     records = records.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True).repeat()
+    if alternate:
+        records = _by_turns(records, _host_examples(paths, shard))
     if decoded:  # 8-bit photos: scaled to 0..1 a batch at a time
-        batches = records.batch(batch_size, drop_remainder=True).map(
-            lambda images, labels: (unit_range(images), labels), tf.data.AUTOTUNE
-        )
+        scale = _carrying_flips(lambda images, labels: (unit_range(images), labels), alternate)
+        batches = records.batch(batch_size, drop_remainder=True).map(scale, tf.data.AUTOTUNE)
     elif not dataset.stores_encoded_images:  # pixel data: parsed and transformed a batch at a time
+        parse = _parse_and_transform(transform_output, dataset, batch_size)
         batches = records.batch(batch_size, drop_remainder=True).map(
-            _parse_and_transform(transform_output, dataset, batch_size), tf.data.AUTOTUNE
+            _carrying_flips(parse, alternate), tf.data.AUTOTUNE
         )
     else:  # photos: decoded one by one (a random crop if set), then batched
         decode = _parse_and_decode_photo(transform_output, dataset, augmentation.crop_area)
-        batches = records.map(decode, tf.data.AUTOTUNE).batch(batch_size, drop_remainder=True)
+        batches = records.map(_carrying_flips(decode, alternate), tf.data.AUTOTUNE).batch(
+            batch_size, drop_remainder=True
+        )
+    if alternate:
+        batches = batches.map(_mirror, tf.data.AUTOTUNE)
     if augmentation.per_batch:
         batches = batches.map(
             lambda images, labels: (augmentation(images), labels), tf.data.AUTOTUNE
@@ -208,6 +219,53 @@ def make_dataset(
         weights = tf.constant(class_weights, tf.float32)
         batches = batches.map(lambda images, labels: (images, labels, tf.gather(weights, labels)))
     return batches.prefetch(tf.data.AUTOTUNE)
+
+
+def _mirrored_first(record: tf.Tensor) -> tf.Tensor:
+    """Whether an example is mirrored in the first pass: a fixed half of the examples, chosen
+    by their bytes, so the choice needs no state and is the same on every host and pass."""
+    return tf.equal(tf.strings.to_hash_bucket_fast(record, 2), 1)
+
+
+def _carrying_flips(fn, alternate: bool):
+    """`fn` of an element, passing along the mirror flag that follows it when `alternate`."""
+    if not alternate:
+        return fn
+
+    def carry(*element):
+        *inputs, mirror = element
+        return (*fn(*inputs), mirror)
+
+    return carry
+
+
+def _host_examples(paths: list[str], shard: tuple[int, int]) -> int:
+    """Examples in one pass of this host's share of the files (`host_share`)."""
+    share = host_share(paths, *shard)
+    whole = count_examples(share.whole) if share.whole else 0
+    shared = count_examples(share.shared) // shard[0] if share.shared else 0
+    return max(1, whole + shared)
+
+
+def _by_turns(records: tf.data.Dataset, examples_per_pass: int) -> tf.data.Dataset:
+    """Shuffled, repeated `(..., mirrored_first)` elements to `(..., mirror)`: each example
+    is mirrored in every other pass, by its position in the stream over the pass's length.
+
+    A host whose count is off by a few (a shared file's records split unevenly) only moves
+    the turn a few examples early or late.
+    """
+
+    def turn(position, element):
+        *inputs, mirrored_first = element
+        odd_pass = tf.equal((position // examples_per_pass) % 2, 1)
+        return (*inputs, tf.not_equal(mirrored_first, odd_pass))
+
+    return records.enumerate().map(turn, tf.data.AUTOTUNE)
+
+
+def _mirror(images: tf.Tensor, labels: tf.Tensor, mirror: tf.Tensor):
+    """The batch with the flagged images mirrored left-right."""
+    return tf.where(mirror[:, None, None, None], tf.reverse(images, [2]), images), labels
 
 
 def _decoded_photos_fit(

@@ -92,6 +92,7 @@ def test_cifar_sized_photos_train_fast_cnn_with_its_own_recipe(small_photos_run)
         "flip": True,
         "crop_area": None,
         "mirror_border": True,
+        "flip_alternates": True,
     }
     assert trained["precision"] == cpu_precision()
 

@@ -104,6 +104,19 @@ def test_flip_mirrors_some_images_and_leaves_the_others():
     assert 0 < mirrored.sum() < 64
 
 
+def test_whole_images_flip_by_turns_in_the_input_not_at_random_in_the_batch():
+    whole = TrainerConfig(random_flip=True, random_crop_area=(1.0, 1.0), random_shift=0.0)
+    alternating = Augmentation.from_config(whole, PHOTOS)
+    cropped = Augmentation.from_config(TrainerConfig(), PHOTOS)
+    digits = Augmentation.from_config(TrainerConfig(random_flip=True), _pixel_data((28, 28, 1)))
+
+    assert alternating.flip_alternates and digits.flip_alternates
+    assert not alternating.per_batch  # the input pipeline flips (by turns), not this call
+    images = tf.constant(_one_dot_batch(16))
+    np.testing.assert_array_equal(alternating(images).numpy(), images.numpy())
+    assert cropped.flip and not cropped.flip_alternates and cropped.random_flip
+
+
 def test_no_augmentation_returns_the_batch_unchanged():
     images = tf.constant(_one_dot_batch(4))
     assert not Augmentation().per_batch

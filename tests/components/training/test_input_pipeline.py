@@ -161,3 +161,28 @@ def test_training_batches_are_augmented_after_the_transform(digits_artifacts):
         for image, plain in zip(images.numpy(), plain_images.numpy(), strict=True)
     ]
     assert len(set(moves)) > 3  # each image draws its own whole-pixel move
+
+
+@pytest.mark.slow
+def test_pixel_data_flips_by_turns_each_example_mirrored_in_every_other_pass(digits_artifacts):
+    config, transform_output = digits_artifacts
+    files = split_files(config, "train")
+    examples = sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
+    alternating = Augmentation(flip=True, flip_alternates=True)
+    stream = make_dataset(
+        files, transform_output, config.dataset, 1, seed=2, augmentation=alternating
+    )
+
+    images = np.concatenate([batch.numpy() for batch, _ in stream.take(2 * examples)])
+
+    def key(image: np.ndarray) -> tuple[bytes, bool]:
+        """The example (its image or its mirror, whichever sorts first) and whether mirrored."""
+        mirror = image[:, ::-1]
+        return min(image.tobytes(), mirror.tobytes()), image.tobytes() > mirror.tobytes()
+
+    first = dict(
+        key(image) for image in images[:examples] if not np.array_equal(image, image[:, ::-1])
+    )
+    second = dict(key(image) for image in images[examples:])
+    assert len(first) > 0.9 * examples
+    assert all(second[example] != mirrored for example, mirrored in first.items())

@@ -107,3 +107,32 @@ def test_whole_photos_train_as_evaluation_sees_them_decoded_once_or_every_pass(
             assert expected[bytes(image)] == label  # exactly a whole photo, with its label
             seen.append(bytes(image))
     assert sorted(seen[:40]) == sorted(seen[40:]) == sorted(expected)
+
+
+@pytest.mark.parametrize("decoded_cache", [True, False])
+def test_whole_photos_flip_by_turns_each_mirrored_in_every_other_pass(
+    photo_files, monkeypatch, decoded_cache
+):
+    pattern, photos, transform_output = photo_files
+    if not decoded_cache:
+        monkeypatch.setattr(input_pipeline, "DECODED_CACHE_MAX_BYTES", 1)
+    whole = [
+        unit_range(decode_encoded_image(tf.constant(photo), PHOTOS)).numpy() for photo in photos
+    ]
+    index_of = {bytes(image): (index, False) for index, image in enumerate(whole)}
+    index_of |= {bytes(image[:, ::-1]): (index, True) for index, image in enumerate(whole)}
+    alternating = Augmentation(flip=True, flip_alternates=True)
+
+    batches = make_dataset(
+        [pattern], transform_output, PHOTOS, 8, seed=1, shuffle_buffer=40, augmentation=alternating
+    )
+
+    passes = [{}, {}, {}]
+    for step, (images, _) in enumerate(batches.take(15)):  # three passes over the 40 photos
+        for row, image in enumerate(images.numpy()):
+            index, mirrored = index_of[bytes(image)]
+            passes[(step * 8 + row) // 40][index] = mirrored
+    first, second, third = passes
+    assert sorted(first) == sorted(second) == list(range(40))
+    assert all(first[index] != second[index] == (not third[index]) for index in first)
+    assert 5 < sum(first.values()) < 35  # about half start mirrored
