@@ -9,10 +9,12 @@ its own stream for the progress lines and the summary.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import logging
 import os
 import pathlib
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator
 from typing import TextIO
@@ -36,6 +38,20 @@ def quiet_command() -> None:
     quiet_library_warnings()
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"  # C++ errors too: each command says its own
     logging.getLogger("tensorflow").setLevel(logging.ERROR)  # its deprecation warnings
+
+
+def temp_log_file(command: str) -> pathlib.Path:
+    """A new, empty log file of `command`'s own in the temporary folder, created here:
+    `tpu-pipeline-<command>-<date>-<time>-<random>.log`.
+
+    The random part and exclusive creation give two commands started in the same second a
+    file each, and a name someone else put in the shared folder first (a file, a symlink)
+    is never opened: it is skipped, not written through.
+    """
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    descriptor, path = tempfile.mkstemp(prefix=f"tpu-pipeline-{command}-{stamp}-", suffix=".log")
+    os.close(descriptor)
+    return pathlib.Path(path)
 
 
 @contextlib.contextmanager

@@ -18,7 +18,6 @@ import importlib.metadata
 import os
 import pathlib
 import sys
-import tempfile
 
 from tpu_pipeline.cli.config_flags import (
     add_config_flags,
@@ -422,17 +421,15 @@ def _schema_output(args: argparse.Namespace) -> pathlib.Path:
 
 
 def _schema_infer(args: argparse.Namespace) -> int:
-    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
+    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings, temp_log_file
     from tpu_pipeline.pipeline.local.progress import LiveStatus
 
     data = pathlib.Path(args.data)
     pattern = str(data / "*") if data.is_dir() else args.data
     output = _schema_output(args)
     quiet_library_warnings()
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-schema-infer-{stamp}.log"
     # TensorFlow's, Beam's and TFDV's start-up lines and deprecation warnings go to the log.
-    with output_to_log_file(log_file) as terminal:
+    with output_to_log_file(temp_log_file("schema-infer")) as terminal:
         from tpu_pipeline.pipeline.data_tools.schema_tools import infer_schema, write_schema
 
         kept = write_schema(

@@ -17,11 +17,8 @@ the N answers the model was least sure of.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import pathlib
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from tpu_pipeline.cli.config_flags import (
@@ -142,13 +139,11 @@ def run_predict(args: argparse.Namespace) -> int:
     config = config_from_args(args, flags)
     if args.summary_json:  # a file of the user's there: refused before the job
         check_replaceable(args.summary_json, "--summary-json")
-    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings
+    from tpu_pipeline.cli.console import output_to_log_file, quiet_library_warnings, temp_log_file
     from tpu_pipeline.pipeline.local.progress import LiveStatus
 
     quiet_library_warnings()
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    log_file = pathlib.Path(tempfile.gettempdir()) / f"tpu-pipeline-predict-{stamp}.log"
-    with output_to_log_file(log_file) as terminal:
+    with output_to_log_file(temp_log_file("predict")) as terminal:
         from tpu_pipeline.pipeline.batch_predict import run_batch_predictions
 
         dataset, read_as, data_dir = config.dataset, None, args.data_dir.rstrip("/")

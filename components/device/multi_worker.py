@@ -20,8 +20,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator, Mapping
 
 import tensorflow as tf
@@ -29,10 +27,13 @@ from tensorflow.python.distribute import multi_worker_util
 from tensorflow.python.eager import context
 from tensorflow.tsl.protobuf import coordination_config_pb2
 
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.device.join_watchdog import killed_unless_joined
 
 # Jobs of a TF_CONFIG cluster that train; parameter servers and evaluators do not.
 TRAINING_JOBS = ("chief", "worker")
+# Where a worker other than the chief writes its checkpoints and logs, which nobody reads.
+WORKER_SCRATCH = WorkDirs("worker-scratch", "worker's scratch folder")
 
 
 class WorkerLostError(RuntimeError):
@@ -107,15 +108,13 @@ def configure_coordination(training: dict, heartbeat_timeout_s: float) -> None:
 
 @contextlib.contextmanager
 def worker_output_dir(log_dir: str, is_chief: bool) -> Iterator[str]:
-    """The chief writes to `log_dir`; other workers to a scratch folder removed afterwards."""
+    """The chief writes to `log_dir`; other workers to a scratch folder removed afterwards
+    (and, if the worker was killed, by the next worker on this machine)."""
     if is_chief:
         yield log_dir
         return
-    scratch = tempfile.mkdtemp(prefix="trainer-worker-")
-    try:
-        yield scratch
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+    with WORKER_SCRATCH.owned() as scratch:
+        yield str(scratch)
 
 
 def wait_for_all_workers(strategy: tf.distribute.Strategy) -> None:

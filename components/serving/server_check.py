@@ -28,7 +28,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -42,6 +41,7 @@ from tensorflow_serving.apis import predict_pb2
 from tpu_pipeline import components
 from tpu_pipeline.common.child_process import start_child, stop_child
 from tpu_pipeline.common.tfx_api import io_utils
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.serving.export import SERVING_OUTPUT_KEY
 from tpu_pipeline.components.serving.model_server import reported_port
 from tpu_pipeline.components.serving.warmup import read_warmup_requests, signature_defs
@@ -50,6 +50,9 @@ MODEL_SERVER = "tensorflow_model_server"
 # Where tensorflow_model_server is not on PATH: components/serving/model_server.py.
 FALLBACK_SERVER = "model_server.py"
 MODEL_NAME = "candidate"
+# The check's copy of the candidate and the server's log, in the temporary folder; one a
+# killed Pusher left is removed by the next check.
+WORK_DIRS = WorkDirs("serving-check", "serving check's work folder")
 # Loopback only: no proxy from the environment may take the check's requests.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _POLL_SECONDS = 0.2
@@ -240,7 +243,7 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
     unchecked = sorted(set(signature_defs(model_dir)) - set(signatures))
     if unchecked:
         raise ServingCheckError(f"signature(s) {unchecked}: no request in the warmup file")
-    with tempfile.TemporaryDirectory(prefix="serving-check-") as workdir:
+    with WORK_DIRS.owned() as workdir:
         base_path = os.path.join(workdir, MODEL_NAME)
         io_utils.copy_dir(model_dir, os.path.join(base_path, "1"))
         command = server_command(base_path)

@@ -23,40 +23,31 @@ so those train in the pipeline's process.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from typing import Any
 
-import portalocker
 import tensorflow as tf
 from absl import logging
 
 from tpu_pipeline import components
 from tpu_pipeline.common.child_process import start_child, stop_child
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
-from tpu_pipeline.common.file_lock import held_lock
 from tpu_pipeline.common.tfx_api import FnArgs
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.device.multi_worker import multi_worker_cluster
 from tpu_pipeline.components.device.strategy import find_tpu_signals
 
 CHILD_MODULE = "tpu_pipeline.components.trainer_child"
-# The child's work folder, in the temporary folder: this prefix, the pipeline's pid (for
-# people only: another container's pid namespace gives the same pids), a dash, a random part.
-WORK_DIR_PREFIX = "tpu-pipeline-training-"
-# A work folder before its owner holds its lock: a name the clean-up does not look for.
-NEW_WORK_DIR_PREFIX = "tpu-pipeline-new-training-"
-# In a work folder: the lock its owner holds while it lives (`owned_work_dir`).
-OWNER_LOCK_FILE = "owner.lock"
+# The child's work folder in the temporary folder; one a killed pipeline left is removed by
+# the next training child's.
+WORK_DIRS = WorkDirs("training", "training work folder")
 # auto: a child when one replica's batch holds at least this many input values (16 photos
 # of 224x224x3 hold 2.4 million; 128 CIFAR-10 images 0.4 million).
 CHILD_MIN_BATCH_VALUES = 2**20
@@ -165,82 +156,13 @@ def failure(work_dir: pathlib.Path, returncode: int) -> str:
     return f"the training process ended with exit code {returncode} and no error of its own"
 
 
-@contextlib.contextmanager
-def owned_work_dir(temp_dir: pathlib.Path) -> Iterator[pathlib.Path]:
-    """A new work folder in `temp_dir`, this process's for the block; removed after it.
-
-    Its owner (this process) holds the lock in `OWNER_LOCK_FILE` for as long as the folder
-    lives, so `remove_abandoned_work_dirs` leaves it alone. The folder is made under another
-    name and takes its final one only once the lock is held: no clean-up ever sees a work
-    folder whose owner has not locked it yet. A `kill -9` in that instant leaves an empty
-    folder under the first name, never a model's weights.
-    """
-    new = pathlib.Path(tempfile.mkdtemp(prefix=NEW_WORK_DIR_PREFIX, dir=temp_dir))
-    random_part = new.name[len(NEW_WORK_DIR_PREFIX) :]
-    work_dir = temp_dir / f"{WORK_DIR_PREFIX}{os.getpid()}-{random_part}"
-    with held_lock(new / OWNER_LOCK_FILE, "training work folder"):
-        new.rename(work_dir)  # the lock is on the file, whatever its folder is called
-        try:
-            yield work_dir
-        finally:
-            _remove_work_dir(work_dir)
-
-
-def _remove_work_dir(work_dir: pathlib.Path) -> None:
-    """Removes a work folder whose lock this process holds. The lock file goes last: a
-    removal cut short leaves a folder whose lock the next clean-up can still take."""
-    try:
-        for entry in work_dir.iterdir():
-            if entry.is_dir() and not entry.is_symlink():
-                shutil.rmtree(entry)
-            elif entry.name != OWNER_LOCK_FILE:
-                entry.unlink()
-        (work_dir / OWNER_LOCK_FILE).unlink()
-        work_dir.rmdir()
-    except OSError as error:
-        logging.warning("Could not remove the training work folder %s: %s", work_dir, error)
-
-
-def remove_abandoned_work_dirs(temp_dir: pathlib.Path) -> list[pathlib.Path]:
-    """Removes the work folders of pipelines that died without removing theirs (`kill -9`
-    skips every `finally`; a folder can hold a whole model's weights); returns them.
-
-    A folder is abandoned when its lock is free: its owner holds it from before the folder
-    has its name until the folder is gone, and the kernel releases it however the owner
-    dies. Pids decide nothing: containers that share the temporary folder each have their
-    own pid namespace, where the pid in a name is another process or none.
-
-    A folder is removed while this clean-up holds its lock, so a second clean-up running
-    at the same time skips it, and a clean-up that stops midway (an error, `kill -9`)
-    releases the lock for the next. The lock file is opened, never created: a folder
-    without one (its removal almost done, or someone else's) is left alone.
-    """
-    abandoned = []
-    for work_dir in sorted(temp_dir.glob(f"{WORK_DIR_PREFIX}*")):
-        # flock, as `held_lock`'s: a failed try from this process does not free its own lock.
-        lock = portalocker.Lock(work_dir / OWNER_LOCK_FILE, mode="r", fail_when_locked=True)
-        try:
-            lock.acquire()
-        except (portalocker.LockException, OSError):  # held: its owner lives; or no lock file
-            continue
-        try:
-            _remove_work_dir(work_dir)
-        finally:
-            lock.release()
-        if not work_dir.exists():
-            abandoned.append(work_dir)
-    return abandoned
-
-
 def train_in_child(request: TrainingRequest) -> None:
     """Trains in a child process, which exports the model into `request.serving_model_dir`.
 
     Raises:
       TrainingProcessError: the child failed (its error), or ended without a result.
     """
-    temp_dir = pathlib.Path(tempfile.gettempdir())
-    remove_abandoned_work_dirs(temp_dir)
-    with owned_work_dir(temp_dir) as work_dir:
+    with WORK_DIRS.owned() as work_dir:
         request.write(work_dir)
         sys.stderr.flush()
         child = start_child(

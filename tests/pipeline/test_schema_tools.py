@@ -90,6 +90,8 @@ def test_schema_infer_command_writes_the_schema_once(mnist_tfrecord, tmp_path):
 @pytest.mark.slow
 def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp_path):
     output = tmp_path / "schema.pbtxt"
+    temp_dir = tmp_path / "tmp"
+    temp_dir.mkdir()
     result = subprocess.run(
         [
             sys.executable,
@@ -104,9 +106,14 @@ def test_schema_infer_shows_progress_and_no_library_warnings(mnist_tfrecord, tmp
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, "TMPDIR": str(temp_dir)},
     )
     assert result.returncode == 0, result.stderr
     shown = result.stdout + result.stderr
+    # The libraries' lines went to a log of the command's own (Beam leaves a folder there too).
+    (log,) = temp_dir.glob("tpu-pipeline-*")
+    assert re.fullmatch(r"tpu-pipeline-schema-infer-\d{8}-\d{6}-\w+\.log", log.name)
+    assert log.stat().st_size > 0
     # Off a terminal: plain lines on stderr, over files and records, then TFDV's pass.
     progress = result.stderr.splitlines()
     assert progress[0] == f"reading {mnist_tfrecord}"

@@ -23,6 +23,7 @@ from tests.components.serving.served_models import (
     save_model,
     write_eval_split,
 )
+from tpu_pipeline.components.serving import server_check
 from tpu_pipeline.components.serving.model_server import LISTENING, reported_port
 from tpu_pipeline.components.serving.server_check import (
     MODEL_NAME,
@@ -210,6 +211,7 @@ def _gone(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_the_checks_server_dies_with_the_process_that_started_it_even_by_sigkill(tmp_path):
+    """...and the check's copy of the candidate, left behind, goes with the next check."""
     # A tensorflow_model_server that notes its pid and never gets ready: the check waits.
     server_pid = tmp_path / "server.pid"
     bin_dir = tmp_path / "bin"
@@ -220,15 +222,21 @@ def test_the_checks_server_dies_with_the_process_that_started_it_even_by_sigkill
         f"pathlib.Path({str(server_pid)!r}).write_text(str(os.getpid()))\ntime.sleep(600)\n"
     )
     binary.chmod(0o755)
+    temp_dir = tmp_path / "tmp"  # the check's temporary folder
+    temp_dir.mkdir()
     parent = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys; from components.serving.server_check import check_model; "
+            "import sys; from tpu_pipeline.components.serving.server_check import check_model; "
             "check_model(sys.argv[1], 10, 600)",
             _candidate(tmp_path),
         ],
-        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        env={
+            **os.environ,
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            "TMPDIR": str(temp_dir),
+        },
     )
     pid = None
     try:
@@ -244,6 +252,10 @@ def test_the_checks_server_dies_with_the_process_that_started_it_even_by_sigkill
         while not _gone(pid) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _gone(pid), "the server outlived the process that started it"
+        (left,) = temp_dir.iterdir()
+        assert (left / MODEL_NAME / "1" / WARMUP_FILE).exists()
+        assert server_check.WORK_DIRS.remove_abandoned(temp_dir) == [left]
+        assert list(temp_dir.iterdir()) == []
     finally:
         parent.kill()
         if pid is not None and not _gone(pid):

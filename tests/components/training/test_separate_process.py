@@ -3,32 +3,24 @@ the model the pipeline's process would have, and reports its failures by name.""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
-import os
 import pathlib
-import subprocess
-import sys
-from collections.abc import Iterator
+import tempfile
 
 import psutil
 import pytest
 
-from tpu_pipeline.common.config import REPO_ROOT, DatasetConfig, TrainerConfig
+from tpu_pipeline.common.config import DatasetConfig, TrainerConfig
 from tpu_pipeline.common.tfx_api import FnArgs
 from tpu_pipeline.components.training import separate_process
 from tpu_pipeline.components.training.separate_process import (
     LOG_LINE_PREFIX,
-    OWNER_LOCK_FILE,
-    WORK_DIR_PREFIX,
     TrainingProcessError,
     TrainingRequest,
     failure,
-    owned_work_dir,
     relay_line,
-    remove_abandoned_work_dirs,
     train_in_child,
     trains_in_child,
 )
@@ -143,137 +135,6 @@ def test_a_child_killed_without_a_word_is_reported_by_signal(tmp_path):
     assert "exit code 3" in failure(tmp_path, 3)
 
 
-# A pipeline that owns a work folder, in a process of its own: it makes the folder as
-# `train_in_child` does and waits to be killed. Its `os.getpid` returns the pid given, as the
-# pid namespace of another container sharing the temporary folder would.
-_OWNER = """
-import os, pathlib, sys, time
-from tpu_pipeline.components.training.separate_process import owned_work_dir
-os.getpid = lambda: int(sys.argv[2])
-with owned_work_dir(pathlib.Path(sys.argv[1])) as work_dir:
-    print(work_dir, flush=True)
-    time.sleep(600)
-"""
-
-
-@dataclasses.dataclass(frozen=True)
-class _Owner:
-    process: subprocess.Popen
-    work_dir: pathlib.Path
-
-
-@contextlib.contextmanager
-def _owner(temp_dir: pathlib.Path, pid_in_name: int) -> Iterator[_Owner]:
-    """A live owner of a work folder in `temp_dir`, whose name carries `pid_in_name`;
-    killed after the block. It takes seconds: it imports TensorFlow."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "TF_CPP_MIN_LOG_LEVEL": "3"}
-    with subprocess.Popen(
-        [sys.executable, "-c", _OWNER, str(temp_dir), str(pid_in_name)],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-    ) as process:
-        try:
-            yield _Owner(process, pathlib.Path(process.stdout.readline().strip()))
-        finally:
-            process.kill()
-
-
-def _finished_pid() -> int:
-    """The pid of a process that has ended: no process here has it."""
-    finished = subprocess.Popen([sys.executable, "-c", ""])
-    finished.wait()
-    return finished.pid
-
-
-def test_a_live_owners_work_dir_survives_clean_up_whatever_pid_its_name_carries(tmp_path):
-    unknown_pid = _finished_pid()
-    with _owner(tmp_path, unknown_pid) as owner:
-        assert owner.work_dir.name.startswith(f"{WORK_DIR_PREFIX}{unknown_pid}-")
-        assert not psutil.pid_exists(unknown_pid)
-        (owner.work_dir / "weights.npz").write_bytes(b"weights")
-
-        assert remove_abandoned_work_dirs(tmp_path) == []
-        assert (owner.work_dir / "weights.npz").read_bytes() == b"weights"
-        assert owner.process.poll() is None
-
-
-def test_the_work_dir_of_an_owner_killed_by_sigkill_is_removed(tmp_path):
-    other = tmp_path / "someone-elses-folder"
-    other.mkdir()
-    with _owner(tmp_path, 1) as owner:  # pid 1: every pid namespace has one
-        assert owner.work_dir.name.startswith(f"{WORK_DIR_PREFIX}1-")
-        (owner.work_dir / "weights.npz").write_bytes(b"weights")
-        owner.process.kill()  # SIGKILL: no `finally` runs
-        owner.process.wait()
-
-        assert remove_abandoned_work_dirs(tmp_path) == [owner.work_dir]
-        assert sorted(tmp_path.iterdir()) == [other]
-
-
-def test_a_work_dir_being_made_is_left_alone(tmp_path, monkeypatch):
-    """Another pipeline's clean-up runs the instant the folder exists, before its owner has
-    locked it; the owner's name carries a pid no process here has."""
-    dead_pid = _finished_pid()
-    monkeypatch.setattr(separate_process.os, "getpid", lambda: dead_pid)
-    removed_meanwhile = []
-    mkdtemp = separate_process.tempfile.mkdtemp
-
-    def mkdtemp_then_clean_up(**kwargs):
-        made = mkdtemp(**kwargs)
-        removed_meanwhile.extend(remove_abandoned_work_dirs(tmp_path))
-        return made
-
-    monkeypatch.setattr(separate_process.tempfile, "mkdtemp", mkdtemp_then_clean_up)
-    with owned_work_dir(tmp_path) as work_dir:
-        assert removed_meanwhile == []
-        assert work_dir.name.startswith(f"{WORK_DIR_PREFIX}{dead_pid}-")
-        (work_dir / "weights.npz").write_bytes(b"weights")
-        assert remove_abandoned_work_dirs(tmp_path) == []  # a clean-up of this process too
-        assert (work_dir / "weights.npz").read_bytes() == b"weights"
-    assert list(tmp_path.iterdir()) == []  # its owner removed it
-
-
-def _abandoned_work_dir(temp_dir: pathlib.Path) -> pathlib.Path:
-    """A work folder as an owner killed by SIGKILL leaves it: its lock file, free, and weights."""
-    work_dir = temp_dir / f"{WORK_DIR_PREFIX}1-abandoned"
-    work_dir.mkdir()
-    (work_dir / OWNER_LOCK_FILE).write_text("")
-    (work_dir / "weights.npz").write_bytes(b"weights")
-    return work_dir
-
-
-def test_a_clean_up_racing_another_leaves_the_folder_to_the_one_holding_its_lock(
-    tmp_path, monkeypatch
-):
-    abandoned = _abandoned_work_dir(tmp_path)
-    second = []
-    remove = separate_process._remove_work_dir
-
-    def remove_after_another_clean_up(work_dir):
-        second.extend(remove_abandoned_work_dirs(tmp_path))  # starts while the first removes
-        remove(work_dir)
-
-    monkeypatch.setattr(separate_process, "_remove_work_dir", remove_after_another_clean_up)
-    assert remove_abandoned_work_dirs(tmp_path) == [abandoned]
-    assert second == [] and list(tmp_path.iterdir()) == []
-
-
-def test_a_clean_up_cut_short_leaves_the_folder_to_the_next(tmp_path, monkeypatch):
-    abandoned = _abandoned_work_dir(tmp_path)
-
-    def interrupted(work_dir):
-        raise KeyboardInterrupt
-
-    with monkeypatch.context() as patched:
-        patched.setattr(separate_process, "_remove_work_dir", interrupted)
-        with pytest.raises(KeyboardInterrupt):
-            remove_abandoned_work_dirs(tmp_path)
-    assert (abandoned / "weights.npz").exists()
-    assert remove_abandoned_work_dirs(tmp_path) == [abandoned]
-    assert list(tmp_path.iterdir()) == []
-
-
 def _request(config, run: pathlib.Path) -> TrainingRequest:
     from tests.pipeline.e2e_helpers import run_fn_args
 
@@ -290,7 +151,7 @@ def test_the_childs_error_is_raised_here_by_name_and_its_folder_removed(
     )
     temp_dir = tmp_path / "tmp"  # where the work folder is made
     temp_dir.mkdir()
-    monkeypatch.setattr(separate_process.tempfile, "tempdir", str(temp_dir))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp_dir))
     with pytest.raises(TrainingProcessError, match="^ValueError: explain.grad_cam_layer 'no_such'"):
         train_in_child(_request(wrong, tmp_path))
     assert list(temp_dir.iterdir()) == []
