@@ -22,6 +22,7 @@ from tensorflow_metadata.proto.v0 import schema_pb2, statistics_pb2
 from tpu_pipeline import schemas
 from tpu_pipeline.common.atomic_file import write_new_text, write_text
 from tpu_pipeline.common.config import ConfigError, DatasetConfig
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.contract import (
     IMAGE_FORMAT_FEATURE,
     IMAGE_HEIGHT_FEATURE,
@@ -34,6 +35,9 @@ from tpu_pipeline.components.example_gen.images import MAX_IMAGE_SIDE, STORED_FO
 from tpu_pipeline.components.example_gen.provenance import recorded_features
 from tpu_pipeline.components.example_gen.tfrecords import read_records
 from tpu_pipeline.pipeline.local.progress import LiveStatus, read_every_record
+
+# Where TFDV writes the statistics a schema is inferred from, removed once they are read.
+STATISTICS_DIRS = WorkDirs("schema-statistics", "schema statistics folder")
 
 
 class SchemaExistsError(FileExistsError):
@@ -71,7 +75,12 @@ def infer_schema(data_pattern: str, status: LiveStatus | None = None) -> schema_
         status.stop()
         status.print(f"read {count:,} records in {len(paths)} file(s) ({status.elapsed():.1f} s)")
         status.start(f"computing statistics of {count:,} records with TFDV")
-    statistics = tfdv.generate_statistics_from_tfrecord(data_location=data_pattern)
+    # TFDV writes the statistics to a file first, by default in a folder of its own that it
+    # never removes: one more in the temporary folder for every schema inferred.
+    with STATISTICS_DIRS.owned() as work_dir:
+        statistics = tfdv.generate_statistics_from_tfrecord(
+            data_location=data_pattern, output_path=str(work_dir / "data_stats.tfrecord")
+        )
     if status:
         status.stop()
         status.print(f"computed statistics with TFDV ({status.elapsed():.1f} s)")
