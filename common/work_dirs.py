@@ -35,7 +35,7 @@ class WorkDirs:
     """One kind of work folder (`kind`: "training", "serving-check", ...).
 
     Attributes:
-      kind: the kind's name, in the folders' names; no kind's name starts another's.
+      kind: the kind's name, in the folders' names; no kind's name and a dash start another's.
       what: the folders in words, for the lock file and warnings ("training work folder").
     """
 

@@ -9,14 +9,17 @@ the configured network and read the weights from the SavedModel's checkpoint.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import tensorflow as tf
 import tf_keras
 
+from tpu_pipeline.common.work_dirs import WorkDirs
+
 # A checkpoint key's ending for a variable's value, and the keys not of the network's weights.
 _VARIABLE_VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
 _NOT_THE_NETWORKS = ("optimizer/", "save_counter/")
+# Where the model's own checkpoint is written to list its weights' paths.
+WEIGHT_LISTS = WorkDirs("weight-list", "checkpoint listing a model's weights")
 
 
 def restore_exported_weights(model: tf_keras.Model, export_dir: str) -> bool:
@@ -29,7 +32,7 @@ def restore_exported_weights(model: tf_keras.Model, export_dir: str) -> bool:
     """
     exported = os.path.join(export_dir, tf.saved_model.VARIABLES_DIRECTORY, "variables")
     exported_shapes = dict(tf.train.list_variables(exported))
-    with tempfile.TemporaryDirectory() as scratch:
+    with WEIGHT_LISTS.owned() as scratch:
         # The paths of the model's own weights: its own checkpoint lists them.
         own = os.path.join(scratch, "weights")
         tf.train.Checkpoint(model).write(own)

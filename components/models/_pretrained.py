@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import tempfile
 from collections.abc import Iterator
 
 import h5py
@@ -27,10 +26,13 @@ import tf_keras
 from tf_keras.src.utils import data_utils
 
 from tpu_pipeline.common.config import ConfigError
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components import imagenet_files
 from tpu_pipeline.components.models._backbone import Backbone, backbone_of
 
 NONE, IMAGENET = "none", "imagenet"
+# Where a weights file in Cloud Storage is copied to be read (h5 needs a local file).
+REMOTE_COPIES = WorkDirs("weights-copy", "local copy of a weights file")
 
 
 def _is_remote(path: str) -> bool:
@@ -89,7 +91,7 @@ def _local_copy(path: str) -> Iterator[str]:
     if not _is_remote(path):
         yield path
         return
-    with tempfile.TemporaryDirectory() as folder:
+    with REMOTE_COPIES.owned() as folder:
         local = os.path.join(folder, os.path.basename(path))
         tf.io.gfile.copy(path, local)
         yield local

@@ -21,18 +21,19 @@ import dataclasses
 import logging
 import math
 import os
-import pathlib
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.pipeline.tracking.record import MODEL_ARTIFACT, TrackedRun
 
 if TYPE_CHECKING:
     from tpu_pipeline.common.config import TrackingConfig
 
 SUMMARY_ARTIFACT = "summary.json"
+# Where the summary is written for MLflow to upload as the run's artifact.
+SUMMARY_COPIES = WorkDirs("tracking", "summary for the tracker")
 SOURCE_NAME = "tpu-pipeline run"
 # The registered model's alias for the version served now, and the tags naming each
 # version's folder in the serving folder and whether it serves.
@@ -146,8 +147,8 @@ def _log(client, tracked: TrackedRun, uri: str, tracking: TrackingConfig, pipeli
         client.log_batch(run_id, metrics=metrics, params=params)
         for path, folder in tracked.artifacts:
             client.log_artifact(run_id, path, folder)
-        with tempfile.TemporaryDirectory(prefix="tpu-pipeline-tracking-") as scratch:
-            summary = pathlib.Path(scratch) / SUMMARY_ARTIFACT
+        with SUMMARY_COPIES.owned() as scratch:
+            summary = scratch / SUMMARY_ARTIFACT
             summary.write_text(tracked.summary_json)
             client.log_artifact(run_id, str(summary))
         registered = source = None

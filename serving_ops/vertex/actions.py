@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from tpu_pipeline.common import vertex_types as gca
 from tpu_pipeline.common.config import PipelineConfig, require_vertex
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.common.vertex_api import UPLOAD_TIMEOUT_S, ApiCall
+from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.serving.server_check import ServingCheckError, check_model
 from tpu_pipeline.serving_ops import protocol
 from tpu_pipeline.serving_ops.protocol import Operation, Owner, Patience
@@ -69,6 +69,8 @@ HALF_DONE = (
 )
 # How long a command waits for another actor's live intent (`--wait` sets it).
 DEFAULT_WAIT_SECONDS = 120.0
+# A registry model copied here for the serving check before a manual blessing.
+CHECKED_COPIES = WorkDirs("bless-check", "local copy of the model to check")
 # How long an actor waits for an endpoint's creation, a deploy or an undeploy.
 OPERATION_TIMEOUT_S = 3600.0
 
@@ -442,7 +444,8 @@ def serving_check(config: PipelineConfig, model_uri: str) -> str:
     Raises:
       RegistryActionError: the model failed the check, with the Pusher's wording.
     """
-    with tempfile.TemporaryDirectory(prefix="bless-check-") as local:
+    with CHECKED_COPIES.owned() as work_dir:
+        local = str(work_dir / "model")
         io_utils.copy_dir(model_uri, local)  # a gs:// folder: the server reads local files
         try:
             result = check_model(

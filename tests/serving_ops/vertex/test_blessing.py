@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import shutil
+import tempfile
 
 import pytest
 from google.api_core import exceptions
@@ -248,10 +250,13 @@ def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads
 
     refused = save_model(tmp_path / "model", {"images": "raises"})  # stands in for gs://
     write_warmup_requests(refused, write_eval_split(tmp_path / "eval"), DIGITS)
-    copied_from = []
+    copied = []
+    temp_dir = tmp_path / "tmp"  # where the local copy and the check's own copy go
+    temp_dir.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp_dir))
 
     def copy_dir(source, destination):  # what tf.io.gfile reads from Cloud Storage
-        copied_from.append(source)
+        copied.append((source, pathlib.Path(destination)))
         shutil.copytree(refused, destination, dirs_exist_ok=True)
 
     monkeypatch.setattr(registry_blessing, "model_label", lambda uri: "f7")
@@ -264,7 +269,11 @@ def test_serving_bless_vertex_runs_the_serving_check_on_a_local_copy_and_uploads
     assert err.startswith(f"tpu-pipeline: {URI}: the candidate failed the serving check (")
     assert err.endswith("; nothing was uploaded\n") and err.count("\n") == 1
     assert "images" in err  # the signature that failed
-    assert copied_from[0] == URI  # the check then serves the local copy
+    source, local = copied[0]
+    assert source == URI  # the check then serves the local copy...
+    assert local.parent.parent == temp_dir
+    assert local.parent.name.startswith(registry_actions.CHECKED_COPIES.prefix)
+    assert list(temp_dir.iterdir()) == []  # ...removed with the check's own copy
     assert server.changes() == []
 
 
