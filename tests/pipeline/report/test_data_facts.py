@@ -42,7 +42,9 @@ def photo_statistics(tmp_path_factory):
         for photo in photos:
             writer.write(_example(photo))
     (root / "Split-train").mkdir()
-    statistics = tfdv.generate_statistics_from_tfrecord(str(records))
+    statistics = tfdv.generate_statistics_from_tfrecord(
+        str(records), output_path=str(root / "data_stats.tfrecord")
+    )
     (root / "Split-train" / STATISTICS_FILE).write_bytes(statistics.SerializeToString())
     artifact = standard_artifacts.ExampleStatistics()
     artifact.uri = str(root)
