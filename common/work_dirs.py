@@ -19,6 +19,7 @@ import logging
 import os
 import pathlib
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 
@@ -79,10 +80,14 @@ class WorkDirs:
         A folder is removed while this clean-up holds its lock, so a second clean-up running
         at the same time skips it, and a clean-up that stops midway (an error, `kill -9`)
         releases the lock for the next. The lock file is opened, never created: a folder
-        without one (its removal almost done, or someone else's) is left alone.
+        without one (its removal almost done, or someone else's) is left alone, as is
+        anything under the name that is not a real folder of this user (a symlink planted in
+        the shared folder would otherwise lead the removal into the folder it points to).
         """
         abandoned = []
         for work_dir in sorted(temp_dir.glob(f"{self.prefix}*")):
+            if not _made_by_this_user(work_dir):
+                continue
             # flock, as `held_lock`'s: a failed try from this process does not free its own lock.
             lock = portalocker.Lock(work_dir / OWNER_LOCK_FILE, mode="r", fail_when_locked=True)
             try:
@@ -112,3 +117,12 @@ class WorkDirs:
             logging.getLogger(__name__).warning(
                 "Could not remove the %s %s: %s", self.what, work_dir, error
             )
+
+
+def _made_by_this_user(path: pathlib.Path) -> bool:
+    """Whether `path` itself (not what a symlink points to) is a folder this user owns."""
+    try:
+        status = path.lstat()
+    except OSError:
+        return False
+    return stat.S_ISDIR(status.st_mode) and status.st_uid == os.getuid()

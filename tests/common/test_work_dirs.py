@@ -165,3 +165,17 @@ def test_a_folder_without_a_lock_file_is_not_taken_for_an_abandoned_one(tmp_path
 
     assert KIND.remove_abandoned(tmp_path) == []
     assert (someone_elses / "notes.txt").read_text() == "mine"
+
+
+def test_a_symlink_under_the_kinds_name_is_not_followed_into_the_folder_it_points_to(tmp_path):
+    temp_dir, elsewhere = tmp_path / "tmp", tmp_path / "users-folder"
+    temp_dir.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / OWNER_LOCK_FILE).write_text("")  # a free lock, as an abandoned folder has
+    (elsewhere / "photos.txt").write_text("theirs")
+    planted = temp_dir / f"{KIND.prefix}1-planted"
+    planted.symlink_to(elsewhere)
+
+    assert KIND.remove_abandoned(temp_dir) == []
+    assert (elsewhere / "photos.txt").read_text() == "theirs"
+    assert planted.is_symlink()
