@@ -46,15 +46,21 @@ def die_with(parent_pid: int) -> Callable[[], None] | None:
 
 
 def start_child(
-    command: list[str], env: dict[str, str], stdout: IO | int | None, stderr: IO | int | None
+    command: list[str],
+    env: dict[str, str],
+    stdout: IO | int | None,
+    stderr: IO | int | None,
+    stdin: IO | int | None = None,
 ) -> subprocess.Popen:
-    """Runs `command`, killed by the kernel if this process dies; `stdout` and `stderr` as
-    `subprocess.Popen` takes them (a file, PIPE, STDOUT, or None to share this process's)."""
-    # A pipe is read as text; a byte that is not UTF-8 must not stop the reading.
-    piped = stdout == subprocess.PIPE
+    """Runs `command`, killed by the kernel if this process dies; `stdout`, `stderr` and
+    `stdin` as `subprocess.Popen` takes them (a file, PIPE, STDOUT, DEVNULL, or None to share
+    this process's). Pipes are text."""
+    # A pipe is text; a byte that is not UTF-8 must not stop the reading.
+    piped = subprocess.PIPE in (stdout, stdin)
     extra: dict[str, Any] = {"encoding": "utf-8", "errors": "replace"} if piped else {}
     return subprocess.Popen(
         command,
+        stdin=stdin,
         stdout=stdout,
         stderr=stderr,
         env=env,

@@ -13,6 +13,12 @@ candidate is loaded in a fresh process either way.
 `--rest_api_port=0` binds a port the kernel picks; the server then prints the
 port it got (`LISTENING`, read back by `reported_port`) once it answers there,
 so the check never passes a port another process could take first.
+
+`--flags_from_stdin` alone starts a server ahead of its model: it imports
+TensorFlow, then waits for one JSON line on stdin, `{"flags": [...], "log": PATH}`,
+sends its output to the log (a file the check made) and goes on as if started with
+those flags. At the end of its input (the process that started it ended, or stopped
+waiting for it) it exits without loading anything (`server_check.start_server_ahead`).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from tpu_pipeline.components.serving.warmup import read_warmup_requests
 
 # Printed on stdout, then the port, once the server listens.
 LISTENING = "model_server: listening on 127.0.0.1:"
+# The only flag of a server started ahead of its model: the rest come on stdin.
+FLAGS_FROM_STDIN = "--flags_from_stdin"
 
 
 def reported_port(output: str) -> int | None:
@@ -124,7 +132,27 @@ def _handler(model: LoadedModel, model_name: str) -> type[http.server.BaseHTTPRe
     return Handler
 
 
+def _handed_flags() -> list[str] | None:
+    """The flags a check hands a server started ahead of it, with its output sent to the log
+    the check reads from now on; None at the end of input (no check will come)."""
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    handed = json.loads(line)
+    log = os.open(handed["log"], os.O_WRONLY | os.O_APPEND)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+        os.dup2(log, stream.fileno())
+    os.close(log)
+    return list(handed["flags"])
+
+
 def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == [FLAGS_FROM_STDIN]:
+        argv = _handed_flags()
+        if argv is None:
+            return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--port", type=int, help="gRPC port (accepted for parity; not served)")
     parser.add_argument("--rest_api_port", type=int, required=True, help="0: a free port")

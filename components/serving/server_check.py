@@ -9,7 +9,10 @@ API. `tensorflow_model_server` must be told its ports: they come from
 `portpicker` (reserved by a port server when `PORTSERVER_ADDRESS` names one);
 `model_server.py` binds port 0 and says in its log which port it got, so no
 other process can take it in between. The server is killed with the process
-that started it, even by SIGKILL (`common/child_process.py`). Once the version is
+that started it, even by SIGKILL (`common/child_process.py`). A local run starts
+the Python server's process ahead (`start_server_ahead`, once the Trainer has
+trained), so its TensorFlow import, most of its start, overlaps the steps before
+the Pusher; the check hands that process its flags and log. Once the version is
 AVAILABLE, the candidate's own warmup requests (eval examples, one request per
 published signature, `warmup.py`) go to `:predict`; each answer must be
 `num_classes` probabilities per example (the class id is their argmax, so a
@@ -28,6 +31,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -43,7 +47,7 @@ from tpu_pipeline.common.child_process import start_child, stop_child
 from tpu_pipeline.common.tfx_api import io_utils
 from tpu_pipeline.common.work_dirs import WorkDirs
 from tpu_pipeline.components.serving.export import SERVING_OUTPUT_KEY
-from tpu_pipeline.components.serving.model_server import reported_port
+from tpu_pipeline.components.serving.model_server import FLAGS_FROM_STDIN, reported_port
 from tpu_pipeline.components.serving.warmup import read_warmup_requests, signature_defs
 
 MODEL_SERVER = "tensorflow_model_server"
@@ -53,6 +57,7 @@ MODEL_NAME = "candidate"
 # The check's copy of the candidate and the server's log, in the temporary folder; one a
 # killed Pusher left is removed by the next check.
 WORK_DIRS = WorkDirs("serving-check", "serving check's work folder")
+PYTHON_SERVER_MODULE = "tpu_pipeline.components.serving.model_server"
 # Loopback only: no proxy from the environment may take the check's requests.
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 _POLL_SECONDS = 0.2
@@ -74,13 +79,15 @@ class ServingCheckResult:
 
     signatures: tuple[str, ...]
     answer_seconds: float
-    start_seconds: float
+    start_seconds: float  # from the start, or from the hand-over to a server started ahead
     server: str
+    started_ahead: bool = False
 
     def to_text(self) -> str:
+        ahead = ", started ahead" if self.started_ahead else ""
         return (
             f"passed ({', '.join(self.signatures)} in {self.answer_seconds:.1f} s; "
-            f"{self.server} up in {self.start_seconds:.1f} s)"
+            f"{self.server}{ahead} up in {self.start_seconds:.1f} s)"
         )
 
 
@@ -103,8 +110,65 @@ def server_command(base_path: str) -> ServerCommand:
         grpc_port, rest_port = portpicker.pick_unused_port(), portpicker.pick_unused_port()
         ports = [f"--port={grpc_port}", f"--rest_api_port={rest_port}"]
         return ServerCommand(MODEL_SERVER, [binary, *ports, *model_flags], rest_port)
-    python_server = [sys.executable, "-m", "tpu_pipeline.components.serving.model_server"]
+    python_server = [sys.executable, "-m", PYTHON_SERVER_MODULE]
     return ServerCommand(FALLBACK_SERVER, [*python_server, "--rest_api_port=0", *model_flags], None)
+
+
+# The Python server's process started ahead of the next check, waiting for its flags.
+_ahead: subprocess.Popen | None = None
+_ahead_lock = threading.Lock()
+
+
+def start_server_ahead() -> None:
+    """Starts the Python server's process now, to wait for the next check's model.
+
+    Its start is mostly importing TensorFlow (2-3 s); started while the steps before the
+    Pusher run, that time overlaps theirs. Nothing is started where
+    `tensorflow_model_server` is on PATH (it starts in well under a second) or where a
+    server already waits. A server no check takes is stopped by `stop_server_ahead`, and
+    ends by itself when this process ends (its input closes; by SIGKILL too).
+    """
+    global _ahead
+    with _ahead_lock:
+        if shutil.which(MODEL_SERVER) or (_ahead is not None and _ahead.poll() is None):
+            return
+        _ahead = start_child(
+            [sys.executable, "-m", PYTHON_SERVER_MODULE, FLAGS_FROM_STDIN],
+            _server_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
+        )
+
+
+def stop_server_ahead() -> None:
+    """Stops a server started ahead that no check took (a run that pushed nothing)."""
+    global _ahead
+    with _ahead_lock:
+        waiting, _ahead = _ahead, None
+    if waiting is not None:
+        stop_child(waiting)
+
+
+def _hand_over(command: ServerCommand, log_path: str) -> subprocess.Popen | None:
+    """The server started ahead, given `command`'s flags and `log_path`; None if there is
+    none, or it died, or `command` is not the Python server's (PATH changed since)."""
+    global _ahead
+    with _ahead_lock:
+        waiting, _ahead = _ahead, None
+    if waiting is None:
+        return None
+    if command.name != FALLBACK_SERVER or waiting.poll() is not None:
+        stop_child(waiting)
+        return None
+    flags = command.argv[command.argv.index(PYTHON_SERVER_MODULE) + 1 :]
+    try:
+        waiting.stdin.write(json.dumps({"flags": flags, "log": log_path}) + "\n")
+        waiting.stdin.close()
+    except OSError:  # it ended between the poll and the write
+        stop_child(waiting)
+        return None
+    return waiting
 
 
 def _server_env() -> dict[str, str]:
@@ -251,7 +315,12 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
         start = time.monotonic()
         deadline = start + timeout_seconds
         with open(log_path, "w") as log:
-            server = start_child(command.argv, _server_env(), stdout=log, stderr=subprocess.STDOUT)
+            server = _hand_over(command, log_path)
+            started_ahead = server is not None
+            if server is None:
+                server = start_child(
+                    command.argv, _server_env(), stdout=log, stderr=subprocess.STDOUT
+                )
         try:
             url = _wait_until_available(command, server, log_path, deadline, timeout_seconds)
             available = time.monotonic()
@@ -268,5 +337,9 @@ def check_model(model_dir: str, num_classes: int, timeout_seconds: float) -> Ser
         finally:
             stop_child(server)
         return ServingCheckResult(
-            signatures, time.monotonic() - available, available - start, command.name
+            signatures,
+            time.monotonic() - available,
+            available - start,
+            command.name,
+            started_ahead,
         )

@@ -5,6 +5,12 @@ finishes; a logging handler turns those two lines into a live status line while
 the component runs and a result line with its status from ML Metadata
 (executed or cached) and its time.
 
+Once the model the Pusher would push is made (the ServingPackager's, or the
+Trainer's without one), the serving check's server process starts ahead
+(`server_check.start_server_ahead`): its TensorFlow import overlaps the Evaluator
+instead of adding to the Pusher's time. One the Pusher did not take is stopped
+when the run ends.
+
 The first run of a dataset without a schema runs ExampleGen alone first (a TFX
 partial run), bootstraps the schema from its examples with TFDV, says where it
 is in one line, and goes on with the whole pipeline: ExampleGen's result comes
@@ -28,6 +34,7 @@ from tpu_pipeline.common.memory_meter import MemoryMeter, MemoryPeak, highest
 from tpu_pipeline.common.tfx_api import LocalDagRunner, metadata, tfx_pipeline
 from tpu_pipeline.components.example_gen.notices import NOTICE_PREFIX
 from tpu_pipeline.components.models import require_downloadable_weights
+from tpu_pipeline.components.serving.server_check import start_server_ahead, stop_server_ahead
 from tpu_pipeline.components.training.autograph import skip_autograph_for_graph_safe_code
 from tpu_pipeline.pipeline.data_tools.schema_tools import (
     bootstrap_schema,
@@ -227,14 +234,21 @@ def run_local(
         )
         # This machine trains: `imagenet` weights it cannot download stop the run here.
         require_downloadable_weights(config.trainer, config.dataset.image_shape)
+        component_ids = [c.id for c in pipeline.components]
+
+        def on_finished(node_id: str, results: list[ComponentResult]) -> None:
+            _keep_memory(config, record, node_id, results)
+            if _served_model_made(node_id, results, component_ids):
+                start_server_ahead()
+
         # Without a log file the libraries write to the terminal too, and would tear a live line.
         progress = ComponentProgress(
-            [c.id for c in pipeline.components],
+            component_ids,
             record,
             out,
             live=log_file is not None,
             meter=meter,
-            on_finished=lambda node_id, results: _keep_memory(config, record, node_id, results),
+            on_finished=on_finished,
         )
         absl_logger.addHandler(progress)
         # The runner's start/finish lines are INFO records. Set absl's verbosity flag,
@@ -253,6 +267,7 @@ def run_local(
             # Beam re-raises a DoFn's KeyboardInterrupt as another type: trust the signal.
             progress.finish("interrupted" if received_signal() else "failed")
     finally:
+        stop_server_ahead()  # a run that pushed nothing left it waiting
         if progress is not None:
             progress.close()
             absl_logger.removeHandler(progress)
@@ -287,6 +302,21 @@ def run_local(
     except Exception:  # the run's result stands; only `runs` lacks its notes
         logging.getLogger(__name__).exception("Could not note the run in ML Metadata")
     return summary
+
+
+def _served_model_made(
+    node_id: str, results: list[ComponentResult], component_ids: list[str]
+) -> bool:
+    """Whether `node_id` just made the model a Pusher will check: the ServingPackager's (the
+    Trainer's where there is none), made now, not taken from the cache.
+
+    The server then starts while the Evaluator runs, mostly one thread of Python (TFMA),
+    rather than beside the ServingPackager, whose conversions use every core.
+    """
+    makers = [i for i in (NodeIds.TRAINER, NodeIds.SERVING_PACKAGER) if i in component_ids]
+    if NodeIds.PUSHER not in component_ids or not makers or node_id != makers[-1]:
+        return False
+    return any(result.id == node_id and result.status == "executed" for result in results)
 
 
 def _keep_memory(

@@ -7,6 +7,7 @@ import json
 import pathlib
 import shutil
 
+import psutil
 import pytest
 from ml_metadata.proto import metadata_store_pb2
 
@@ -19,6 +20,7 @@ from tests.pipeline.e2e_helpers import (
     serving_accuracy,
 )
 from tpu_pipeline.components.device.policy import cpu_precision
+from tpu_pipeline.components.serving import server_check
 from tpu_pipeline.components.serving.eval_outcomes import read_eval_outcomes
 from tpu_pipeline.components.serving.publish import pushed_versions
 from tpu_pipeline.components.serving.warmup import read_warmup_requests
@@ -146,6 +148,9 @@ def test_second_run_does_not_push_the_same_model_again(two_runs):
         "tensorflow_model_server" if shutil.which("tensorflow_model_server") else "model_server.py"
     )
     assert second.serving_check_server is None
+    # The Python server started while the Evaluator ran (pipeline/local/runner.py).
+    if first.serving_check_server == "model_server.py":
+        assert ", started ahead up in " in first.serving_check
     # The version keeps the card of the run that pushed it: the first run's evaluation.
     assert second.model_card == first.model_card
     store = mlmd_store(config)
@@ -165,6 +170,17 @@ def test_mnist_runs_end_to_end_above_ninety_percent(tmp_path):
     assert summary.blessed and summary.pushed_model
 
 
+def _model_servers_started_here() -> list[psutil.Process]:
+    """The serving check's Python servers this process started that still run."""
+    return [
+        child
+        for child in psutil.Process().children()
+        if child.is_running()
+        and child.status() != psutil.STATUS_ZOMBIE
+        and server_check.PYTHON_SERVER_MODULE in child.cmdline()
+    ]
+
+
 @pytest.fixture(scope="module")
 def blessed_by_hand(tmp_path_factory):
     """A run the Evaluator refuses (every class must be perfect), blessed by hand through
@@ -176,6 +192,8 @@ def blessed_by_hand(tmp_path_factory):
     config = small_digits_config(output_dir, **unreachable)
     refused = run_local(config, io.StringIO())
     assert refused.succeeded and not refused.blessed, refused.error
+    # The server started ahead for a push that did not come is stopped with the run.
+    assert _model_servers_started_here() == []
     flags = [
         "--output-dir",
         str(output_dir),

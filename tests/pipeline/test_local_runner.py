@@ -8,8 +8,9 @@ import io
 import logging
 
 from tpu_pipeline.common.memory_meter import HIGH_WATER_MARK, SAMPLED, MemoryPeak
-from tpu_pipeline.pipeline.local.runner import ComponentProgress
+from tpu_pipeline.pipeline.local.runner import ComponentProgress, _served_model_made
 from tpu_pipeline.pipeline.results.run_record import NodeRecord
+from tpu_pipeline.pipeline.results.run_summary import ComponentResult
 
 MB = 1024 * 1024
 
@@ -173,3 +174,18 @@ def test_without_a_meter_the_lines_and_results_carry_no_memory():
     assert "peak" not in out.getvalue()
     assert progress.all_results()[0].peak_rss_bytes is None
     assert progress.run_peak() == (None, None)
+
+
+def _made(node_id, status, component_ids):
+    return _served_model_made(node_id, [ComponentResult(node_id, status, 1.0)], component_ids)
+
+
+def test_the_serving_checks_server_starts_once_the_model_to_push_is_made_now():
+    full = ["Trainer", "ServingPackager", "Evaluator", "Pusher"]
+    assert _made("ServingPackager", "executed", full)
+    assert not _made("Trainer", "executed", full)  # the packager's conversions come next
+    assert not _made("ServingPackager", "cached", full)  # served already, or refused before
+    assert not _made("Evaluator", "executed", full)
+    without_packager = ["Trainer", "Evaluator", "Pusher"]
+    assert _made("Trainer", "executed", without_packager)
+    assert not _made("Trainer", "executed", ["Trainer", "ServingPackager", "Evaluator"])

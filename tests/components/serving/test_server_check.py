@@ -43,6 +43,13 @@ MODEL_SERVER_MODULE = "tpu_pipeline.components.serving.model_server"
 TIMEOUT = 120.0  # generous: the machine is shared; the timeout test sets its own
 
 
+@pytest.fixture(autouse=True)
+def _no_server_left_waiting():
+    """A test that failed before its check took the server it started ahead stops it."""
+    yield
+    server_check.stop_server_ahead()
+
+
 def _candidate(tmp_path: pathlib.Path, broken: dict[str, str] | None = None) -> str:
     model_dir = save_model(tmp_path / "model", broken)
     write_warmup_requests(model_dir, write_eval_split(tmp_path / "eval"), DIGITS)
@@ -260,3 +267,70 @@ def test_the_checks_server_dies_with_the_process_that_started_it_even_by_sigkill
         parent.kill()
         if pid is not None and not _gone(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def _without_model_server_binary(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-binaries"))  # the Python server, as here
+
+
+def test_a_server_started_ahead_serves_the_next_check_and_only_that_one(tmp_path, monkeypatch):
+    _without_model_server_binary(monkeypatch, tmp_path)
+    server_check.start_server_ahead()
+    waiting = server_check._ahead
+    assert waiting is not None and waiting.poll() is None
+    server_check.start_server_ahead()  # one waits already: no second process
+    assert server_check._ahead is waiting
+    first = check_model(_candidate(tmp_path / "a"), DIGITS.num_classes, TIMEOUT)
+    assert first.started_ahead and first.server == "model_server.py"
+    assert ", started ahead up in " in first.to_text()
+    assert waiting.wait(timeout=30) is not None  # the check stopped it, as its own
+    assert server_check._ahead is None
+    second = check_model(_candidate(tmp_path / "b"), DIGITS.num_classes, TIMEOUT)
+    assert not second.started_ahead and "started ahead" not in second.to_text()
+
+
+def test_a_server_started_ahead_that_died_is_replaced_by_a_fresh_one(tmp_path, monkeypatch):
+    _without_model_server_binary(monkeypatch, tmp_path)
+    server_check.start_server_ahead()
+    server_check._ahead.kill()
+    server_check._ahead.wait()
+    result = check_model(_candidate(tmp_path), DIGITS.num_classes, TIMEOUT)
+    assert not result.started_ahead and result.server == "model_server.py"
+
+
+def test_a_failed_load_in_a_server_started_ahead_is_quoted_from_its_log(tmp_path, monkeypatch):
+    _without_model_server_binary(monkeypatch, tmp_path)
+    server_check.start_server_ahead()
+    with pytest.raises(ServingCheckError) as raised:
+        check_model(_candidate(tmp_path, {"images": "raises"}), DIGITS.num_classes, TIMEOUT)
+    message = str(raised.value)
+    assert message.startswith("the model server could not load the model (exit 1)")
+    assert "warmup request for signature 'images' failed" in message
+
+
+def test_no_server_is_started_ahead_where_tensorflow_model_server_is_installed(
+    tmp_path, monkeypatch
+):
+    _on_path(monkeypatch, tmp_path / "bin", "import sys; sys.exit(1)")
+    server_check.start_server_ahead()
+    assert server_check._ahead is None
+
+
+def test_a_server_started_ahead_that_no_check_takes_ends_when_stopped_or_orphaned(
+    tmp_path, monkeypatch
+):
+    _without_model_server_binary(monkeypatch, tmp_path)
+    server_check.start_server_ahead()
+    waiting = server_check._ahead
+    server_check.stop_server_ahead()
+    assert server_check._ahead is None and waiting.poll() is not None
+    server_check.stop_server_ahead()  # nothing waits: nothing to do
+    # Its input closing (the process that started it ended) ends it without loading anything.
+    orphan = subprocess.run(
+        [sys.executable, "-m", MODEL_SERVER_MODULE, "--flags_from_stdin"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert orphan.returncode == 0 and LISTENING not in orphan.stdout
