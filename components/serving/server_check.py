@@ -10,9 +10,9 @@ API. `tensorflow_model_server` must be told its ports: they come from
 `model_server.py` binds port 0 and says in its log which port it got, so no
 other process can take it in between. The server is killed with the process
 that started it, even by SIGKILL (`common/child_process.py`). A local run starts
-the Python server's process ahead (`start_server_ahead`, once the Trainer has
-trained), so its TensorFlow import, most of its start, overlaps the steps before
-the Pusher; the check hands that process its flags and log. Once the version is
+the Python server's process ahead (`start_server_ahead`, once the model to push is
+made), so its TensorFlow import, most of its start, overlaps the Evaluator; the
+check hands that process its flags and log. Once the version is
 AVAILABLE, the candidate's own warmup requests (eval examples, one request per
 published signature, `warmup.py`) go to `:predict`; each answer must be
 `num_classes` probabilities per example (the class id is their argmax, so a
