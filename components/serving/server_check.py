@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import portpicker
 import tensorflow as tf
+from absl import logging
 from tensorflow_serving.apis import predict_pb2
 
 from tpu_pipeline import components
@@ -126,19 +127,24 @@ def start_server_ahead() -> None:
     Pusher run, that time overlaps theirs. Nothing is started where
     `tensorflow_model_server` is on PATH (it starts in well under a second) or where a
     server already waits. A server no check takes is stopped by `stop_server_ahead`, and
-    ends by itself when this process ends (its input closes; by SIGKILL too).
+    ends by itself when this process ends (its input closes; by SIGKILL too). A process
+    that cannot be started now (no memory, no process slot) is only a lost head start: the
+    check starts its own, and says why if that fails too.
     """
     global _ahead
     with _ahead_lock:
         if shutil.which(MODEL_SERVER) or (_ahead is not None and _ahead.poll() is None):
             return
-        _ahead = start_child(
-            [sys.executable, "-m", PYTHON_SERVER_MODULE, FLAGS_FROM_STDIN],
-            _server_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            stdin=subprocess.PIPE,
-        )
+        try:
+            _ahead = start_child(
+                [sys.executable, "-m", PYTHON_SERVER_MODULE, FLAGS_FROM_STDIN],
+                _server_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                stdin=subprocess.PIPE,
+            )
+        except OSError as error:
+            logging.warning("Serving check: no server started ahead (%s)", error)
 
 
 def stop_server_ahead() -> None:

@@ -334,3 +334,19 @@ def test_a_server_started_ahead_that_no_check_takes_ends_when_stopped_or_orphane
         timeout=120,
     )
     assert orphan.returncode == 0 and LISTENING not in orphan.stdout
+
+
+def test_a_server_that_cannot_be_started_ahead_leaves_the_check_its_own_start(
+    tmp_path, monkeypatch
+):
+    _without_model_server_binary(monkeypatch, tmp_path)
+
+    def no_process_slot(*args, **kwargs):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(server_check, "start_child", no_process_slot)
+        server_check.start_server_ahead()  # a lost head start, not an error
+    assert server_check._ahead is None
+    result = check_model(_candidate(tmp_path), DIGITS.num_classes, TIMEOUT)
+    assert not result.started_ahead and result.server == "model_server.py"
