@@ -28,7 +28,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from typing import TypeVar
@@ -55,6 +54,7 @@ from benchmarks import (  # noqa: E402
 from benchmarks.flops import training_flops  # noqa: E402
 from tpu_pipeline.common.config import DatasetConfig, TrainerConfig  # noqa: E402
 from tpu_pipeline.common.owned_paths import UserPathError, claim_folder  # noqa: E402
+from tpu_pipeline.common.work_dirs import WorkDirs  # noqa: E402
 from tpu_pipeline.components.device.policy import DEVICE_DEFAULTS  # noqa: E402
 from tpu_pipeline.components.models import BACKBONES, MODEL_BUILDERS, build_model, compile_model  # noqa: E402
 from tpu_pipeline.components.training import input_pipeline  # noqa: E402
@@ -1721,6 +1721,11 @@ def format_table(rows: list[Row]) -> str:
     )
 
 
+# Without --workdir: the data and runs go to a work folder removed when the bench ends, or
+# by the next bench if this one was killed.
+WORK_DIRS = WorkDirs("bench", "benchmark's work folder")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.bench", description=__doc__.split("\n")[0]
@@ -1764,13 +1769,20 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections {sorted(unknown)}; allowed: {', '.join(SECTIONS)}")
-    workdir = args.workdir or pathlib.Path(tempfile.mkdtemp(prefix="tpu-pipeline-bench-"))
+    if args.workdir is None:  # removed at the end; a killed bench's, by the next bench
+        with WORK_DIRS.owned() as workdir:
+            return _run_sections(args, sections, workdir)
     try:
         # Sections clear their own sub-folders (e2e-ours, a training's run folder) before
         # they run: a folder the user named must be new, empty or the bench's own before.
-        claim_folder(workdir, "--workdir")
+        claim_folder(args.workdir, "--workdir")
     except UserPathError as error:
         parser.error(str(error))
+    return _run_sections(args, sections, args.workdir)
+
+
+def _run_sections(args: argparse.Namespace, sections: list[str], workdir: pathlib.Path) -> int:
+    """Runs `sections` in `workdir` at the size `args` asks and prints their table."""
     settings = sized(
         "quick" if args.quick else "smoke" if args.smoke else "full",
         workdir,

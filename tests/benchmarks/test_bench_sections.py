@@ -35,3 +35,14 @@ def test_a_new_workdir_is_claimed_and_taken_again_by_the_next_bench_run(tmp_path
     for _ in range(2):  # the second run finds the bench's own folder, marked
         assert bench.main(["--smoke", "--only", "cpu_precision", "--workdir", str(workdir)]) == 0
     assert (workdir / ".tpu-pipeline").exists()
+
+
+def test_without_a_workdir_the_bench_removes_its_own_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    from benchmarks import bench
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the temporary folder it uses
+    assert bench.main(["--smoke", "--only", "cpu_precision"]) == 0
+    # It kept the data and runs until it ended, no longer (AutoGraph's own files aside).
+    assert list(tmp_path.glob("tpu-pipeline-*")) == []
