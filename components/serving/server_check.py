@@ -147,11 +147,17 @@ def start_server_ahead() -> None:
             logging.warning("Serving check: no server started ahead (%s)", error)
 
 
-def stop_server_ahead() -> None:
-    """Stops a server started ahead that no check took (a run that pushed nothing)."""
+def _take_server_ahead() -> subprocess.Popen | None:
+    """The server started ahead, no longer waiting for anyone else; None if there is none."""
     global _ahead
     with _ahead_lock:
         waiting, _ahead = _ahead, None
+    return waiting
+
+
+def stop_server_ahead() -> None:
+    """Stops a server started ahead that no check took (a run that pushed nothing)."""
+    waiting = _take_server_ahead()
     if waiting is not None:
         stop_child(waiting)
 
@@ -159,9 +165,7 @@ def stop_server_ahead() -> None:
 def _hand_over(command: ServerCommand, log_path: str) -> subprocess.Popen | None:
     """The server started ahead, given `command`'s flags and `log_path`; None if there is
     none, or it died, or `command` is not the Python server's (PATH changed since)."""
-    global _ahead
-    with _ahead_lock:
-        waiting, _ahead = _ahead, None
+    waiting = _take_server_ahead()
     if waiting is None:
         return None
     if command.name != FALLBACK_SERVER or waiting.poll() is not None:
