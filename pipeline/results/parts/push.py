@@ -49,7 +49,10 @@ class Push:
     serving_check: str | None = summary_key(
         "the Pusher's serving check: `passed (...)`, `failed: why` or `not run: ...`",
         null="nothing was pushed, and no check failed",
-        example="passed (serving_default, serving_images in 0.4 s; model_server.py up in 3.1 s)",
+        example=(
+            "passed (serving_default, images, pixels in 0.1 s; "
+            "model_server.py, started ahead up in 0.6 s)"
+        ),
         default=None,
     )
     serving_check_server: str | None = summary_key(
